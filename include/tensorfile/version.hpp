@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: MIT
+// The one source of tensorfile's version; CMake parses these three lines.
+#pragma once
+
+#define TENSORFILE_VERSION_MAJOR 0
+#define TENSORFILE_VERSION_MINOR 1
+#define TENSORFILE_VERSION_PATCH 0
+
+/// The version as one integer: major * 10000 + minor * 100 + patch.
+#define TENSORFILE_VERSION \
+  (TENSORFILE_VERSION_MAJOR * 10000 + TENSORFILE_VERSION_MINOR * 100 + TENSORFILE_VERSION_PATCH)
