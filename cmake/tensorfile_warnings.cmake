@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: MIT
+# Strict warnings (as errors) and optional sanitizers for tensorfile's own tests and examples only.
+add_library(tensorfile_strict INTERFACE)
+target_compile_options(tensorfile_strict INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor -Werror)
+if(TENSORFILE_SANITIZE)
+  target_compile_options(tensorfile_strict INTERFACE -fsanitize=${TENSORFILE_SANITIZE} -fno-omit-frame-pointer
+    -fno-sanitize-recover=all)
+  target_link_options(tensorfile_strict INTERFACE -fsanitize=${TENSORFILE_SANITIZE})
+endif()

@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: MIT
+// Tensor: a Storage seen through a dtype, sizes, strides and an offset (in elements, as in torch).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/backends/heap.hpp"
+#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/core/tensor_view.hpp"
+#include "tensorfile/detail/checked_math.hpp"
+
+namespace tensorfile {
+
+/// Sizes or strides of a tensor, in elements.
+using Shape = std::vector<std::int64_t>;
+
+class Tensor;
+
+namespace detail {
+
+/// Copies between devices other than CPU and meta; installed by <tensorfile/cuda.hpp>.
+struct DeviceCopyHook {
+  Tensor (*copy)(const Tensor& source, Device target) = nullptr;
+};
+[[nodiscard]] inline DeviceCopyHook& device_copy_hook() noexcept {
+  static DeviceCopyHook hook;
+  return hook;
+}
+
+inline std::string shape_string(std::span<const std::int64_t> shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+/// Row-major strides for `sizes`.
+inline Shape contiguous_strides(std::span<const std::int64_t> sizes) {
+  Shape strides(sizes.size());
+  std::int64_t step = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<std::int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+/// Calls fn(element_offset) for every element in C order; the innermost dimension is handed
+/// over as a run (offset, count, stride) so callers can memcpy contiguous runs.
+template <class Fn>
+void for_each_run(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides, std::int64_t base,
+                  Fn&& fn) {
+  const std::size_t dims = sizes.size();
+  if (dims == 0) {
+    fn(base, std::int64_t{1}, std::int64_t{1});
+    return;
+  }
+  for (auto s : sizes) {
+    if (s == 0) return;
+  }
+  std::vector<std::int64_t> index(dims, 0);
+  std::int64_t offset = base;
+  const std::int64_t inner = sizes[dims - 1];
+  const std::int64_t inner_stride = strides[dims - 1];
+  while (true) {
+    fn(offset, inner, inner_stride);
+    std::size_t d = dims - 1;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++index[d] < sizes[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= (index[d] - 1) * strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+/// Whether two elements of `dtype` hold equal values (torch.equal semantics: NaN differs from
+/// itself, -0.0 equals 0.0); float8 and quantized values compare by their bits.
+inline bool element_equal(DType dtype, const std::byte* a, const std::byte* b) noexcept {
+  const auto load = [](const std::byte* p, auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (dtype) {
+    case DType::Float16: return static_cast<float>(load(a, Half{})) == static_cast<float>(load(b, Half{}));
+    case DType::BFloat16: return static_cast<float>(load(a, BFloat16{})) == static_cast<float>(load(b, BFloat16{}));
+    case DType::Float32: return load(a, 0.0f) == load(b, 0.0f);
+    case DType::Float64: return load(a, 0.0) == load(b, 0.0);
+    case DType::Complex32: {
+      const auto x = load(a, ComplexHalf{});
+      const auto y = load(b, ComplexHalf{});
+      return static_cast<float>(x.real) == static_cast<float>(y.real) &&
+             static_cast<float>(x.imag) == static_cast<float>(y.imag);
+    }
+    case DType::Complex64: return load(a, std::complex<float>{}) == load(b, std::complex<float>{});
+    case DType::Complex128: return load(a, std::complex<double>{}) == load(b, std::complex<double>{});
+    case DType::Bool: return (std::to_integer<int>(*a) != 0) == (std::to_integer<int>(*b) != 0);
+    default: return std::memcmp(a, b, element_size(dtype)) == 0;
+  }
+}
+
+}  // namespace detail
+
+/// A strided view of a Storage. Copies are cheap and share the storage (like torch tensors);
+/// clone() makes an independent copy. A default-constructed Tensor is undefined.
+class Tensor {
+ public:
+  Tensor() = default;
+
+  /// A tensor over `storage`; sizes, strides and offset in elements. Throws ArgumentError when a
+  /// size, stride or offset is negative, or when the view reaches past the end of the storage.
+  Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, std::int64_t storage_offset = 0,
+         bool requires_grad = false)
+      : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(std::move(strides)),
+        offset_(storage_offset), dtype_(dtype), requires_grad_(requires_grad) {
+    check_bounds();
+  }
+
+  /// A contiguous (row-major) tensor over `storage`, starting at its first byte.
+  Tensor(Storage storage, DType dtype, Shape sizes)
+      : Tensor(std::move(storage), dtype, sizes, detail::contiguous_strides(sizes)) {}
+
+  /// A new zero-filled contiguous tensor on `device` (cpu or meta; cuda with <tensorfile/cuda.hpp>).
+  [[nodiscard]] static Tensor zeros(Shape sizes, DType dtype, Device device = Device::cpu()) {
+    const std::size_t bytes = checked_nbytes(sizes, dtype);
+    if (device.is_meta()) return {meta_storage(bytes), dtype, std::move(sizes)};
+    Tensor host(heap_storage(bytes), dtype, std::move(sizes));
+    return device.is_cpu() ? host : host.to(device);
+  }
+
+  /// A new contiguous CPU tensor holding a copy of `values`; `sizes` defaults to {values.size()}.
+  template <element_type T>
+  [[nodiscard]] static Tensor from_values(std::span<const T> values, Shape sizes = {}) {
+    if (sizes.empty()) sizes = {static_cast<std::int64_t>(values.size())};
+    const std::size_t bytes = checked_nbytes(sizes, dtype_of<T>);
+    if (bytes != values.size_bytes()) {
+      throw ArgumentError("shape " + detail::shape_string(sizes) + " needs " + std::to_string(bytes / sizeof(T)) +
+                          " values; got " + std::to_string(values.size()));
+    }
+    Tensor out(heap_storage(bytes, false), dtype_of<T>, std::move(sizes));
+    if (bytes != 0) std::memcpy(out.storage_.mutable_data(), values.data(), bytes);
+    return out;
+  }
+  /// from_values with a braced list: `Tensor::from_values<float>({1, 2, 3, 4}, {2, 2})`.
+  template <element_type T>
+  [[nodiscard]] static Tensor from_values(std::initializer_list<T> values, Shape sizes = {}) {
+    return from_values(std::span<const T>(values.begin(), values.size()), std::move(sizes));
+  }
+
+  // ---- shape and metadata -------------------------------------------------------------------
+
+  [[nodiscard]] bool defined() const noexcept { return storage_.defined(); }                 ///< has a storage
+  [[nodiscard]] DType dtype() const noexcept { return dtype_; }                              ///< element type
+  [[nodiscard]] const Shape& sizes() const noexcept { return sizes_; }                       ///< extents
+  [[nodiscard]] const Shape& strides() const noexcept { return strides_; }                   ///< in elements
+  [[nodiscard]] std::int64_t storage_offset() const noexcept { return offset_; }             ///< in elements
+  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }                   ///< rank
+  [[nodiscard]] std::int64_t size(std::int64_t d) const { return sizes_[wrap_dim(d)]; }      ///< extent of d (negative counts from the end)
+  [[nodiscard]] std::int64_t stride(std::int64_t d) const { return strides_[wrap_dim(d)]; }  ///< stride of d
+  [[nodiscard]] std::size_t element_size() const noexcept { return tensorfile::element_size(dtype_); }  ///< bytes
+  [[nodiscard]] const Storage& storage() const noexcept { return storage_; }                 ///< shared storage
+  [[nodiscard]] Device device() const noexcept { return storage_.device(); }                 ///< where the bytes are
+  [[nodiscard]] bool is_writable() const noexcept { return storage_.writable(); }            ///< may be written
+  [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }               ///< autograd flag, kept for round trips
+  /// Sets the requires_grad flag (tensorfile does no autograd; the flag is saved and loaded).
+  Tensor& set_requires_grad(bool value) noexcept {
+    requires_grad_ = value;
+    return *this;
+  }
+
+  /// Number of elements (1 for a 0-d tensor).
+  [[nodiscard]] std::int64_t numel() const noexcept {
+    std::int64_t n = 1;
+    for (auto s : sizes_) n *= s;
+    return n;
+  }
+  /// numel() * element_size(): the bytes of a contiguous copy.
+  [[nodiscard]] std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * element_size(); }
+
+  /// Whether elements are laid out row-major without gaps (dims of size 1 may have any stride).
+  [[nodiscard]] bool is_contiguous() const noexcept {
+    std::int64_t expected = 1;
+    for (std::size_t d = sizes_.size(); d-- > 0;) {
+      if (sizes_[d] == 0) return true;
+      if (sizes_[d] != 1 && strides_[d] != expected) return false;
+      expected *= sizes_[d];
+    }
+    return true;
+  }
+
+  // ---- element access -----------------------------------------------------------------------
+
+  /// Pointer to the first element (at storage_offset). `data<const float>()` reads;
+  /// `data<float>()` writes and throws ArgumentError on a read-only storage. Throws DTypeError when
+  /// T does not match dtype(), DeviceError when the bytes are not in host memory.
+  template <element_type T>
+  [[nodiscard]] T* data() const {
+    if (dtype_of<T> != dtype_) {
+      throw DTypeError("tensor has dtype " + std::string(dtype_name(dtype_)) + "; expected " +
+                       std::string(dtype_name(dtype_of<T>)) + " for this element type");
+    }
+    return reinterpret_cast<T*>(host_bytes<T>());
+  }
+
+  /// Raw bytes of the first element, for any dtype (float8, quantized...). Same checks as data().
+  [[nodiscard]] const std::byte* raw_data() const { return host_bytes<const std::byte>(); }
+  /// Writable raw bytes of the first element; throws ArgumentError on a read-only storage.
+  [[nodiscard]] std::byte* mutable_raw_data() const { return host_bytes<std::byte>(); }
+
+  /// A typed strided view (`view<const float>()` to read, `view<float>()` to write).
+  template <element_type T>
+  [[nodiscard]] TensorView<T> view() const {
+    return TensorView<T>(data<T>(), sizes_, strides_);
+  }
+
+  /// The value of a one-element tensor. Throws ArgumentError when numel() != 1.
+  template <element_type T>
+  [[nodiscard]] std::remove_cv_t<T> item() const {
+    if (numel() != 1) {
+      throw ArgumentError("item() needs exactly one element; got " + std::to_string(numel()));
+    }
+    return *data<const T>();
+  }
+
+  // ---- views sharing the storage ------------------------------------------------------------
+
+  /// The slice at `index` along `dim`, which is removed (t[i] for dim 0).
+  [[nodiscard]] Tensor select(std::int64_t dim, std::int64_t index) const {
+    const std::size_t d = wrap_dim(dim);
+    const std::int64_t extent = sizes_[d];
+    if (index < -extent || index >= extent) {
+      throw ArgumentError("select index " + std::to_string(index) + " is out of range for dimension " +
+                          std::to_string(d) + " of size " + std::to_string(extent));
+    }
+    if (index < 0) index += extent;
+    Tensor out = *this;
+    out.offset_ += index * strides_[d];
+    out.sizes_.erase(out.sizes_.begin() + static_cast<std::ptrdiff_t>(d));
+    out.strides_.erase(out.strides_.begin() + static_cast<std::ptrdiff_t>(d));
+    return out;
+  }
+
+  /// Elements [start, start + length) along `dim` (torch.narrow).
+  [[nodiscard]] Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
+    const std::size_t d = wrap_dim(dim);
+    if (start < 0) start += sizes_[d];
+    if (start < 0 || length < 0 || start > sizes_[d] || length > sizes_[d] - start) {
+      throw ArgumentError("narrow [" + std::to_string(start) + ", +" + std::to_string(length) +
+                          ") is out of range for dimension " + std::to_string(d) + " of size " +
+                          std::to_string(sizes_[d]));
+    }
+    Tensor out = *this;
+    out.offset_ += start * strides_[d];
+    out.sizes_[d] = length;
+    return out;
+  }
+
+  /// Elements start, start+step, ... below end along `dim` (Python's t[start:end:step]); start
+  /// and end are clamped like Python slices, step must be positive.
+  [[nodiscard]] Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const {
+    const std::size_t d = wrap_dim(dim);
+    if (step <= 0) throw ArgumentError("slice step must be positive; got " + std::to_string(step));
+    const std::int64_t extent = sizes_[d];
+    const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
+    start = clamp(start);
+    end = std::max(clamp(end), start);
+    Tensor out = *this;
+    out.offset_ += start * strides_[d];
+    out.sizes_[d] = (end - start + step - 1) / step;
+    out.strides_[d] *= step;
+    return out;
+  }
+
+  /// Swaps two dimensions.
+  [[nodiscard]] Tensor transpose(std::int64_t dim0, std::int64_t dim1) const {
+    Tensor out = *this;
+    std::swap(out.sizes_[wrap_dim(dim0)], out.sizes_[wrap_dim(dim1)]);
+    std::swap(out.strides_[wrap_dim(dim0)], out.strides_[wrap_dim(dim1)]);
+    return out;
+  }
+
+  /// Reorders dimensions: result dim i is this tensor's dim order[i].
+  [[nodiscard]] Tensor permute(std::span<const std::int64_t> order) const {
+    if (order.size() != dim()) {
+      throw ArgumentError("permute needs " + std::to_string(dim()) + " dimensions; got " + std::to_string(order.size()));
+    }
+    Tensor out = *this;
+    std::vector<bool> seen(dim(), false);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::size_t d = wrap_dim(order[i]);
+      if (seen[d]) throw ArgumentError("permute repeats dimension " + std::to_string(d));
+      seen[d] = true;
+      out.sizes_[i] = sizes_[d];
+      out.strides_[i] = strides_[d];
+    }
+    return out;
+  }
+  /// permute with a braced list: `t.permute({2, 0, 1})`.
+  [[nodiscard]] Tensor permute(std::initializer_list<std::int64_t> order) const {
+    return permute(std::span<const std::int64_t>(order.begin(), order.size()));
+  }
+
+  /// The same elements with new sizes (one may be -1, deduced). Only contiguous tensors: call
+  /// contiguous() first otherwise (torch.reshape would copy; tensorfile never copies silently).
+  [[nodiscard]] Tensor reshape(Shape sizes) const {
+    if (!is_contiguous()) {
+      throw ArgumentError("reshape needs a contiguous tensor; call contiguous() first");
+    }
+    std::int64_t known = 1;
+    std::size_t deduced = sizes.size();
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] == -1 && deduced == sizes.size()) {
+        deduced = d;
+      } else if (sizes[d] < 0) {
+        throw ArgumentError("invalid size " + std::to_string(sizes[d]) + " in reshape " + detail::shape_string(sizes));
+      } else {
+        auto product = detail::checked_mul(known, sizes[d]);
+        if (!product) throw ArgumentError("reshape " + detail::shape_string(sizes) + " overflows int64");
+        known = *product;
+      }
+    }
+    if (deduced != sizes.size()) {
+      if (known == 0 || numel() % known != 0) {
+        throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
+                            " elements");
+      }
+      sizes[deduced] = numel() / known;
+      known = numel();
+    }
+    if (known != numel()) {
+      throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
+                          " elements");
+    }
+    Tensor out = *this;
+    out.strides_ = detail::contiguous_strides(sizes);
+    out.sizes_ = std::move(sizes);
+    return out;
+  }
+
+  /// Broadcasts dims of size 1 (and new leading dims) to `sizes` with stride 0; -1 keeps a size.
+  [[nodiscard]] Tensor expand(Shape sizes) const {
+    if (sizes.size() < dim()) {
+      throw ArgumentError("expand to " + detail::shape_string(sizes) + " has fewer dimensions than " +
+                          detail::shape_string(sizes_));
+    }
+    const std::size_t lead = sizes.size() - dim();
+    Shape strides(sizes.size(), 0);
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      if (d < lead) {
+        if (sizes[d] < 0) throw ArgumentError("expand cannot deduce new leading dimension " + std::to_string(d));
+        continue;
+      }
+      const std::int64_t own = sizes_[d - lead];
+      if (sizes[d] == -1) sizes[d] = own;
+      if (sizes[d] == own) {
+        strides[d] = strides_[d - lead];
+      } else if (own != 1) {
+        throw ArgumentError("cannot expand dimension " + std::to_string(d - lead) + " of size " + std::to_string(own) +
+                            " to " + std::to_string(sizes[d]) + "; only size-1 dimensions expand");
+      }
+    }
+    Tensor out = *this;
+    out.sizes_ = std::move(sizes);
+    out.strides_ = std::move(strides);
+    return out;
+  }
+
+  /// Inserts a dimension of size 1 at `dim` (0 to dim()).
+  [[nodiscard]] Tensor unsqueeze(std::int64_t dim) const {
+    const auto rank = static_cast<std::int64_t>(this->dim());
+    if (dim < 0) dim += rank + 1;
+    if (dim < 0 || dim > rank) throw ArgumentError("unsqueeze dimension " + std::to_string(dim) + " is out of range");
+    Tensor out = *this;
+    const auto at = static_cast<std::size_t>(dim);
+    const std::int64_t stride = dim < rank ? sizes_[at] * strides_[at] : 1;
+    out.sizes_.insert(out.sizes_.begin() + dim, 1);
+    out.strides_.insert(out.strides_.begin() + dim, stride);
+    return out;
+  }
+
+  // ---- copies -------------------------------------------------------------------------------
+
+  /// This tensor when already contiguous, else a contiguous clone().
+  [[nodiscard]] Tensor contiguous() const { return is_contiguous() ? *this : clone(); }
+
+  /// A new contiguous tensor on the same device with the same values (requires_grad kept).
+  [[nodiscard]] Tensor clone() const {
+    if (device().is_meta()) return Tensor::zeros(sizes_, dtype_, device()).set_requires_grad(requires_grad_);
+    if (!device().is_cpu()) return to(Device::cpu()).to(device()).set_requires_grad(requires_grad_);
+    Tensor out(heap_storage(nbytes(), false), dtype_, sizes_);
+    out.requires_grad_ = requires_grad_;
+    copy_into(out.storage_.mutable_data());
+    return out;
+  }
+
+  /// Writes the elements in C order, densely, to `out` (nbytes() bytes). CPU tensors only.
+  void copy_into(std::byte* out) const {
+    if (numel() == 0) return;
+    const std::byte* base = host_bytes<const std::byte>() - offset_ * static_cast<std::int64_t>(element_size());
+    const auto elem = static_cast<std::int64_t>(element_size());
+    detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
+      if (stride == 1) {
+        std::memcpy(out, base + offset * elem, static_cast<std::size_t>(count * elem));
+        out += count * elem;
+        return;
+      }
+      for (std::int64_t i = 0; i < count; ++i, out += elem) {
+        std::memcpy(out, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
+      }
+    });
+  }
+
+  /// This tensor on `device`: itself when already there; cpu to meta keeps shapes and drops bytes;
+  /// meta to cpu throws (there is no data). CUDA needs <tensorfile/cuda.hpp>, else DeviceError.
+  [[nodiscard]] Tensor to(Device target) const {
+    const Device here = device();
+    if (here.kind == target.kind && (target.index < 0 || here.index == target.index)) return *this;
+    if (target.is_meta()) return Tensor::zeros(sizes_, dtype_, target).set_requires_grad(requires_grad_);
+    if (here.is_meta()) throw DeviceError("cannot copy a meta tensor to " + target.str() + ": it has no data");
+    if (auto copy = detail::device_copy_hook().copy) return copy(*this, target);
+    throw DeviceError("cannot move a tensor to " + target.str() +
+                      ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
+  }
+
+  /// Same dtype, sizes and values (torch.equal: NaN never equals, -0.0 equals 0.0). CPU only.
+  [[nodiscard]] bool equal(const Tensor& other) const {
+    if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
+    if (numel() == 0) return true;
+    const Tensor a = contiguous();
+    const Tensor b = other.contiguous();
+    const std::byte* x = a.raw_data();
+    const std::byte* y = b.raw_data();
+    const std::size_t step = element_size();
+    for (std::int64_t i = 0, n = numel(); i < n; ++i, x += step, y += step) {
+      if (!detail::element_equal(dtype_, x, y)) return false;
+    }
+    return true;
+  }
+
+ private:
+  static std::size_t checked_nbytes(std::span<const std::int64_t> sizes, DType dtype) {
+    std::int64_t total = static_cast<std::int64_t>(tensorfile::element_size(dtype));
+    for (auto s : sizes) {
+      if (s < 0) throw ArgumentError("negative size in shape " + detail::shape_string(sizes));
+      auto product = detail::checked_mul(total, s);
+      if (!product) throw ArgumentError("shape " + detail::shape_string(sizes) + " overflows int64 bytes");
+      total = *product;
+    }
+    return static_cast<std::size_t>(total);
+  }
+
+  std::size_t wrap_dim(std::int64_t d) const {
+    const auto rank = static_cast<std::int64_t>(sizes_.size());
+    if (d < -rank || d >= rank) {
+      throw ArgumentError("dimension " + std::to_string(d) + " is out of range for a " + std::to_string(rank) +
+                          "-d tensor");
+    }
+    return static_cast<std::size_t>(d < 0 ? d + rank : d);
+  }
+
+  template <class Byte>
+  Byte* host_bytes() const {
+    if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
+    if (!device().is_cpu()) {
+      throw DeviceError("tensor is on " + device().str() + "; expected host memory (call to(Device::cpu()) first)");
+    }
+    std::byte* base = std::is_const_v<Byte> ? const_cast<std::byte*>(storage_.data()) : storage_.mutable_data();
+    if (base == nullptr) return nullptr;
+    return reinterpret_cast<Byte*>(base + offset_ * static_cast<std::int64_t>(element_size()));
+  }
+
+  void check_bounds() const {
+    if (sizes_.size() != strides_.size()) {
+      throw ArgumentError("sizes " + detail::shape_string(sizes_) + " and strides " + detail::shape_string(strides_) +
+                          " differ in length");
+    }
+    if (offset_ < 0) throw ArgumentError("negative storage offset " + std::to_string(offset_));
+    std::int64_t last = offset_;  // highest element index touched
+    bool empty = false;
+    for (std::size_t d = 0; d < sizes_.size(); ++d) {
+      if (sizes_[d] < 0 || strides_[d] < 0) {
+        throw ArgumentError("negative size or stride in sizes " + detail::shape_string(sizes_) + ", strides " +
+                            detail::shape_string(strides_));
+      }
+      if (sizes_[d] == 0) empty = true;
+    }
+    if (empty) return;
+    for (std::size_t d = 0; d < sizes_.size(); ++d) {
+      auto reach = detail::checked_mul(sizes_[d] - 1, strides_[d]);
+      auto sum = reach ? detail::checked_add(last, *reach) : std::nullopt;
+      if (!sum) throw ArgumentError("view extent overflows int64");
+      last = *sum;
+    }
+    auto end_bytes = detail::checked_mul(last + 1, static_cast<std::int64_t>(element_size()));
+    if (!end_bytes || static_cast<std::uint64_t>(*end_bytes) > storage_.size_bytes()) {
+      throw ArgumentError("view with sizes " + detail::shape_string(sizes_) + ", strides " +
+                          detail::shape_string(strides_) + " and offset " + std::to_string(offset_) +
+                          " leaves its storage; expected at most " + std::to_string(storage_.size_bytes()) +
+                          " bytes, got " + (end_bytes ? std::to_string(*end_bytes) : std::string("an overflow")));
+    }
+  }
+
+  Storage storage_;
+  Shape sizes_;
+  Shape strides_;
+  std::int64_t offset_ = 0;
+  DType dtype_ = DType::Float32;
+  bool requires_grad_ = false;
+};
+
+}  // namespace tensorfile

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+// TensorView<T>: a typed, strided window on host memory with multi-index access and C-order iteration.
+#pragma once
+
+#include <cassert>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+
+namespace tensorfile {
+
+/// A non-owning typed view: element (i0, i1, ...) lives at data[i0*stride0 + i1*stride1 + ...].
+/// T may be const (read-only view). The tensor it came from must outlive it.
+template <class T>
+class TensorView {
+ public:
+  /// C-order iterator over every element of the view.
+  class iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::remove_cv_t<T>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = T*;
+    using reference = T&;
+
+    iterator() = default;
+    reference operator*() const noexcept { return view_->data_[offset_]; }
+    pointer operator->() const noexcept { return view_->data_ + offset_; }
+    iterator& operator++() noexcept {
+      ++position_;
+      // Odometer step: bump the last index, carrying into earlier ones.
+      for (std::size_t d = index_.size(); d-- > 0;) {
+        if (++index_[d] < view_->sizes_[d]) {
+          offset_ += view_->strides_[d];
+          return *this;
+        }
+        offset_ -= (index_[d] - 1) * view_->strides_[d];
+        index_[d] = 0;
+      }
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator old = *this;
+      ++*this;
+      return old;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.position_ == b.position_; }
+
+   private:
+    friend class TensorView;
+    iterator(const TensorView* view, std::int64_t position)
+        : view_(view), index_(view->sizes_.size(), 0), position_(position) {}
+
+    const TensorView* view_ = nullptr;
+    std::vector<std::int64_t> index_;
+    std::int64_t offset_ = 0;
+    std::int64_t position_ = 0;
+  };
+
+  /// A view of `sizes`/`strides` (in elements) starting at `data`.
+  TensorView(T* data, std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides)
+      : data_(data), sizes_(std::move(sizes)), strides_(std::move(strides)) {
+    numel_ = 1;
+    for (auto s : sizes_) numel_ *= s;
+  }
+
+  /// Element at a full multi-index. Precondition (asserted): one in-range index per dimension.
+  template <std::integral... I>
+  [[nodiscard]] T& operator()(I... index) const noexcept {
+    assert(sizeof...(I) == sizes_.size());
+    std::int64_t offset = 0;
+    std::size_t d = 0;
+    ((assert(index >= 0 && static_cast<std::int64_t>(index) < sizes_[d]), offset += static_cast<std::int64_t>(index) * strides_[d++]), ...);
+    return data_[offset];
+  }
+
+  /// Element at `index`, checked: throws ArgumentError on a wrong count or an out-of-range index.
+  [[nodiscard]] T& at(std::span<const std::int64_t> index) const {
+    if (index.size() != sizes_.size()) {
+      throw ArgumentError("index has " + std::to_string(index.size()) + " entries; expected " +
+                          std::to_string(sizes_.size()));
+    }
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < index.size(); ++d) {
+      if (index[d] < 0 || index[d] >= sizes_[d]) {
+        throw ArgumentError("index " + std::to_string(index[d]) + " is out of range for dimension " +
+                            std::to_string(d) + "; expected 0 to " + std::to_string(sizes_[d] - 1));
+      }
+      offset += index[d] * strides_[d];
+    }
+    return data_[offset];
+  }
+  /// at() with a braced list: `view.at({1, 2})`.
+  [[nodiscard]] T& at(std::initializer_list<std::int64_t> index) const {
+    return at(std::span<const std::int64_t>(index.begin(), index.size()));
+  }
+
+  [[nodiscard]] iterator begin() const { return numel_ == 0 ? end() : iterator(this, 0); }  ///< first element
+  [[nodiscard]] iterator end() const { return iterator(this, numel_); }                     ///< past the last
+
+  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }                  ///< number of dims
+  [[nodiscard]] std::int64_t size(std::size_t d) const { return sizes_.at(d); }             ///< extent of dim d
+  [[nodiscard]] std::int64_t stride(std::size_t d) const { return strides_.at(d); }         ///< stride of dim d
+  [[nodiscard]] std::int64_t numel() const noexcept { return numel_; }                      ///< element count
+  [[nodiscard]] T* data() const noexcept { return data_; }                                  ///< element (0,...,0)
+
+ private:
+  T* data_;
+  std::vector<std::int64_t> sizes_;
+  std::vector<std::int64_t> strides_;
+  std::int64_t numel_ = 1;
+};
+
+}  // namespace tensorfile

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+// The platform layer: one move-only RAII handle for a file descriptor and one for a memory mapping.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <utility>
+
+#include "tensorfile/core/error.hpp"
+
+namespace tensorfile::detail {
+
+/// How a file is opened.
+enum class OpenMode { read, read_write, read_write_create };
+
+/// An open file descriptor; closes it on destruction.
+class FileHandle {
+ public:
+  FileHandle() = default;
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
+  FileHandle(FileHandle&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+  FileHandle& operator=(FileHandle&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd_ = std::exchange(other.fd_, -1);
+      path_ = std::move(other.path_);
+    }
+    return *this;
+  }
+  ~FileHandle() { close(); }
+
+  /// Opens `path`; throws IoError (with errno) on failure and a clear error for directories.
+  [[nodiscard]] static FileHandle open(const std::filesystem::path& path, OpenMode mode) {
+    int flags = O_CLOEXEC;
+    switch (mode) {
+      case OpenMode::read: flags |= O_RDONLY; break;
+      case OpenMode::read_write: flags |= O_RDWR; break;
+      case OpenMode::read_write_create: flags |= O_RDWR | O_CREAT; break;
+    }
+    FileHandle file;
+    file.path_ = path;
+    do {
+      file.fd_ = ::open(path.c_str(), flags, 0666);
+    } while (file.fd_ < 0 && errno == EINTR);
+    if (file.fd_ < 0) {
+      const int error = errno;
+      throw IoError(mode == OpenMode::read ? "cannot open for reading" : "cannot open for writing", error,
+                    {.file = path});
+    }
+    struct stat info {};
+    if (::fstat(file.fd_, &info) != 0) throw IoError("cannot stat", errno, {.file = path});
+    if (S_ISDIR(info.st_mode)) {
+      throw ArgumentError("is a directory; expected a regular file", {.file = path});
+    }
+    return file;
+  }
+
+  /// The descriptor, -1 when closed.
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  /// The path it was opened with (for messages).
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+  /// Current size in bytes.
+  [[nodiscard]] std::uint64_t size() const {
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) throw IoError("cannot stat", errno, {.file = path_});
+    return static_cast<std::uint64_t>(info.st_size);
+  }
+
+  /// Grows or shrinks the file to `bytes`.
+  void resize(std::uint64_t bytes) const {
+    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+      throw IoError("cannot resize to " + std::to_string(bytes) + " bytes", errno, {.file = path_});
+    }
+  }
+
+  /// Reads exactly out.size() bytes at `offset`; a short file is a FormatError at that offset.
+  void read_exact(std::uint64_t offset, std::span<std::byte> out) const {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const std::size_t chunk = std::min<std::size_t>(out.size() - done, std::size_t{1} << 30);
+      const ssize_t got = ::pread(fd_, out.data() + done, chunk, static_cast<off_t>(offset + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw IoError("cannot read", errno, {.file = path_, .offset = offset + done});
+      }
+      if (got == 0) {
+        throw FormatError("file ends early; expected " + std::to_string(out.size()) + " bytes, got " +
+                              std::to_string(done),
+                          {.file = path_, .offset = offset + done});
+      }
+      done += static_cast<std::size_t>(got);
+    }
+  }
+
+  /// Writes all of `data` at `offset`.
+  void write_all(std::uint64_t offset, std::span<const std::byte> data) const {
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const std::size_t chunk = std::min<std::size_t>(data.size() - done, std::size_t{1} << 30);
+      const ssize_t put = ::pwrite(fd_, data.data() + done, chunk, static_cast<off_t>(offset + done));
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        throw IoError("cannot write", errno, {.file = path_, .offset = offset + done});
+      }
+      done += static_cast<std::size_t>(put);
+    }
+  }
+
+ private:
+  void close() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+/// How a mapping relates to its file.
+enum class MapMode {
+  read_only,       ///< PROT_READ, MAP_PRIVATE: writing through it is an error
+  copy_on_write,   ///< PROT_READ|PROT_WRITE, MAP_PRIVATE: writes stay in this process
+  shared,          ///< PROT_READ|PROT_WRITE, MAP_SHARED: writes reach the file
+};
+
+/// A memory mapping of a whole byte range of a file; unmaps on destruction. A zero-length
+/// mapping holds no pages and a null pointer.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  Mapping(Mapping&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), mode_(other.mode_) {}
+  Mapping& operator=(Mapping&& other) noexcept {
+    if (this != &other) {
+      unmap();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      mode_ = other.mode_;
+    }
+    return *this;
+  }
+  ~Mapping() { unmap(); }
+
+  /// Maps the first `bytes` of `file`; the caller has checked that the file is that long.
+  [[nodiscard]] static Mapping map(const FileHandle& file, std::uint64_t bytes, MapMode mode) {
+    Mapping mapping;
+    mapping.mode_ = mode;
+    if (bytes == 0) return mapping;
+    if (bytes > static_cast<std::uint64_t>(SIZE_MAX)) {
+      throw ArgumentError("mapping of " + std::to_string(bytes) + " bytes does not fit the address space",
+                          {.file = file.path()});
+    }
+    const int protection = mode == MapMode::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+    const int flags = mode == MapMode::shared ? MAP_SHARED : MAP_PRIVATE;
+    void* address = ::mmap(nullptr, static_cast<std::size_t>(bytes), protection, flags, file.fd(), 0);
+    if (address == MAP_FAILED) {
+      throw IoError("cannot map " + std::to_string(bytes) + " bytes", errno, {.file = file.path()});
+    }
+    mapping.data_ = static_cast<std::byte*>(address);
+    mapping.size_ = static_cast<std::size_t>(bytes);
+    return mapping;
+  }
+
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }     ///< first mapped byte
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }    ///< mapped bytes
+  [[nodiscard]] MapMode mode() const noexcept { return mode_; }        ///< how it was mapped
+
+ private:
+  void unmap() noexcept {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  MapMode mode_ = MapMode::read_only;
+};
+
+}  // namespace tensorfile::detail

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// from_file: a 1-d tensor over a memory-mapped file, as torch.from_file makes it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/detail/file.hpp"
+
+namespace tensorfile {
+
+/// Options of from_file; use designated initializers: `{.shared = true, .size = 10}`.
+struct FromFileOptions {
+  bool shared = false;                 ///< true: MAP_SHARED, the file is created or grown and writes reach it; false: MAP_PRIVATE copy-on-write
+  std::optional<std::int64_t> size{};  ///< element count; unset maps the whole file (which must divide evenly); 0 gives an empty tensor as in torch
+  DType dtype = DType::Float32;        ///< element type (torch's default dtype)
+};
+
+/// A 1-d tensor of `size` elements mapped from `path` (torch.from_file). With shared, the file is
+/// opened read-write, created when missing and grown to size * element_size; otherwise it is
+/// opened read-only (read-only files work) and must already hold that many bytes. The tensor
+/// keeps the mapping alive. Throws IoError (open, grow, map), FormatError (file too short or not
+/// a whole number of elements), ArgumentError (negative or overflowing size).
+[[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {}) {
+  const auto elem = static_cast<std::int64_t>(element_size(options.dtype));
+  const std::string type_name(dtype_name(options.dtype));
+  std::optional<std::int64_t> wanted_bytes;
+  if (options.size) {
+    if (*options.size < 0) {
+      throw ArgumentError("size must be non-negative; got " + std::to_string(*options.size), {.file = path});
+    }
+    wanted_bytes = detail::checked_mul(*options.size, elem);
+    if (!wanted_bytes || static_cast<std::uint64_t>(*wanted_bytes) > SIZE_MAX) {
+      throw ArgumentError("size of " + std::to_string(*options.size) + " " + type_name +
+                              " elements overflows the addressable byte count",
+                          {.file = path});
+    }
+  }
+
+  const auto file = detail::FileHandle::open(
+      path, options.shared ? detail::OpenMode::read_write_create : detail::OpenMode::read);
+  const auto file_size = static_cast<std::int64_t>(file.size());
+  std::int64_t bytes = 0;
+  if (wanted_bytes) {
+    bytes = *wanted_bytes;
+    if (file_size < bytes) {
+      if (!options.shared) {
+        throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name +
+                              " elements; expected at least " + std::to_string(bytes) + " bytes, got " +
+                              std::to_string(file_size),
+                          {.file = path});
+      }
+      file.resize(static_cast<std::uint64_t>(bytes));
+    }
+  } else {
+    if (file_size == 0) {
+      throw FormatError("file is empty; expected at least one " + type_name +
+                            " element (pass .size = 0 for an empty tensor)",
+                        {.file = path});
+    }
+    if (file_size % elem != 0) {
+      throw FormatError("file size is not a whole number of " + type_name + " elements; expected a multiple of " +
+                            std::to_string(elem) + " bytes, got " + std::to_string(file_size),
+                        {.file = path});
+    }
+    bytes = file_size;
+  }
+
+  Storage storage(MmapBackend(file, static_cast<std::size_t>(bytes),
+                              options.shared ? MmapMode::shared : MmapMode::copy_on_write));
+  return {std::move(storage), options.dtype, Shape{bytes / elem}};
+}
+
+}  // namespace tensorfile

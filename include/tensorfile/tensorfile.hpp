@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// The umbrella header: everything tensorfile offers on the host (CUDA lives in <tensorfile/cuda.hpp>).
+#pragma once
+
+#include "tensorfile/version.hpp"
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/print.hpp"
+#include "tensorfile/core/scalar_types.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/tensor_view.hpp"
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/heap.hpp"
+#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/backends/mmap.hpp"
+
+#include "tensorfile/io/from_buffer.hpp"
+#include "tensorfile/io/from_file.hpp"

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// Tests of <tensorfile/core/storage.hpp>: shared ownership, slices and the backend concept.
+#include <tensorfile/backends/heap.hpp>
+#include <tensorfile/backends/meta.hpp>
+#include <tensorfile/core/storage.hpp>
+
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+
+TEST_CASE("Storage copies share one backend", "[storage]") {
+  const Storage a = heap_storage(128);
+  REQUIRE(a.defined());
+  CHECK(a.use_count() == 1);
+  {
+    const Storage b = a;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the point
+    CHECK(a.use_count() == 2);
+    CHECK(b.data() == a.data());
+    CHECK(b.shares_owner_with(a));
+  }
+  CHECK(a.use_count() == 1);
+  CHECK(a.kind() == "heap");
+  CHECK(a.backend<HeapBackend>() != nullptr);
+  CHECK(a.backend<MetaBackend>() == nullptr);
+}
+
+TEST_CASE("Storage::slice shares the owner and checks its range", "[storage]") {
+  const Storage whole = heap_storage(100);
+  SECTION("inside") {
+    const Storage part = whole.slice(10, 20);
+    CHECK(part.data() == whole.data() + 10);
+    CHECK(part.size_bytes() == 20);
+    CHECK(part.shares_owner_with(whole));
+    CHECK(whole.slice(100, 0).size_bytes() == 0);
+  }
+  SECTION("outside") {
+    REQUIRE_THROWS_WITH(whole.slice(90, 20),
+                        "tensorfile: storage slice [90, +20) leaves the storage; expected at most 100 bytes");
+    CHECK_THROWS_AS(whole.slice(101, 0), ArgumentError);
+    CHECK_THROWS_AS(whole.slice(1, SIZE_MAX), ArgumentError);
+  }
+}
+
+TEST_CASE("A default Storage is empty and read-only", "[storage]") {
+  const Storage empty;
+  CHECK_FALSE(empty.defined());
+  CHECK(empty.data() == nullptr);
+  CHECK(empty.size_bytes() == 0);
+  CHECK_FALSE(empty.writable());
+  REQUIRE_THROWS_WITH(empty.mutable_data(), "tensorfile: storage (custom) is read-only; expected a writable storage");
+}

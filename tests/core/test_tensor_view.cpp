@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// Tests of <tensorfile/core/tensor_view.hpp>: multi-index access and C-order iteration over strides.
+#include <tensorfile/core/tensor.hpp>
+#include <tensorfile/core/tensor_view.hpp>
+
+#include <numeric>
+#include <vector>
+
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+
+TEST_CASE("TensorView indexes and iterates through strides", "[tensor_view]") {
+  std::vector<std::int32_t> values(24);
+  std::iota(values.begin(), values.end(), 0);
+  const Tensor cube = Tensor::from_values(std::span<const std::int32_t>(values), {2, 3, 4});
+  SECTION("multi-index") {
+    const auto v = cube.view<const std::int32_t>();
+    CHECK(v(1, 2, 3) == 23);
+    CHECK(v(0, 1, 0) == 4);
+    CHECK(v.at({1, 0, 2}) == 14);
+    CHECK(v.dim() == 3);
+    CHECK(v.numel() == 24);
+    REQUIRE_THROWS_WITH(v.at({1, 3, 0}), "tensorfile: index 3 is out of range for dimension 1; expected 0 to 2");
+    REQUIRE_THROWS_WITH(v.at({1, 0}), "tensorfile: index has 2 entries; expected 3");
+  }
+  SECTION("iteration follows C order of the view, not of memory") {
+    const Tensor p = cube.permute({2, 1, 0}).slice(0, 1, 4, 2);  // sizes (2, 3, 2)
+    std::vector<std::int32_t> seen(p.view<const std::int32_t>().begin(), p.view<const std::int32_t>().end());
+    CHECK(seen == std::vector<std::int32_t>{1, 13, 5, 17, 9, 21, 3, 15, 7, 19, 11, 23});
+  }
+  SECTION("writes through a mutable view") {
+    auto v = cube.select(0, 1).view<std::int32_t>();
+    for (auto& x : v) x = -x;
+    CHECK(cube.view<const std::int32_t>()(1, 0, 0) == -12);
+    CHECK(cube.view<const std::int32_t>()(0, 2, 3) == 11);
+  }
+  SECTION("0-d and empty views") {
+    const auto scalar = cube.select(0, 0).select(0, 0).select(0, 0).view<const std::int32_t>();
+    CHECK(scalar.dim() == 0);
+    CHECK(std::distance(scalar.begin(), scalar.end()) == 1);
+    CHECK(*scalar.begin() == 0);
+    CHECK(scalar() == 0);
+    const auto none = cube.slice(1, 1, 1).view<const std::int32_t>();
+    CHECK(none.begin() == none.end());
+  }
+}

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// Catch2 for the tests, whichever major version is installed (Debian ships 2.13; v3 works too).
+#pragma once
+
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace tensorfile_test {
+
+/// The committed test data folder (tests/data), from the build's compile definition.
+inline std::filesystem::path data_dir() { return TENSORFILE_TEST_DATA_DIR; }
+
+/// A fresh scratch folder removed at the end of the test.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tensorfile-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace tensorfile_test
