@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: MIT
+// Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
+#pragma once
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+
+namespace tensorfile {
+
+class Value;
+
+/// Python's None.
+struct None {
+  friend constexpr bool operator==(None, None) noexcept { return true; }
+};
+
+/// A Python int beyond 64 bits: little-endian two's-complement bytes, as pickle stores them.
+struct BigInt {
+  std::vector<std::uint8_t> bytes;  ///< least significant byte first; the top bit of the last byte is the sign
+
+  /// Decimal text, e.g. "1180591620717411303424".
+  [[nodiscard]] std::string str() const {
+    if (bytes.empty()) return "0";
+    std::vector<std::uint8_t> magnitude = bytes;
+    const bool negative = (magnitude.back() & 0x80u) != 0;
+    if (negative) {  // two's complement negate
+      unsigned carry = 1;
+      for (auto& b : magnitude) {
+        const unsigned v = static_cast<unsigned>(static_cast<std::uint8_t>(~b)) + carry;
+        b = static_cast<std::uint8_t>(v);
+        carry = v >> 8;
+      }
+    }
+    std::string digits;
+    while (true) {  // repeated division by 10, most significant byte first
+      unsigned remainder = 0;
+      bool nonzero = false;
+      for (std::size_t i = magnitude.size(); i-- > 0;) {
+        const unsigned v = (remainder << 8) | magnitude[i];
+        magnitude[i] = static_cast<std::uint8_t>(v / 10);
+        remainder = v % 10;
+        nonzero = nonzero || magnitude[i] != 0;
+      }
+      digits.insert(digits.begin(), static_cast<char>('0' + remainder));
+      if (!nonzero) break;
+    }
+    return negative ? "-" + digits : digits;
+  }
+  friend bool operator==(const BigInt&, const BigInt&) = default;
+};
+
+/// Python bytes (and bytearray).
+struct Bytes {
+  std::vector<std::byte> data;  ///< the bytes
+  friend bool operator==(const Bytes&, const Bytes&) = default;
+};
+
+/// A reference to a Python class or function that tensorfile does not model, e.g.
+/// `torch.per_tensor_affine` or `numpy.dtype`. Never called.
+struct Global {
+  std::string module;  ///< e.g. "numpy.core.multiarray"
+  std::string name;    ///< e.g. "_reconstruct"
+  friend bool operator==(const Global&, const Global&) = default;
+};
+
+/// An opaque Python object (permissive loads only): how it would be built, never built.
+struct Object;
+/// A torch storage saved on its own (`torch.save(t.storage())`), seen as a 1-d tensor of all its elements.
+struct StorageValue;
+/// Python list, tuple, dict (and OrderedDict) and set (and frozenset) contents.
+using List = std::vector<Value>;
+class Dict;
+struct Set;
+
+/// One node of a loaded object tree. Value is a handle, like a Python reference: copies share
+/// containers (a list reached twice is one list); clone() makes an independent deep copy.
+/// Containers never hold themselves (the loader rejects cycles).
+class Value {
+ public:
+  /// What a Value holds.
+  enum class Kind : std::uint8_t {
+    none, boolean, integer, big_integer, floating, complex, string, bytes, tuple, list, dict, set,
+    tensor, storage, device, dtype, global, object,
+  };
+
+  Value() = default;                                                           ///< None
+  Value(None) noexcept {}                                                      ///< None
+  Value(bool v) noexcept : data_(v) {}                                         ///< bool
+  Value(int v) noexcept : data_(std::int64_t{v}) {}                            ///< int
+  Value(std::int64_t v) noexcept : data_(v) {}                                 ///< int
+  Value(BigInt v) : data_(std::make_shared<const BigInt>(std::move(v))) {}     ///< int beyond 64 bits
+  Value(double v) noexcept : data_(v) {}                                       ///< float
+  Value(std::complex<double> v) noexcept : data_(v) {}                         ///< complex
+  Value(std::string v) : data_(std::move(v)) {}                                ///< str
+  Value(const char* v) : data_(std::string(v)) {}                              ///< str
+  Value(std::string_view v) : data_(std::string(v)) {}                         ///< str
+  Value(Bytes v) : data_(std::make_shared<const Bytes>(std::move(v))) {}       ///< bytes
+  Value(List v) : data_(std::make_shared<ListBox>(ListBox{std::move(v)})) {}   ///< list
+  Value(Dict v);                                                               ///< dict
+  Value(Set v);                                                                ///< set
+  Value(Tensor v) : data_(std::make_shared<const TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
+  Value(Device v) noexcept : data_(v) {}                                       ///< torch.device
+  Value(DType v) noexcept : data_(v) {}                                        ///< torch.dtype
+  Value(Global v) : data_(std::make_shared<const Global>(std::move(v))) {}     ///< class/function reference
+  Value(Object v);                                                             ///< opaque object
+  Value(StorageValue v);                                                       ///< bare storage
+
+  /// An nn.Parameter wrapping `data` (saved back through torch._utils._rebuild_parameter).
+  [[nodiscard]] static Value parameter(Tensor data) {
+    Value v;
+    v.data_ = std::make_shared<const TensorBox>(TensorBox{std::move(data), true});
+    return v;
+  }
+
+  /// A tuple of `items`.
+  [[nodiscard]] static Value tuple(List items) {
+    Value v;
+    v.data_ = std::make_shared<const TupleBox>(TupleBox{std::move(items)});
+    return v;
+  }
+
+  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(data_.index()); }  ///< what it holds
+  [[nodiscard]] bool is_none() const noexcept { return kind() == Kind::none; }           ///< None
+  [[nodiscard]] bool is_bool() const noexcept { return kind() == Kind::boolean; }           ///< bool
+  [[nodiscard]] bool is_int() const noexcept { return kind() == Kind::integer; }             ///< 64-bit int
+  [[nodiscard]] bool is_big_int() const noexcept { return kind() == Kind::big_integer; }      ///< wider int
+  [[nodiscard]] bool is_float() const noexcept { return kind() == Kind::floating; }         ///< float
+  [[nodiscard]] bool is_complex() const noexcept { return kind() == Kind::complex; }     ///< complex
+  [[nodiscard]] bool is_string() const noexcept { return kind() == Kind::string; }       ///< str
+  [[nodiscard]] bool is_bytes() const noexcept { return kind() == Kind::bytes; }         ///< bytes
+  [[nodiscard]] bool is_tuple() const noexcept { return kind() == Kind::tuple; }         ///< tuple
+  [[nodiscard]] bool is_list() const noexcept { return kind() == Kind::list; }           ///< list
+  [[nodiscard]] bool is_dict() const noexcept { return kind() == Kind::dict; }           ///< dict/OrderedDict
+  [[nodiscard]] bool is_set() const noexcept { return kind() == Kind::set; }             ///< set/frozenset
+  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }       ///< tensor/Parameter
+  [[nodiscard]] bool is_storage() const noexcept { return kind() == Kind::storage; }     ///< bare storage
+  [[nodiscard]] bool is_device() const noexcept { return kind() == Kind::device; }       ///< torch.device
+  [[nodiscard]] bool is_dtype() const noexcept { return kind() == Kind::dtype; }         ///< torch.dtype
+  [[nodiscard]] bool is_global() const noexcept { return kind() == Kind::global; }       ///< class/function
+  [[nodiscard]] bool is_object() const noexcept { return kind() == Kind::object; }       ///< opaque object
+
+  /// The held value; each throws ArgumentError naming both kinds when the Value holds another kind.
+  [[nodiscard]] bool as_bool() const { return get<bool>(Kind::boolean); }
+  [[nodiscard]] std::int64_t as_int() const { return get<std::int64_t>(Kind::integer); }
+  [[nodiscard]] const BigInt& as_big_int() const { return *get<std::shared_ptr<const BigInt>>(Kind::big_integer); }
+  /// A float, or an int converted to double.
+  [[nodiscard]] double as_float() const {
+    if (is_int()) return static_cast<double>(as_int());
+    return get<double>(Kind::floating);
+  }
+  [[nodiscard]] std::complex<double> as_complex() const { return get<std::complex<double>>(Kind::complex); }
+  [[nodiscard]] const std::string& as_string() const { return get<std::string>(Kind::string); }
+  [[nodiscard]] const Bytes& as_bytes() const { return *get<std::shared_ptr<const Bytes>>(Kind::bytes); }
+  [[nodiscard]] const List& as_tuple() const { return get<std::shared_ptr<const TupleBox>>(Kind::tuple)->items; }
+  [[nodiscard]] List& as_list() const { return get<std::shared_ptr<ListBox>>(Kind::list)->items; }
+  [[nodiscard]] Dict& as_dict() const;
+  [[nodiscard]] Set& as_set() const;
+  [[nodiscard]] const Tensor& as_tensor() const { return get<std::shared_ptr<const TensorBox>>(Kind::tensor)->tensor; }
+  /// Whether a tensor value is an nn.Parameter.
+  [[nodiscard]] bool is_parameter() const noexcept {
+    return is_tensor() && std::get<std::shared_ptr<const TensorBox>>(data_)->parameter;
+  }
+  [[nodiscard]] const StorageValue& as_storage() const;
+  [[nodiscard]] Device as_device() const { return get<Device>(Kind::device); }
+  [[nodiscard]] DType as_dtype() const { return get<DType>(Kind::dtype); }
+  [[nodiscard]] const Global& as_global() const { return *get<std::shared_ptr<const Global>>(Kind::global); }
+  [[nodiscard]] Object& as_object() const;
+
+  /// Elements of a list or tuple (items of neither throw).
+  [[nodiscard]] const List& elements() const { return is_tuple() ? as_tuple() : as_list(); }
+  /// Element i of a list or tuple; throws ArgumentError when out of range.
+  [[nodiscard]] const Value& at(std::size_t index) const;
+  /// Dict lookup by str key; throws ArgumentError when missing or not a dict.
+  [[nodiscard]] const Value& operator[](std::string_view key) const;
+  [[nodiscard]] const Value& operator[](const char* key) const { return (*this)[std::string_view(key)]; }
+  /// List/tuple index, or dict lookup by int key (optimizer state uses int keys), as Python's v[i].
+  [[nodiscard]] const Value& operator[](std::int64_t index) const;
+  [[nodiscard]] const Value& operator[](int index) const { return (*this)[std::int64_t{index}]; }
+  /// Number of elements of a list, tuple, dict or set; throws for other kinds.
+  [[nodiscard]] std::size_t size() const;
+
+  /// Whether two values hold equal data (deep; tensors by dtype, shape, values and requires_grad).
+  friend bool operator==(const Value& a, const Value& b);
+
+  /// A deep copy: new containers, tensors cloned into new heap storages.
+  [[nodiscard]] Value clone() const;
+
+  /// Identity of a container (list, dict, set, object), for sharing and cycle checks; null otherwise.
+  [[nodiscard]] const void* identity() const noexcept;
+
+  /// The name of a kind: "None", "int", "dict", "Tensor"...
+  [[nodiscard]] static std::string_view kind_name(Kind kind) noexcept {
+    constexpr std::string_view names[] = {"None", "bool",   "int",    "int",   "float",  "complex",
+                                          "str",  "bytes",  "tuple",  "list",  "dict",   "set",
+                                          "Tensor", "storage", "device", "dtype", "global", "object"};
+    return names[static_cast<std::size_t>(kind)];
+  }
+
+ private:
+  struct ListBox {
+    List items;
+  };
+  struct TupleBox {
+    List items;
+  };
+  struct TensorBox {
+    Tensor tensor;
+    bool parameter;
+  };
+
+  template <class T>
+  const T& get(Kind wanted) const {
+    if (kind() != wanted) {
+      throw ArgumentError("value is " + std::string(kind_name(kind())) + "; expected " +
+                          std::string(kind_name(wanted)));
+    }
+    return std::get<T>(data_);
+  }
+
+  // Alternatives in Kind's order.
+  std::variant<None, bool, std::int64_t, std::shared_ptr<const BigInt>, double, std::complex<double>, std::string,
+               std::shared_ptr<const Bytes>, std::shared_ptr<const TupleBox>, std::shared_ptr<ListBox>,
+               std::shared_ptr<Dict>, std::shared_ptr<Set>, std::shared_ptr<const TensorBox>,
+               std::shared_ptr<const StorageValue>, Device, DType, std::shared_ptr<const Global>,
+               std::shared_ptr<Object>>
+      data_;
+};
+
+namespace detail {
+
+inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
+  return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
+}
+
+/// Hash consistent with key equality: Python's rule that True == 1 == 1.0 is kept for ints and bools.
+inline std::size_t hash_key(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::none: return 0x5a5a;
+    case Value::Kind::boolean: return std::hash<std::int64_t>{}(v.as_bool() ? 1 : 0);
+    case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
+    case Value::Kind::floating: return std::hash<double>{}(v.as_float());
+    case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
+    case Value::Kind::tuple: {
+      std::size_t h = 0x7u;
+      for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
+      return h;
+    }
+    case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
+    default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
+  }
+}
+
+}  // namespace detail
+
+/// An insertion-ordered dict with keys of any hashable kind (str, int, tuple, ...), as Python's
+/// dict; `ordered` marks a collections.OrderedDict, and `attributes` holds the state a pickle
+/// sets on it (a state_dict's `_metadata` lives there).
+class Dict {
+ public:
+  using Item = std::pair<Value, Value>;  ///< key, value
+
+  Dict() = default;
+  /// A dict of str keys: `Dict{{"a", 1}, {"b", 2.0}}`.
+  Dict(std::initializer_list<Item> items) {
+    for (const auto& [k, v] : items) set(k, v);
+  }
+
+  bool ordered = false;  ///< a collections.OrderedDict (saved back as one)
+  Value attributes;      ///< None, or a dict of instance attributes (OrderedDict `_metadata`)
+
+  /// Inserts or replaces (keeping the position) the value of `key`.
+  void set(Value key, Value value) {
+    const std::size_t h = detail::hash_key(key);
+    if (auto* slot = find_slot(key, h)) {
+      slot->second = std::move(value);
+      return;
+    }
+    index_.emplace(h, items_.size());
+    items_.emplace_back(std::move(key), std::move(value));
+  }
+  /// The value of `key`, or null.
+  [[nodiscard]] const Value* find(const Value& key) const {
+    const auto* slot = const_cast<Dict*>(this)->find_slot(key, detail::hash_key(key));
+    return slot ? &slot->second : nullptr;
+  }
+  /// The value of str `key`, or null.
+  [[nodiscard]] const Value* find(std::string_view key) const { return find(Value(key)); }
+  /// Whether `key` is present.
+  [[nodiscard]] bool contains(const Value& key) const { return find(key) != nullptr; }
+  /// Number of items.
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
+  /// Items in insertion order.
+  [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_; }
+  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }
+  [[nodiscard]] auto end() const noexcept { return items_.end(); }
+  /// The `_metadata` of a state_dict (an OrderedDict of module prefix to {"version": N}), or null.
+  [[nodiscard]] const Value* metadata() const {
+    return attributes.is_dict() ? attributes.as_dict().find(std::string_view("_metadata")) : nullptr;
+  }
+
+ private:
+  Item* find_slot(const Value& key, std::size_t h) {
+    auto [first, last] = index_.equal_range(h);
+    for (auto it = first; it != last; ++it) {
+      if (items_[it->second].first == key) return &items_[it->second];
+    }
+    return nullptr;
+  }
+
+  std::vector<Item> items_;
+  std::unordered_multimap<std::size_t, std::size_t> index_;
+};
+
+/// A Python set or frozenset, in the order the file listed its elements.
+struct Set {
+  List items;           ///< elements
+  bool frozen = false;  ///< a frozenset
+};
+
+/// An opaque Python object: `module.name` called with `args` (REDUCE/NEWOBJ), then given `state`
+/// (BUILD). Only permissive loads produce these; nothing is ever executed.
+struct Object {
+  std::string module;  ///< class or function module
+  std::string name;    ///< class or function name
+  Value args;          ///< the argument tuple
+  Value state;         ///< None, or the state set by BUILD
+  bool newobj = false; ///< made by NEWOBJ (cls.__new__) rather than a call
+};
+
+/// A storage saved on its own: a 1-d tensor over all of its elements, and the saved device tag.
+struct StorageValue {
+  Tensor tensor;          ///< 1-d, contiguous, the whole storage
+  std::string location;   ///< the device tag the file recorded ("cpu", "cuda:0")
+};
+
+inline Value::Value(Dict v) : data_(std::make_shared<Dict>(std::move(v))) {}
+inline Value::Value(Set v) : data_(std::make_shared<Set>(std::move(v))) {}
+inline Value::Value(Object v) : data_(std::make_shared<Object>(std::move(v))) {}
+inline Value::Value(StorageValue v) : data_(std::make_shared<const StorageValue>(std::move(v))) {}
+inline Dict& Value::as_dict() const { return *get<std::shared_ptr<Dict>>(Kind::dict); }
+inline Set& Value::as_set() const { return *get<std::shared_ptr<Set>>(Kind::set); }
+inline Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(Kind::object); }
+inline const StorageValue& Value::as_storage() const {
+  return *get<std::shared_ptr<const StorageValue>>(Kind::storage);
+}
+
+inline const Value& Value::at(std::size_t index) const {
+  const List& items = elements();
+  if (index >= items.size()) {
+    throw ArgumentError("index " + std::to_string(index) + " is out of range; expected below " +
+                        std::to_string(items.size()));
+  }
+  return items[index];
+}
+
+inline const Value& Value::operator[](std::string_view key) const {
+  if (const Value* found = as_dict().find(key)) return *found;
+  throw ArgumentError("key \"" + std::string(key) + "\" is not in the dict");
+}
+
+inline const Value& Value::operator[](std::int64_t index) const {
+  if (is_dict()) {
+    if (const Value* found = as_dict().find(Value(index))) return *found;
+    throw ArgumentError("key " + std::to_string(index) + " is not in the dict");
+  }
+  const auto n = static_cast<std::int64_t>(elements().size());
+  if (index < -n || index >= n) {
+    throw ArgumentError("index " + std::to_string(index) + " is out of range; expected below " + std::to_string(n));
+  }
+  return elements()[static_cast<std::size_t>(index < 0 ? index + n : index)];
+}
+
+inline std::size_t Value::size() const {
+  switch (kind()) {
+    case Kind::list: return as_list().size();
+    case Kind::tuple: return as_tuple().size();
+    case Kind::dict: return as_dict().size();
+    case Kind::set: return as_set().items.size();
+    default: throw ArgumentError("value is " + std::string(kind_name(kind())) + "; expected a container");
+  }
+}
+
+inline const void* Value::identity() const noexcept {
+  switch (kind()) {
+    case Kind::list: return std::get<std::shared_ptr<ListBox>>(data_).get();
+    case Kind::dict: return std::get<std::shared_ptr<Dict>>(data_).get();
+    case Kind::set: return std::get<std::shared_ptr<Set>>(data_).get();
+    case Kind::object: return std::get<std::shared_ptr<Object>>(data_).get();
+    case Kind::tuple: return std::get<std::shared_ptr<const TupleBox>>(data_).get();
+    default: return nullptr;
+  }
+}
+
+namespace detail {
+inline bool same_tensor(const Tensor& a, const Tensor& b) {
+  if (a.requires_grad() != b.requires_grad() || a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  if (a.device() != b.device()) return false;
+  if (!a.device().is_cpu()) return true;  // meta (and device) tensors: shapes and dtypes only
+  return a.equal(b);
+}
+inline bool same_items(const List& a, const List& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i] == b[i])) return false;
+  }
+  return true;
+}
+}  // namespace detail
+
+inline bool operator==(const Value& a, const Value& b) {
+  using Kind = Value::Kind;
+  if (a.kind() != b.kind()) {
+    // Python: True == 1 and 1 == 1.0 (dict keys rely on it).
+    const auto numeric = [](const Value& v) { return v.is_bool() || v.is_int() || v.is_float(); };
+    if (!numeric(a) || !numeric(b)) return false;
+    const auto as_number = [](const Value& v) { return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.as_float(); };
+    return as_number(a) == as_number(b);
+  }
+  if (a.identity() != nullptr && a.identity() == b.identity()) return true;
+  switch (a.kind()) {
+    case Kind::none: return true;
+    case Kind::boolean: return a.as_bool() == b.as_bool();
+    case Kind::integer: return a.as_int() == b.as_int();
+    case Kind::big_integer: return a.as_big_int() == b.as_big_int();
+    case Kind::floating: return a.as_float() == b.as_float();
+    case Kind::complex: return a.as_complex() == b.as_complex();
+    case Kind::string: return a.as_string() == b.as_string();
+    case Kind::bytes: return a.as_bytes() == b.as_bytes();
+    case Kind::tuple: return detail::same_items(a.as_tuple(), b.as_tuple());
+    case Kind::list: return detail::same_items(a.as_list(), b.as_list());
+    case Kind::dict: {
+      const Dict& x = a.as_dict();
+      const Dict& y = b.as_dict();
+      if (x.size() != y.size() || x.ordered != y.ordered || !(x.attributes == y.attributes)) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!(x.items()[i].first == y.items()[i].first) || !(x.items()[i].second == y.items()[i].second)) return false;
+      }
+      return true;
+    }
+    case Kind::set: return a.as_set().frozen == b.as_set().frozen && detail::same_items(a.as_set().items, b.as_set().items);
+    case Kind::tensor: return a.is_parameter() == b.is_parameter() && detail::same_tensor(a.as_tensor(), b.as_tensor());
+    case Kind::storage: return a.as_storage().location == b.as_storage().location &&
+                               detail::same_tensor(a.as_storage().tensor, b.as_storage().tensor);
+    case Kind::device: return a.as_device() == b.as_device();
+    case Kind::dtype: return a.as_dtype() == b.as_dtype();
+    case Kind::global: return a.as_global() == b.as_global();
+    case Kind::object: {
+      const Object& x = a.as_object();
+      const Object& y = b.as_object();
+      return x.module == y.module && x.name == y.name && x.newobj == y.newobj && x.args == y.args && x.state == y.state;
+    }
+  }
+  return false;
+}
+
+inline Value Value::clone() const {
+  const auto clone_all = [](const List& items) {
+    List out;
+    out.reserve(items.size());
+    for (const auto& item : items) out.push_back(item.clone());
+    return out;
+  };
+  switch (kind()) {
+    case Kind::tuple: return tuple(clone_all(as_tuple()));
+    case Kind::list: return Value(clone_all(as_list()));
+    case Kind::dict: {
+      Dict out;
+      out.ordered = as_dict().ordered;
+      out.attributes = as_dict().attributes.clone();
+      for (const auto& [k, v] : as_dict()) out.set(k.clone(), v.clone());
+      return Value(std::move(out));
+    }
+    case Kind::set: return Value(Set{clone_all(as_set().items), as_set().frozen});
+    case Kind::tensor: return is_parameter() ? parameter(as_tensor().clone()) : Value(as_tensor().clone());
+    case Kind::storage: return Value(StorageValue{as_storage().tensor.clone(), as_storage().location});
+    case Kind::object: {
+      const Object& o = as_object();
+      return Value(Object{o.module, o.name, o.args.clone(), o.state.clone(), o.newobj});
+    }
+    default: return *this;  // immutable kinds share safely
+  }
+}
+
+}  // namespace tensorfile

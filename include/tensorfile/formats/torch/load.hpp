@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: MIT
+// load(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <istream>
+#include <iterator>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/heap.hpp"
+#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/byte_order.hpp"
+#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/detail/file.hpp"
+#include "tensorfile/formats/torch/load_options.hpp"
+#include "tensorfile/formats/torch/pickle_machine.hpp"
+#include "tensorfile/formats/torch/unpickler.hpp"
+#include "tensorfile/formats/torch/zip_reader.hpp"
+
+namespace tensorfile {
+
+/// Which kind of torch file a byte sequence is.
+enum class TorchFormat {
+  zip,          ///< torch.save since 1.6 (a zip of data.pkl and data/N records)
+  legacy,       ///< torch.save before 1.6 (`_use_new_zipfile_serialization=False`): pickles then raw data
+  torchscript,  ///< torch.jit.save archive (not loadable here)
+  tar,          ///< the pre-2017 tar format (not loadable here)
+  unknown,      ///< not a torch file
+};
+
+namespace detail {
+
+/// The bytes of a whole torch file and the ways storage bytes may be taken from it.
+struct TorchArchive {
+  std::filesystem::path path;             ///< for messages; empty for memory input
+  std::span<const std::byte> bytes;       ///< the whole file
+  Storage views;                          ///< when set, storages are zero-copy slices of it
+  const FileHandle* file = nullptr;       ///< otherwise, pread from here (path input) ...
+};                                        ///< ... or copy from `bytes` (memory input)
+
+/// Sniffs the format from the first bytes (and the zip index for TorchScript).
+inline TorchFormat sniff_torch_format(std::span<const std::byte> bytes) {
+  const auto starts = [&](std::string_view magic, std::size_t at = 0) {
+    return bytes.size() >= at + magic.size() && std::memcmp(bytes.data() + at, magic.data(), magic.size()) == 0;
+  };
+  if (starts("PK\x03\x04")) return TorchFormat::zip;
+  if (starts("ustar", 257)) return TorchFormat::tar;
+  if (!bytes.empty() && (bytes[0] == std::byte{0x80} || bytes[0] == std::byte{'('} || bytes[0] == std::byte{0x8a})) {
+    return TorchFormat::legacy;  // a pickle stream; load checks the magic number it must start with
+  }
+  return TorchFormat::unknown;
+}
+
+/// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
+template <class Read>
+Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::string& saved_tag, Read&& read,
+                      const ErrorLocation& where) {
+  if (options.map_location.all_meta()) return meta_storage(bytes);
+  Storage cpu;
+  if (const auto* function = options.map_location.function()) {
+    cpu = read();
+    if (auto chosen = (*function)(cpu, saved_tag)) return *chosen;
+  }
+  const std::string tag = options.map_location.target_tag(saved_tag);
+  Device device;
+  try {
+    device = Device::parse(tag);
+  } catch (const ArgumentError&) {
+    throw UnsupportedError("don't know how to restore a storage tagged \"" + tag +
+                               "\"; map it with .map_location = \"cpu\" or a tag map",
+                           where);
+  }
+  if (device.is_meta()) return meta_storage(bytes);
+  if (!cpu.defined()) cpu = read();
+  if (device.is_cpu()) return cpu;
+  try {
+    return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())}).to(device).storage();
+  } catch (const DeviceError& error) {
+    throw DeviceError("storage tagged \"" + saved_tag + "\": " + error.reason(), where);
+  }
+}
+
+inline std::int64_t checked_record_bytes(std::int64_t numel, DType dtype, const ErrorLocation& where) {
+  const auto bytes = checked_mul(numel, static_cast<std::int64_t>(element_size(dtype)));
+  if (!bytes) {
+    throw FormatError("storage of " + std::to_string(numel) + " " + std::string(dtype_name(dtype)) +
+                          " elements overflows int64 bytes",
+                      where);
+  }
+  return *bytes;
+}
+
+inline PickleLimits pickle_limits(const LoadOptions& options) {
+  PickleLimits limits;
+  limits.max_depth = options.max_depth;
+  limits.max_memo = options.max_memo;
+  limits.max_container = options.max_container;
+  return limits;
+}
+
+/// Reads the zip format.
+inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
+  const ZipReader zip = ZipReader::open(archive.bytes, archive.path);
+  const std::string prefix(zip.prefix());
+  const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
+  if (zip.find("constants.pkl") != nullptr) {
+    throw UnsupportedError("this is a TorchScript archive (torch.jit.save); tensorfile reads torch.save files",
+                           {.file = archive.path});
+  }
+  const auto record_text = [&](const ZipEntry& entry) {
+    if (entry.size > 64) throw FormatError("record is longer than 64 bytes", {archive.path, entry.name, 0});
+    std::vector<std::byte> raw = zip.read(entry);
+    std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
+    return text;
+  };
+
+  const ZipEntry* version = zip.find(".data/version");
+  if (version == nullptr) version = zip.find("version");
+  if (version == nullptr) throw FormatError("the archive has no version record", {archive.path, member("version")});
+  const std::string version_text = record_text(*version);
+  if (version_text.empty() || version_text.size() > 2 ||
+      version_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(version_text) < 1 ||
+      std::stoi(version_text) > 10) {
+    throw FormatError("unsupported file format version \"" + version_text + "\"; expected 1 to 10",
+                      {archive.path, version->name, 0});
+  }
+  bool big_endian = false;
+  if (const ZipEntry* order = zip.find("byteorder")) {
+    const std::string text = record_text(*order);
+    if (text != "little" && text != "big") {
+      throw FormatError("byteorder is \"" + text + "\"; expected \"little\" or \"big\"", {archive.path, order->name, 0});
+    }
+    big_endian = text == "big";
+  }
+  if (options.verify_crc) {
+    for (const auto& entry : zip.entries()) zip.verify_crc(entry);
+  }
+
+  const ZipEntry* pickle = zip.find("data.pkl");
+  if (pickle == nullptr) throw FormatError("the archive has no data.pkl record", {archive.path, member("data.pkl")});
+  std::vector<std::byte> inflated;
+  std::span<const std::byte> pickle_bytes;
+  if (pickle->method == 0) {
+    pickle_bytes = zip.stored_bytes(*pickle);
+  } else {
+    inflated = zip.read(*pickle);
+    pickle_bytes = inflated;
+  }
+
+  std::uint64_t total_bytes = 0;
+  const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
+                                std::uint64_t at) -> Storage {
+    const ErrorLocation in_pickle{archive.path, pickle->name, at};
+    const ZipEntry* record = zip.find("data/" + key);
+    if (record == nullptr) throw FormatError("storage record " + member("data/" + key) + " is missing", in_pickle);
+    const auto bytes = checked_record_bytes(numel, dtype, in_pickle);
+    if (static_cast<std::uint64_t>(bytes) != record->size) {
+      throw FormatError("storage " + key + " declares " + std::to_string(numel) + " " + std::string(dtype_name(dtype)) +
+                            " elements; expected " + std::to_string(bytes) + " bytes in its record, got " +
+                            std::to_string(record->size),
+                        in_pickle);
+    }
+    total_bytes += record->size;
+    if (total_bytes > options.max_total_bytes) {
+      throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle);
+    }
+    const auto read = [&]() -> Storage {
+      Storage cpu;
+      const auto size = static_cast<std::size_t>(record->size);
+      if (record->method == 0 && archive.views.defined() && !big_endian) {
+        cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
+      } else {
+        cpu = heap_storage(size, false);
+        std::span<std::byte> out(cpu.mutable_data(), size);
+        if (record->method == 0 && archive.file != nullptr) {
+          archive.file->read_exact(record->data_offset, out);
+        } else {
+          zip.read(*record, out);
+        }
+        if (big_endian) {
+          swap_elements(out, is_complex(dtype) ? element_size(dtype) / 2 : element_size(dtype));
+        }
+      }
+      return cpu;
+    };
+    return place_storage(options, static_cast<std::size_t>(record->size), location, read, {archive.path, record->name});
+  };
+
+  TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
+  Value result = machine.run();
+  if (machine.end() != pickle_bytes.size()) {
+    throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
+                      {archive.path, pickle->name, machine.end()});
+  }
+  return result;
+}
+
+/// Replaces storages in `v` (legacy loads place storages after the pickle has used them).
+inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>& placed, std::size_t depth = 0) {
+  const auto moved = [&](const Tensor& t) -> std::optional<Tensor> {
+    auto it = placed.find(t.storage().data());
+    if (it == placed.end()) return std::nullopt;
+    return Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
+  };
+  if (depth > 100000) return;
+  switch (v.kind()) {
+    case Value::Kind::tensor:
+      if (auto t = moved(v.as_tensor())) v = v.is_parameter() ? Value::parameter(*t) : Value(*t);
+      return;
+    case Value::Kind::storage:
+      if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
+      return;
+    case Value::Kind::list:
+      for (auto& item : v.as_list()) replace_storages(item, placed, depth + 1);
+      return;
+    case Value::Kind::tuple: {
+      List items = v.as_tuple();
+      for (auto& item : items) replace_storages(item, placed, depth + 1);
+      v = Value::tuple(std::move(items));
+      return;
+    }
+    case Value::Kind::dict: {
+      Dict& dict = v.as_dict();
+      Dict rebuilt;
+      rebuilt.ordered = dict.ordered;
+      rebuilt.attributes = dict.attributes;
+      for (auto [key, item] : dict) {
+        replace_storages(item, placed, depth + 1);
+        rebuilt.set(key, item);
+      }
+      dict = std::move(rebuilt);
+      return;
+    }
+    case Value::Kind::set:
+      for (auto& item : v.as_set().items) replace_storages(item, placed, depth + 1);
+      return;
+    case Value::Kind::object:
+      replace_storages(v.as_object().args, placed, depth + 1);
+      replace_storages(v.as_object().state, placed, depth + 1);
+      return;
+    default: return;
+  }
+}
+
+/// Reads the legacy format: magic, protocol, sys_info and object pickles, the storage key list,
+/// then each storage as an int64 element count and its little-endian bytes.
+inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options) {
+  const ErrorLocation where{.file = archive.path};
+  LoadOptions plain = options;
+  plain.strict = true;
+  const auto no_storage = [](const std::string&, DType, std::int64_t, const std::string&, std::uint64_t) -> Storage {
+    throw FormatError("storage reference in a legacy header pickle");
+  };
+  TorchHooks header_hooks(plain, where, no_storage);
+
+  PickleMachine magic_machine(archive.bytes, header_hooks, where, pickle_limits(options));
+  const Value magic = magic_machine.run(0);
+  static constexpr std::uint8_t magic_bytes[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+  if (!magic.is_big_int() || magic.as_big_int().bytes != std::vector<std::uint8_t>(std::begin(magic_bytes), std::end(magic_bytes))) {
+    throw FormatError("not a torch file: a pickle without torch's legacy magic number", {archive.path, "", 0});
+  }
+  std::size_t pos = magic_machine.end();
+  PickleMachine protocol_machine(archive.bytes, header_hooks, where, pickle_limits(options));
+  const Value protocol = protocol_machine.run(pos);
+  if (!protocol.is_int() || protocol.as_int() != 1001) {
+    throw FormatError("legacy protocol version is not 1001", {archive.path, "", pos});
+  }
+  pos = protocol_machine.end();
+  PickleMachine info_machine(archive.bytes, header_hooks, where, pickle_limits(options));
+  if (!info_machine.run(pos).is_dict()) throw FormatError("legacy sys_info is not a dict", {archive.path, "", pos});
+  pos = info_machine.end();
+
+  struct Pending {
+    Storage storage;
+    DType dtype;
+    std::int64_t numel;
+    std::string location;
+  };
+  std::map<std::string, Pending> pending;
+  std::uint64_t total_bytes = 0;
+  const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
+                                std::uint64_t at) -> Storage {
+    const ErrorLocation in_pickle{archive.path, "", at};
+    const auto bytes = checked_record_bytes(numel, dtype, in_pickle);
+    total_bytes += static_cast<std::uint64_t>(bytes);
+    if (total_bytes > archive.bytes.size()) {  // every byte must come from the file: never allocate a claim
+      throw FormatError("storages declare " + std::to_string(total_bytes) + " bytes; expected at most the file's " +
+                            std::to_string(archive.bytes.size()),
+                        in_pickle);
+    }
+    Storage storage = options.map_location.all_meta() ? meta_storage(static_cast<std::size_t>(bytes))
+                                                      : heap_storage(static_cast<std::size_t>(bytes));
+    pending.emplace(key, Pending{storage, dtype, numel, location});
+    return storage;
+  };
+  TorchHooks hooks(options, where, load_storage);
+  PickleMachine object_machine(archive.bytes, hooks, where, pickle_limits(options));
+  Value result = object_machine.run(pos);
+  pos = object_machine.end();
+  PickleMachine keys_machine(archive.bytes, header_hooks, where, pickle_limits(options));
+  const Value keys = keys_machine.run(pos);
+  pos = keys_machine.end();
+  if (!keys.is_list()) throw FormatError("legacy storage key list is not a list", {archive.path, "", pos});
+
+  std::map<const std::byte*, Storage> placed;
+  std::size_t filled = 0;
+  for (const auto& key_value : keys.as_list()) {
+    if (!key_value.is_string()) throw FormatError("legacy storage key is not a string", {archive.path, "", pos});
+    const std::string& key = key_value.as_string();
+    auto it = pending.find(key);
+    if (it == pending.end()) throw FormatError("legacy storage " + key + " is listed but never used", {archive.path, "", pos});
+    Pending& p = it->second;
+    if (archive.bytes.size() - pos < 8) throw FormatError("file ends before storage " + key, {archive.path, "", pos});
+    std::int64_t count = 0;
+    std::memcpy(&count, archive.bytes.data() + pos, 8);
+    if constexpr (std::endian::native == std::endian::big) count = byteswap(count);
+    if (count != p.numel) {
+      throw FormatError("legacy storage " + key + " holds " + std::to_string(count) + " elements; expected " +
+                            std::to_string(p.numel),
+                        {archive.path, "", pos});
+    }
+    pos += 8;
+    const std::size_t bytes = p.storage.size_bytes();
+    if (archive.bytes.size() - pos < bytes) {
+      throw FormatError("file ends inside storage " + key + "; expected " + std::to_string(bytes) + " bytes",
+                        {archive.path, "", pos});
+    }
+    if (p.storage.device().is_cpu() && bytes != 0) {
+      std::memcpy(p.storage.mutable_data(), archive.bytes.data() + pos, bytes);
+    }
+    pos += bytes;
+    ++filled;
+    if (!p.storage.device().is_cpu()) continue;
+    const Storage cpu = p.storage;
+    Storage target = place_storage(options, bytes, p.location, [&] { return cpu; }, {archive.path, key, pos});
+    if (!target.shares_owner_with(cpu) && cpu.data() != nullptr) placed.emplace(cpu.data(), target);
+  }
+  if (filled != pending.size()) {
+    throw FormatError("legacy file lists " + std::to_string(filled) + " storages; expected " +
+                          std::to_string(pending.size()),
+                      {archive.path, "", pos});
+  }
+  if (!placed.empty()) replace_storages(result, placed);
+  return result;
+}
+
+/// The one reader every load() overload funnels into.
+inline Value load_archive(const TorchArchive& archive, const LoadOptions& options) {
+  switch (sniff_torch_format(archive.bytes)) {
+    case TorchFormat::zip: return load_zip(archive, options);
+    case TorchFormat::legacy: return load_legacy(archive, options);
+    case TorchFormat::tar:
+      throw UnsupportedError("this is the pre-2017 tar format of torch.save; re-save it with a newer torch",
+                             {.file = archive.path});
+    default: break;
+  }
+  if (archive.bytes.size() >= 8 && std::memcmp(archive.bytes.data(), "PYTORCH1", 8) == 0) {
+    throw UnsupportedError("this is the preview-release torch format (PYTORCH1)", {.file = archive.path});
+  }
+  std::string head;
+  static constexpr char hex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < std::min<std::size_t>(4, archive.bytes.size()); ++i) {
+    const auto b = std::to_integer<unsigned>(archive.bytes[i]);
+    head += std::string(i ? " " : "") + hex[b >> 4] + hex[b & 15];
+  }
+  throw FormatError("not a torch file; expected a zip archive or a pickle, got bytes " +
+                        (head.empty() ? std::string("(empty file)") : head),
+                    {.file = archive.path, .offset = 0});
+}
+
+}  // namespace detail
+
+/// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
+/// only tensors, containers and plain values are built (strict mode). Storages are read into heap
+/// memory, or with `.mmap` become views into one mapping of the file. Throws FormatError for
+/// corrupt or hostile input, UnsupportedError for valid constructs tensorfile does not read,
+/// IoError when the file cannot be read, DeviceError when map_location names a missing device.
+[[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  detail::TorchArchive archive;
+  archive.path = path;
+  const bool shared = options.mmap && options.mmap_shared;
+  const auto file =
+      detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const std::uint64_t size = file.size();
+  if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
+  const MmapMode mode = !options.mmap ? MmapMode::read_only : shared ? MmapMode::shared : MmapMode::copy_on_write;
+  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), mode));
+  archive.bytes = {mapping.data(), mapping.size_bytes()};
+  if (options.mmap) {
+    archive.views = mapping;
+  } else {
+    archive.file = &file;
+  }
+  return detail::load_archive(archive, options);
+}
+
+/// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` are zero-copy
+/// views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
+[[nodiscard]] inline Value load(std::span<const std::byte> bytes, const LoadOptions& options = {}) {
+  detail::TorchArchive archive;
+  archive.bytes = bytes;
+  if (options.mmap) archive.views = Storage(BorrowedBackend(bytes));
+  return detail::load_archive(archive, options);
+}
+
+/// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
+[[nodiscard]] inline Value load(std::istream& in, const LoadOptions& options = {}) {
+  std::vector<char> buffer((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw IoError("cannot read the stream", EIO);
+  Storage whole = heap_storage(buffer.size(), false);
+  if (!buffer.empty()) std::memcpy(whole.mutable_data(), buffer.data(), buffer.size());
+  buffer = {};
+  detail::TorchArchive archive;
+  archive.bytes = {whole.data(), whole.size_bytes()};
+  archive.views = whole;
+  return detail::load_archive(archive, options);
+}
+
+}  // namespace tensorfile

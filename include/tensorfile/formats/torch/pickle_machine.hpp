@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: MIT
+// A pickle virtual machine that never executes anything: globals, calls and persistent ids go to hooks.
+#pragma once
+
+#include <bit>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/byte_order.hpp"
+
+namespace tensorfile::detail {
+
+/// Bounds a pickle may not exceed; each breach is a LimitError.
+struct PickleLimits {
+  std::size_t max_depth = 1000;                ///< nesting of containers
+  std::size_t max_memo = 1u << 22;             ///< memo entries
+  std::size_t max_stack = 1u << 22;            ///< values on the stack
+  std::size_t max_container = 1u << 26;        ///< items in one list, dict, set or tuple
+  std::size_t max_int_bytes = 128;             ///< bytes of a LONG1/LONG4 integer
+};
+
+/// What the machine asks of its user (the torch layer). Every call gets the opcode's byte offset.
+template <class H>
+concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_view s, std::uint64_t at) {
+  { h.find_class(s, s, at) } -> std::same_as<Value>;      // GLOBAL / STACK_GLOBAL
+  { h.reduce(v, owned, at) } -> std::same_as<Value>;      // REDUCE: callable, args tuple
+  { h.new_object(v, owned, at) } -> std::same_as<Value>;  // NEWOBJ: class, args tuple
+  { h.build(v, owned, at) } -> std::same_as<Value>;       // BUILD: object, state -> object
+  { h.persistent_load(owned, at) } -> std::same_as<Value>;  // BINPERSID
+};
+
+/// Runs one pickle (protocols 0 to 5, binary opcodes and the common text ones) to its STOP.
+template <pickle_hooks Hooks>
+class PickleMachine {
+ public:
+  PickleMachine(std::span<const std::byte> bytes, Hooks& hooks, ErrorLocation where, PickleLimits limits = {})
+      : bytes_(bytes), hooks_(hooks), where_(std::move(where)), limits_(limits) {}
+
+  /// Runs from `start` to the STOP opcode and returns the one value left; `end()` then gives the
+  /// offset just past STOP (the legacy format holds several pickles back to back).
+  [[nodiscard]] Value run(std::size_t start = 0) {
+    pos_ = start;
+    while (true) {
+      op_at_ = pos_;
+      const auto op = static_cast<std::uint8_t>(read_byte());
+      if (op == '.') break;
+      step(op);
+    }
+    if (!marks_.empty()) fail("MARK without a matching end at STOP");
+    if (stack_.size() != 1) {
+      fail("STOP needs exactly one value on the stack; expected 1, got " + std::to_string(stack_.size()));
+    }
+    Value result = std::move(stack_.back());
+    stack_.clear();
+    return result;
+  }
+
+  /// Offset just past the STOP opcode of the last run.
+  [[nodiscard]] std::size_t end() const noexcept { return pos_; }
+
+  /// Error location of the opcode being run (for hooks that fail).
+  [[nodiscard]] ErrorLocation location(std::uint64_t offset) const {
+    ErrorLocation at = where_;
+    at.offset = offset;
+    return at;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw FormatError(what, location(op_at_)); }
+  [[noreturn]] void over(const std::string& what) const { throw LimitError(what, location(op_at_)); }
+
+  // ---- reading -------------------------------------------------------------------------------
+  std::byte read_byte() {
+    if (pos_ >= bytes_.size()) fail("pickle ends before its STOP opcode");
+    return bytes_[pos_++];
+  }
+  std::span<const std::byte> read_span(std::uint64_t n) {
+    if (n > bytes_.size() - pos_) {
+      fail("pickle ends inside an opcode argument; expected " + std::to_string(n) + " bytes, got " +
+           std::to_string(bytes_.size() - pos_));
+    }
+    auto out = bytes_.subspan(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return out;
+  }
+  template <class T>
+  T read_le() {
+    const auto raw = read_span(sizeof(T));
+    T v;
+    std::memcpy(&v, raw.data(), sizeof(T));
+    if constexpr (std::endian::native == std::endian::big) v = detail::byteswap(v);
+    return v;
+  }
+  std::string_view read_text(std::uint64_t n) {
+    const auto raw = read_span(n);
+    return {reinterpret_cast<const char*>(raw.data()), raw.size()};
+  }
+  std::string_view read_line() {
+    const std::size_t start = pos_;
+    while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
+    if (pos_ >= bytes_.size()) fail("pickle ends inside a text argument; expected a newline");
+    ++pos_;
+    return {reinterpret_cast<const char*>(bytes_.data() + start), pos_ - 1 - start};
+  }
+
+  // ---- stack ---------------------------------------------------------------------------------
+  void push(Value v) {
+    if (stack_.size() >= limits_.max_stack) over("pickle stack exceeds " + std::to_string(limits_.max_stack) + " values");
+    stack_.push_back(std::move(v));
+  }
+  Value pop() {
+    if (stack_.size() <= floor()) fail("pickle stack underflow");
+    Value v = std::move(stack_.back());
+    stack_.pop_back();
+    return v;
+  }
+  Value& top() {
+    if (stack_.size() <= floor()) fail("pickle stack underflow");
+    return stack_.back();
+  }
+  std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  List pop_mark() {
+    if (marks_.empty()) fail("opcode needs a MARK but none is open");
+    const std::size_t mark = marks_.back();
+    marks_.pop_back();
+    List items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+               std::make_move_iterator(stack_.end()));
+    stack_.resize(mark);
+    return items;
+  }
+
+  // ---- memo ----------------------------------------------------------------------------------
+  void memo_put(std::uint64_t index) {
+    const Value& v = top();
+    if (index < memo_.size()) {
+      memo_[index] = v;
+    } else if (index == memo_.size()) {
+      if (memo_.size() >= limits_.max_memo) over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      memo_.push_back(v);
+    } else {
+      if (sparse_memo_.size() + memo_.size() >= limits_.max_memo) {
+        over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      }
+      sparse_memo_[index] = v;
+    }
+  }
+  void memo_get(std::uint64_t index) {
+    if (index < memo_.size()) return push(memo_[index]);
+    if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
+    fail("memo index " + std::to_string(index) + " was never stored");
+  }
+
+  // ---- structure checks: no cycles, bounded depth, bounded sizes ---------------------------
+  std::size_t depth_of(const Value& v) const {
+    const void* id = v.identity();
+    if (id == nullptr) return 0;
+    auto it = depth_.find(id);
+    return it == depth_.end() ? 0 : it->second;
+  }
+  // Records a container made by an opcode or a hook; its depth comes from its direct children.
+  void adopt(const Value& v) {
+    const void* id = v.identity();
+    if (id == nullptr || depth_.count(id)) return;
+    std::size_t depth = 0;
+    const auto child = [&](const Value& c) {
+      depth = std::max(depth, depth_of(c) + 1);
+      if (c.identity() != nullptr) sealed_.insert(c.identity());
+    };
+    switch (v.kind()) {
+      case Value::Kind::tuple: for (const auto& c : v.as_tuple()) child(c); break;
+      case Value::Kind::list: for (const auto& c : v.as_list()) child(c); break;
+      case Value::Kind::set: for (const auto& c : v.as_set().items) child(c); break;
+      case Value::Kind::dict:
+        for (const auto& [k, c] : v.as_dict()) {
+          child(k);
+          child(c);
+        }
+        child(v.as_dict().attributes);
+        break;
+      case Value::Kind::object:
+        child(v.as_object().args);
+        child(v.as_object().state);
+        break;
+      default: break;
+    }
+    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    depth_[id] = depth;
+    alive_.push_back(v);  // keeps identities unique for the whole run
+  }
+  // Before `child` goes into `target`: a container already placed inside another one is sealed, so
+  // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
+  void insert_check(const Value& target, const Value& child, std::size_t new_size) {
+    const void* id = target.identity();
+    if (sealed_.count(id)) fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
+    if (child.identity() == id) fail("pickle puts a " + std::string(Value::kind_name(target.kind())) + " inside itself");
+    if (new_size > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    const std::size_t depth = depth_of(child) + 1;
+    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    auto& recorded = depth_[id];
+    recorded = std::max(recorded, depth);
+    if (child.identity() != nullptr) sealed_.insert(child.identity());
+  }
+  Value made(Value v) {
+    adopt(v);
+    return v;
+  }
+
+  // ---- opcodes -------------------------------------------------------------------------------
+  void append_items(Value& target, List items) {
+    if (!target.is_list()) fail("APPEND on a " + std::string(Value::kind_name(target.kind())) + "; expected a list");
+    List& list = target.as_list();
+    for (auto& item : items) {
+      insert_check(target, item, list.size() + 1);
+      list.push_back(std::move(item));
+    }
+  }
+  void set_items(Value& target, List items) {
+    if (!target.is_dict()) fail("SETITEM on a " + std::string(Value::kind_name(target.kind())) + "; expected a dict");
+    if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
+    Dict& dict = target.as_dict();
+    for (std::size_t i = 0; i < items.size(); i += 2) {
+      insert_check(target, items[i], dict.size() + 1);
+      insert_check(target, items[i + 1], dict.size() + 1);
+      dict.set(std::move(items[i]), std::move(items[i + 1]));
+    }
+  }
+  void add_items(Value& target, List items) {
+    if (!target.is_set() || target.as_set().frozen) fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
+    for (auto& item : items) {
+      insert_check(target, item, target.as_set().items.size() + 1);
+      target.as_set().items.push_back(std::move(item));
+    }
+  }
+  Value make_tuple(List items) {
+    if (items.size() > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    return made(Value::tuple(std::move(items)));
+  }
+  Value make_int_from_le(std::span<const std::byte> raw) {
+    if (raw.size() > limits_.max_int_bytes) {
+      over("integer of " + std::to_string(raw.size()) + " bytes exceeds " + std::to_string(limits_.max_int_bytes));
+    }
+    if (raw.size() <= 8) {
+      std::uint64_t u = 0;
+      for (std::size_t i = 0; i < raw.size(); ++i) u |= std::uint64_t{std::to_integer<std::uint8_t>(raw[i])} << (8 * i);
+      if (!raw.empty() && raw.size() < 8 && (std::to_integer<std::uint8_t>(raw.back()) & 0x80u)) {
+        u |= ~std::uint64_t{0} << (8 * raw.size());  // sign-extend
+      }
+      return Value(static_cast<std::int64_t>(u));
+    }
+    BigInt big;
+    big.bytes.resize(raw.size());
+    std::memcpy(big.bytes.data(), raw.data(), raw.size());
+    // Normalise: drop redundant sign bytes; a value that fits 64 bits becomes a plain int.
+    while (big.bytes.size() > 1) {
+      const auto last = big.bytes.back();
+      const auto prev_sign = big.bytes[big.bytes.size() - 2] & 0x80u;
+      if ((last == 0x00 && !prev_sign) || (last == 0xFF && prev_sign)) {
+        big.bytes.pop_back();
+      } else {
+        break;
+      }
+    }
+    if (big.bytes.size() <= 8) return make_int_from_le(std::as_bytes(std::span(big.bytes)));
+    return Value(std::move(big));
+  }
+  Value parse_text_int(std::string_view line) {
+    if (line == "00") return Value(false);
+    if (line == "01") return Value(true);
+    if (!line.empty() && line.back() == 'L') line.remove_suffix(1);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc{} || end != line.data() + line.size()) fail("invalid text integer \"" + std::string(line) + "\"");
+    return Value(v);
+  }
+  std::string decode_string(std::string_view raw) { return std::string(raw); }
+
+  void step(std::uint8_t op) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        const auto version = std::to_integer<int>(read_byte());
+        if (version > 5) fail("unsupported pickle protocol " + std::to_string(version) + "; expected 0 to 5");
+        return;
+      }
+      case 0x95: (void)read_le<std::uint64_t>(); return;  // FRAME: a length hint; data follows inline
+      case '(': marks_.push_back(stack_.size()); return;  // MARK
+      case '0': (void)pop(); return;                       // POP
+      case '1': (void)pop_mark(); return;                  // POP_MARK
+      case '2': push(top()); return;                       // DUP
+      case 'N': push(Value()); return;
+      case 0x88: push(Value(true)); return;
+      case 0x89: push(Value(false)); return;
+      case 'J': push(Value(std::int64_t{read_le<std::int32_t>()})); return;   // BININT
+      case 'K': push(Value(std::int64_t{read_le<std::uint8_t>()})); return;   // BININT1
+      case 'M': push(Value(std::int64_t{read_le<std::uint16_t>()})); return;  // BININT2
+      case 0x8a: {  // LONG1
+        const auto n = read_le<std::uint8_t>();
+        push(make_int_from_le(read_span(n)));
+        return;
+      }
+      case 0x8b: {  // LONG4
+        const auto n = read_le<std::int32_t>();
+        if (n < 0) fail("LONG4 with negative length " + std::to_string(n));
+        push(make_int_from_le(read_span(static_cast<std::uint64_t>(n))));
+        return;
+      }
+      case 'I': push(parse_text_int(read_line())); return;  // INT
+      case 'L': push(parse_text_int(read_line())); return;  // LONG (text)
+      case 'G': {  // BINFLOAT: big-endian double
+        auto bits = read_le<std::uint64_t>();
+        if constexpr (std::endian::native == std::endian::little) bits = detail::byteswap(bits);
+        push(Value(std::bit_cast<double>(bits)));
+        return;
+      }
+      case 'F': {  // FLOAT (text)
+        const std::string text(read_line());
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size()) fail("invalid text float \"" + text + "\"");
+        push(Value(v));
+        return;
+      }
+      case 'X': push(Value(decode_string(read_text(read_le<std::uint32_t>())))); return;  // BINUNICODE
+      case 0x8c: push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINUNICODE
+      case 0x8d: push(Value(decode_string(read_text(read_le<std::uint64_t>())))); return; // BINUNICODE8
+      case 'T': {  // BINSTRING (Python 2 str, read as text like torch's encoding='utf-8')
+        const auto n = read_le<std::int32_t>();
+        if (n < 0) fail("BINSTRING with negative length " + std::to_string(n));
+        push(Value(decode_string(read_text(static_cast<std::uint64_t>(n)))));
+        return;
+      }
+      case 'U': push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINSTRING
+      case 'B': push_bytes(read_le<std::uint32_t>()); return;    // BINBYTES
+      case 'C': push_bytes(read_le<std::uint8_t>()); return;     // SHORT_BINBYTES
+      case 0x8e: push_bytes(read_le<std::uint64_t>()); return;   // BINBYTES8
+      case 0x96: push_bytes(read_le<std::uint64_t>()); return;   // BYTEARRAY8
+      case ')': push(make_tuple({})); return;
+      case 't': push(make_tuple(pop_mark())); return;
+      case 0x85: {
+        Value a = pop();
+        push(make_tuple({std::move(a)}));
+        return;
+      }
+      case 0x86: {
+        Value b = pop();
+        Value a = pop();
+        push(make_tuple({std::move(a), std::move(b)}));
+        return;
+      }
+      case 0x87: {
+        Value c = pop();
+        Value b = pop();
+        Value a = pop();
+        push(make_tuple({std::move(a), std::move(b), std::move(c)}));
+        return;
+      }
+      case ']': push(made(Value(List{}))); return;  // EMPTY_LIST
+      case 'l': {  // LIST
+        Value list = made(Value(List{}));
+        append_items(list, pop_mark());
+        push(std::move(list));
+        return;
+      }
+      case 'a': {  // APPEND
+        Value item = pop();
+        append_items(top(), List{std::move(item)});
+        return;
+      }
+      case 'e': {  // APPENDS
+        List items = pop_mark();
+        append_items(top(), std::move(items));
+        return;
+      }
+      case '}': push(made(Value(Dict{}))); return;  // EMPTY_DICT
+      case 'd': {  // DICT
+        Value dict = made(Value(Dict{}));
+        set_items(dict, pop_mark());
+        push(std::move(dict));
+        return;
+      }
+      case 's': {  // SETITEM
+        Value value = pop();
+        Value key = pop();
+        set_items(top(), List{std::move(key), std::move(value)});
+        return;
+      }
+      case 'u': {  // SETITEMS
+        List items = pop_mark();
+        set_items(top(), std::move(items));
+        return;
+      }
+      case 0x8f: push(made(Value(Set{}))); return;  // EMPTY_SET
+      case 0x90: {  // ADDITEMS
+        List items = pop_mark();
+        add_items(top(), std::move(items));
+        return;
+      }
+      case 0x91: {  // FROZENSET
+        Value set = Value(Set{});
+        adopt(set);
+        add_items(set, pop_mark());
+        set.as_set().frozen = true;
+        push(std::move(set));
+        return;
+      }
+      case 'c': {  // GLOBAL
+        const std::string module(read_line());
+        const std::string name(read_line());
+        push(made(hooks_.find_class(module, name, op_at_)));
+        return;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        Value name = pop();
+        Value module = pop();
+        if (!module.is_string() || !name.is_string()) fail("STACK_GLOBAL needs two strings");
+        push(made(hooks_.find_class(module.as_string(), name.as_string(), op_at_)));
+        return;
+      }
+      case 'R': {  // REDUCE
+        Value args = pop();
+        Value callable = pop();
+        if (!args.is_tuple()) fail("REDUCE needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
+        push(made(hooks_.reduce(callable, std::move(args), op_at_)));
+        return;
+      }
+      case 0x81: {  // NEWOBJ
+        Value args = pop();
+        Value cls = pop();
+        if (!args.is_tuple()) fail("NEWOBJ needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
+        push(made(hooks_.new_object(cls, std::move(args), op_at_)));
+        return;
+      }
+      case 0x92: {  // NEWOBJ_EX
+        Value kwargs = pop();
+        Value args = pop();
+        Value cls = pop();
+        if (!args.is_tuple() || !kwargs.is_dict()) fail("NEWOBJ_EX needs an argument tuple and a keyword dict");
+        if (!kwargs.as_dict().empty()) fail("NEWOBJ_EX with keyword arguments is not supported");
+        push(made(hooks_.new_object(cls, std::move(args), op_at_)));
+        return;
+      }
+      case 'b': {  // BUILD
+        Value state = pop();
+        Value& object = top();
+        if (object.identity() != nullptr && sealed_.count(object.identity())) {
+          fail("BUILD on an object already placed in another container");
+        }
+        if (state.identity() != nullptr && state.identity() == object.identity()) fail("BUILD gives an object itself as state");
+        if (state.identity() != nullptr) sealed_.insert(state.identity());
+        const std::size_t depth = depth_of(state) + 1;
+        if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+        Value built = hooks_.build(object, std::move(state), op_at_);
+        if (built.identity() != nullptr) depth_[built.identity()] = std::max(depth_of(built), depth);
+        object = std::move(built);
+        return;
+      }
+      case 'Q': {  // BINPERSID
+        Value pid = pop();
+        push(made(hooks_.persistent_load(std::move(pid), op_at_)));
+        return;
+      }
+      case 'P': push(made(hooks_.persistent_load(Value(std::string(read_line())), op_at_))); return;  // PERSID
+      case 'q': memo_put(read_le<std::uint8_t>()); return;      // BINPUT
+      case 'r': memo_put(read_le<std::uint32_t>()); return;     // LONG_BINPUT
+      case 0x94: memo_put(memo_.size() + sparse_memo_.size()); return;  // MEMOIZE
+      case 'h': memo_get(read_le<std::uint8_t>()); return;      // BINGET
+      case 'j': memo_get(read_le<std::uint32_t>()); return;     // LONG_BINGET
+      case 'p': memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // PUT
+      case 'g': memo_get(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // GET
+      default: {
+        static constexpr char hex[] = "0123456789abcdef";
+        fail(std::string("unsupported pickle opcode 0x") + hex[op >> 4] + hex[op & 15]);
+      }
+    }
+  }
+
+  void push_bytes(std::uint64_t n) {
+    const auto raw = read_span(n);
+    push(Value(Bytes{{raw.begin(), raw.end()}}));
+  }
+
+  std::span<const std::byte> bytes_;
+  Hooks& hooks_;
+  ErrorLocation where_;
+  PickleLimits limits_;
+  std::size_t pos_ = 0;
+  std::size_t op_at_ = 0;
+  std::vector<Value> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<Value> memo_;
+  std::unordered_map<std::uint64_t, Value> sparse_memo_;
+  std::unordered_map<const void*, std::size_t> depth_;
+  std::unordered_set<const void*> sealed_;
+  std::vector<Value> alive_;
+};
+
+}  // namespace tensorfile::detail
