@@ -12,6 +12,8 @@
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/tensor_view.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/core/value_print.hpp"
 
 #include "tensorfile/backends/borrowed.hpp"
 #include "tensorfile/backends/heap.hpp"
@@ -20,3 +22,5 @@
 
 #include "tensorfile/io/from_buffer.hpp"
 #include "tensorfile/io/from_file.hpp"
+
+#include "tensorfile/formats/torch/load.hpp"

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// Walking and printing Values: every tensor with its path, and a tree view with dtypes and shapes.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/print.hpp"
+#include "tensorfile/core/value.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+/// The text of a dict key as one path step: str keys as they are, ints in decimal, others printed.
+inline std::string key_text(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::string: return key.as_string();
+    case Value::Kind::integer: return std::to_string(key.as_int());
+    case Value::Kind::big_integer: return key.as_big_int().str();
+    case Value::Kind::boolean: return key.as_bool() ? "True" : "False";
+    default: return "<" + std::string(Value::kind_name(key.kind())) + ">";
+  }
+}
+
+template <class Fn>
+void walk_tensors(const Value& v, const std::string& path, Fn& fn) {
+  const auto child = [&](const std::string& step) { return path.empty() ? step : path + "/" + step; };
+  switch (v.kind()) {
+    case Value::Kind::tensor: fn(path, v.as_tensor()); return;
+    case Value::Kind::storage: fn(path, v.as_storage().tensor); return;
+    case Value::Kind::list:
+    case Value::Kind::tuple:
+      for (std::size_t i = 0; i < v.elements().size(); ++i) walk_tensors(v.elements()[i], child(std::to_string(i)), fn);
+      return;
+    case Value::Kind::dict:
+      for (const auto& [key, item] : v.as_dict()) walk_tensors(item, child(key_text(key)), fn);
+      return;
+    case Value::Kind::set:
+      for (std::size_t i = 0; i < v.as_set().items.size(); ++i) walk_tensors(v.as_set().items[i], child(std::to_string(i)), fn);
+      return;
+    case Value::Kind::object:
+      walk_tensors(v.as_object().args, child("args"), fn);
+      walk_tensors(v.as_object().state, child("state"), fn);
+      return;
+    default: return;
+  }
+}
+
+inline std::string shape_text(const Tensor& t) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.sizes()[d]);
+  return out + "]";
+}
+
+inline std::string scalar_text(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::none: return "None";
+    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
+    case Value::Kind::integer: return std::to_string(v.as_int());
+    case Value::Kind::big_integer: return v.as_big_int().str();
+    case Value::Kind::floating: return fmt::format("{}", v.as_float());
+    case Value::Kind::complex: return fmt::format("({}{:+}j)", v.as_complex().real(), v.as_complex().imag());
+    case Value::Kind::string: return "'" + v.as_string() + "'";
+    case Value::Kind::bytes: return "bytes[" + std::to_string(v.as_bytes().data.size()) + "]";
+    case Value::Kind::device: return "device('" + v.as_device().str() + "')";
+    case Value::Kind::dtype: return torch_name(v.as_dtype());
+    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
+    case Value::Kind::tensor: {
+      const Tensor& t = v.as_tensor();
+      return std::string(v.is_parameter() ? "Parameter" : "Tensor") + " " + std::string(dtype_name(t.dtype())) + " " +
+             shape_text(t) + (t.device().is_cpu() ? "" : " " + t.device().str()) +
+             (t.requires_grad() ? " requires_grad" : "");
+    }
+    case Value::Kind::storage: {
+      const Tensor& t = v.as_storage().tensor;
+      return "Storage " + std::string(dtype_name(t.dtype())) + " [" + std::to_string(t.numel()) + "] '" +
+             v.as_storage().location + "'";
+    }
+    default: return {};
+  }
+}
+
+inline void print_tree(std::string& out, const Value& v, const std::string& indent) {
+  const auto items = [&](const std::string& open, const std::string& close, const List& list) {
+    if (list.empty()) {
+      out += open + close;
+      return;
+    }
+    out += open + "\n";
+    for (const auto& item : list) {
+      out += indent + "  ";
+      print_tree(out, item, indent + "  ");
+      out += "\n";
+    }
+    out += indent + close;
+  };
+  switch (v.kind()) {
+    case Value::Kind::list: items("[", "]", v.as_list()); return;
+    case Value::Kind::tuple: items("(", ")", v.as_tuple()); return;
+    case Value::Kind::set: items(v.as_set().frozen ? "frozenset{" : "{", "}", v.as_set().items); return;
+    case Value::Kind::dict: {
+      const Dict& dict = v.as_dict();
+      const std::string open = dict.ordered ? "OrderedDict{" : "{";
+      if (dict.empty()) {
+        out += open + "}";
+      } else {
+        out += open + "\n";
+        for (const auto& [key, item] : dict) {
+          out += indent + "  " + (key.is_string() ? "'" + key.as_string() + "'" : scalar_text(key)) + ": ";
+          print_tree(out, item, indent + "  ");
+          out += "\n";
+        }
+        out += indent + "}";
+      }
+      if (dict.metadata() != nullptr) out += " with _metadata";
+      return;
+    }
+    case Value::Kind::object: {
+      const Object& o = v.as_object();
+      out += "<object " + o.module + "." + o.name + "> args=";
+      print_tree(out, o.args, indent + "  ");
+      if (!o.state.is_none()) {
+        out += " state=";
+        print_tree(out, o.state, indent + "  ");
+      }
+      return;
+    }
+    default: out += scalar_text(v); return;
+  }
+}
+
+}  // namespace detail
+
+/// Every tensor (and bare storage) in `v` with its path: dict keys and list indices joined by
+/// "/", e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is listed twice.
+[[nodiscard]] inline std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto collect = [&](const std::string& path, const Tensor& t) { out.emplace_back(path, t); };
+  detail::walk_tensors(v, "", collect);
+  return out;
+}
+
+/// The tree of `v`, one item a line, tensors as "Tensor float32 [2, 3]" (no values).
+[[nodiscard]] inline std::string to_string(const Value& v) {
+  std::string out;
+  detail::print_tree(out, v, "");
+  return out;
+}
+
+/// Writes to_string(v).
+inline std::ostream& operator<<(std::ostream& out, const Value& v) { return out << to_string(v); }
+
+}  // namespace tensorfile
+
+/// fmt support: `fmt::format("{}", value)`.
+template <>
+struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const tensorfile::Value& v, Context& ctx) const {
+    const std::string text = tensorfile::to_string(v);
+    return fmt::formatter<std::string_view>::format(text, ctx);
+  }
+};
