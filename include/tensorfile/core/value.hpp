@@ -2,6 +2,7 @@
 // Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
 #pragma once
 
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -253,7 +254,11 @@ inline std::size_t hash_key(const Value& v) {
     case Value::Kind::none: return 0x5a5a;
     case Value::Kind::boolean: return std::hash<std::int64_t>{}(v.as_bool() ? 1 : 0);
     case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
-    case Value::Kind::floating: return std::hash<double>{}(v.as_float());
+    case Value::Kind::floating: {
+      const double d = v.as_float();  // integral floats hash as the int they equal
+      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18) return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
+      return std::hash<double>{}(d);
+    }
     case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
     case Value::Kind::tuple: {
       std::size_t h = 0x7u;
