@@ -306,3 +306,94 @@ TEST_CASE("Values print as a tree with dtypes and shapes", "[load][print]") {
   CHECK(to_string(v).starts_with("OrderedDict{\n  '0.weight': Tensor float32 [2, 3]\n"));
   CHECK(fmt::format("{}", v).ends_with("} with _metadata"));
 }
+
+// torch 2.x forms, crafted opcode by opcode as ../shared/formats/torch-save.md describes them
+// (no torch 2.x is installed where the tests run).
+TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
+  const auto v3 = [](const std::string& dtype, std::int32_t bytes, std::vector<std::int32_t> size,
+                     const std::string& metadata_key = "") {
+    PickleWriter p;
+    p.proto().global("torch._utils", "_rebuild_tensor_v3").mark();
+    p.mark().string("storage").global("torch", "UntypedStorage").string("0").string("cpu").integer(bytes).tuple().persid();
+    p.integer(0).int_tuple(size).int_tuple({1}).boolean(false);
+    p.global("collections", "OrderedDict").empty_tuple().reduce();
+    p.global("torch", dtype);
+    if (!metadata_key.empty()) p.empty_dict().string(metadata_key).boolean(true).setitem();
+    return p.tuple().reduce().stop().bytes();
+  };
+  const auto zip = [](const std::string& pickle, const std::string& record, const std::string& order = "little") {
+    return tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {".format_version", "1"},
+                                                  {".storage_alignment", "64"}, {"byteorder", order},
+                                                  {"data/0", record}, {"version", "3\n"},
+                                                  {".data/serialization_id", std::string(40, '0')}});
+  };
+  SECTION("_rebuild_tensor_v3 over an UntypedStorage with the new dtypes") {
+    const std::string u16("\x01\x00\x02\x00\xff\xff", 6);
+    const Value a = load(as_span(zip(v3("uint16", 6, {3}), u16)));
+    CHECK(a.as_tensor().dtype() == DType::UInt16);
+    CHECK(a.as_tensor().data<const std::uint16_t>()[2] == 0xFFFF);
+    const Value b = load(as_span(zip(v3("float8_e4m3fn", 2, {2}), std::string("\x38\x7e", 2))));
+    CHECK(b.as_tensor().dtype() == DType::Float8_e4m3fn);
+    CHECK(to_string(b.as_tensor()) == "tensor([  1., 448.], dtype=torch.float8_e4m3fn)");
+    REQUIRE_THROWS_WITH(load(as_span(zip(v3("uint32", 6, {2}), u16))),
+                        Catch::Matchers::Contains("leaves its storage; expected at most 6 bytes, got 8"));
+  }
+  SECTION("conj and neg metadata are applied") {
+    const std::string c64 = f32_bytes({1, 2});  // 1+2j
+    const Value conj = load(as_span(zip(v3("complex64", 8, {1}, "conj"), c64)));
+    CHECK(conj.as_tensor().data<const std::complex<float>>()[0] == std::complex<float>(1, -2));
+    const Value neg = load(as_span(zip(v3("float32", 4, {1}, "neg"), f32_bytes({3}))));
+    CHECK(neg.as_tensor().item<float>() == -3.0f);
+  }
+  SECTION("byteorder big is honoured by swapping each element") {
+    const Value be = load(as_span(zip(
+        PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
+        std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
+    CHECK(be.as_tensor().data<const std::int32_t>()[0] == 1);
+    CHECK(be.as_tensor().data<const std::int32_t>()[1] == 256);
+    REQUIRE_THROWS_WITH(load(as_span(zip(PickleWriter().proto().none().stop().bytes(), "", "middle"))),
+                        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
+  }
+  SECTION("_rebuild_parameter_with_state and _rebuild_from_type_v2") {
+    PickleWriter p;
+    p.proto().global("torch._utils", "_rebuild_parameter_with_state").mark();
+    p.tensor("FloatStorage", "0", 1, 0, {1}, {1}).boolean(true);
+    p.global("collections", "OrderedDict").empty_tuple().reduce().empty_dict().tuple().reduce().stop();
+    const Value param = load(as_span(zip(p.bytes(), f32_bytes({5}))));
+    CHECK(param.is_parameter());
+    CHECK(param.as_tensor().requires_grad());
+    PickleWriter q;
+    q.proto().global("torch._tensor", "_rebuild_from_type_v2").mark();
+    q.global("torch._utils", "_rebuild_tensor_v2").global("torch", "Tensor").mark();
+    q.storage("FloatStorage", "0", 1).integer(0).int_tuple({1}).int_tuple({1}).boolean(false);
+    q.global("collections", "OrderedDict").empty_tuple().reduce().tuple();
+    q.empty_dict().tuple().reduce().stop();
+    CHECK(load(as_span(zip(q.bytes(), f32_bytes({5})))).as_tensor().item<float>() == 5.0f);
+  }
+}
+
+TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
+  const std::string six = f32_bytes({0, 1, 2, 3, 4, 5});
+  const auto run = [&](const std::string& pickle, LoadOptions options = {}) {
+    return load(as_span(tensorfile_test::torch_file(pickle, six)), options);
+  };
+  PickleWriter memo;
+  memo.proto().none();
+  for (int i = 0; i < 5; ++i) memo.put(static_cast<std::uint8_t>(i));
+  memo.stop();
+  CHECK_NOTHROW(run(memo.bytes(), {.max_memo = 5}));
+  REQUIRE_THROWS_WITH(run(memo.bytes(), {.max_memo = 4}), "tensorfile: archive/data.pkl: pickle memo exceeds 4 entries (at byte 11)");
+  PickleWriter wide;
+  wide.proto().empty_list().mark();
+  for (int i = 0; i < 5; ++i) wide.integer(i);
+  wide.op('e').stop();
+  CHECK_NOTHROW(run(wide.bytes(), {.max_container = 5}));
+  REQUIRE_THROWS_WITH(run(wide.bytes(), {.max_container = 4}), "tensorfile: archive/data.pkl: container exceeds 4 items (at byte 29)");
+  const std::string big = PickleWriter().proto().tensor("FloatStorage", "0", 6, 0, {6}, {1}).stop().bytes();
+  REQUIRE_THROWS_WITH(run(big, {.max_total_bytes = 16}), "tensorfile: archive/data.pkl: storages exceed 16 bytes (at byte 89)");
+  REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0x8a).raw(std::string(1, '\xc8')).raw(std::string(200, '\x01')).stop().bytes()),
+                      "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
+  const LoadOptions defaults;
+  CHECK(defaults.max_depth == 1000);
+  CHECK(defaults.strict);
+}
