@@ -38,7 +38,8 @@ class Storage {
   Storage() = default;
 
   /// Takes ownership of `backend` and shares it among all copies.
-  template <storage_backend B>
+  template <class B>
+    requires(!std::same_as<B, Storage> && storage_backend<B>)  // Storage itself first: keeps copies unconstrained
   explicit Storage(B backend) {
     auto owner = std::make_shared<B>(std::move(backend));
     data_ = const_cast<std::byte*>(static_cast<const std::byte*>(owner->data()));
@@ -88,6 +89,9 @@ class Storage {
     out.size_ = bytes;
     return out;
   }
+
+  /// The backend object's address: equal for every Storage sharing it (an identity, not for access).
+  [[nodiscard]] const void* owner() const noexcept { return owner_.get(); }
 
   /// Whether both refer to the same backend object (so views of one share memory).
   [[nodiscard]] bool shares_owner_with(const Storage& other) const noexcept {

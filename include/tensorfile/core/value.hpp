@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -195,13 +196,13 @@ class Value {
   /// Number of elements of a list, tuple, dict or set; throws for other kinds.
   [[nodiscard]] std::size_t size() const;
 
-  /// Whether two values hold equal data (deep; tensors by dtype, shape, values and requires_grad).
+  /// Whether two values hold equal data (deep; tensors by dtype, shape, requires_grad and the bits of their values).
   friend bool operator==(const Value& a, const Value& b);
 
   /// A deep copy: new containers, tensors cloned into new heap storages.
   [[nodiscard]] Value clone() const;
 
-  /// Identity of a container (list, dict, set, object), for sharing and cycle checks; null otherwise.
+  /// Identity of a container, tensor or storage value, for sharing and cycle checks; null for plain values.
   [[nodiscard]] const void* identity() const noexcept;
 
   /// The name of a kind: "None", "int", "dict", "Tensor"...
@@ -408,16 +409,24 @@ inline const void* Value::identity() const noexcept {
     case Kind::set: return std::get<std::shared_ptr<Set>>(data_).get();
     case Kind::object: return std::get<std::shared_ptr<Object>>(data_).get();
     case Kind::tuple: return std::get<std::shared_ptr<const TupleBox>>(data_).get();
+    case Kind::tensor: return std::get<std::shared_ptr<const TensorBox>>(data_).get();
+    case Kind::storage: return std::get<std::shared_ptr<const StorageValue>>(data_).get();
     default: return nullptr;
   }
 }
 
 namespace detail {
+// Floats in Values: NaN equals NaN, so a Value always equals itself (unlike Python's float ==).
+inline bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+// Tensors in Values compare by their bits (so a NaN equals itself and load(save(v)) == v holds).
 inline bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.requires_grad() != b.requires_grad() || a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
   if (a.device() != b.device()) return false;
   if (!a.device().is_cpu()) return true;  // meta (and device) tensors: shapes and dtypes only
-  return a.equal(b);
+  const Tensor x = a.contiguous();
+  const Tensor y = b.contiguous();
+  return x.nbytes() == 0 || std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 inline bool same_items(const List& a, const List& b) {
   if (a.size() != b.size()) return false;
@@ -443,8 +452,10 @@ inline bool operator==(const Value& a, const Value& b) {
     case Kind::boolean: return a.as_bool() == b.as_bool();
     case Kind::integer: return a.as_int() == b.as_int();
     case Kind::big_integer: return a.as_big_int() == b.as_big_int();
-    case Kind::floating: return a.as_float() == b.as_float();
-    case Kind::complex: return a.as_complex() == b.as_complex();
+    case Kind::floating: return detail::same_float(a.as_float(), b.as_float());
+    case Kind::complex:
+      return detail::same_float(a.as_complex().real(), b.as_complex().real()) &&
+             detail::same_float(a.as_complex().imag(), b.as_complex().imag());
     case Kind::string: return a.as_string() == b.as_string();
     case Kind::bytes: return a.as_bytes() == b.as_bytes();
     case Kind::tuple: return detail::same_items(a.as_tuple(), b.as_tuple());

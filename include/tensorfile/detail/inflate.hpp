@@ -53,9 +53,8 @@ enum EntryKind : std::uint32_t {
 enum class Alphabet { code_lengths, literal_length, distance };
 
 /// Base lengths of length symbols 257..285 (RFC 1951, 3.2.5).
-inline constexpr std::array<std::uint16_t, 29> length_base = {3,  4,  5,  6,  7,  8,  9,  10,  11,  13,
-                                                              15, 17, 19, 23, 27, 31, 35, 43,  51,  59,
-                                                              67, 83, 99, 115, 131, 163, 195, 227, 258};
+inline constexpr std::array<std::uint16_t, 29> length_base = {
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
 /// Extra bits of length symbols 257..285.
 inline constexpr std::array<std::uint8_t, 29> length_extra = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
                                                               2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
@@ -83,8 +82,7 @@ inline constexpr std::size_t code_length_table_size = std::size_t{1} << code_len
 /// The entry a symbol of `alphabet` decodes to, without its bit count.
 [[nodiscard]] constexpr std::uint32_t symbol_entry(Alphabet alphabet, unsigned symbol) noexcept {
   switch (alphabet) {
-    case Alphabet::code_lengths:
-      return make_entry(kind_symbol, 0, 0, symbol);
+    case Alphabet::code_lengths: return make_entry(kind_symbol, 0, 0, symbol);
     case Alphabet::literal_length:
       if (symbol < 256) return make_entry(kind_symbol, 0, 0, symbol);
       if (symbol == 256) return make_entry(kind_end, 0, 0, 0);
@@ -178,10 +176,10 @@ struct FixedTables {
   std::array<std::uint32_t, distance_table_size> distance{};
 };
 
-/// Builds the fixed tables once.
+/// The fixed tables, built on first use (thread-safe) straight into static storage.
 [[nodiscard]] inline const FixedTables& fixed_tables() {
-  static const FixedTables tables = [] {
-    FixedTables t;
+  static FixedTables tables;  // zero-initialized at load time; filled once under the guard below
+  static const bool built = [] {
     std::array<std::uint8_t, 288> literal_lengths{};
     for (std::size_t i = 0; i < 144; ++i) literal_lengths[i] = 8;
     for (std::size_t i = 144; i < 256; ++i) literal_lengths[i] = 9;
@@ -189,10 +187,13 @@ struct FixedTables {
     for (std::size_t i = 280; i < 288; ++i) literal_lengths[i] = 8;
     std::array<std::uint8_t, 32> distance_lengths{};
     distance_lengths.fill(5);
-    (void)build_table(literal_lengths, Alphabet::literal_length, literal_root_bits, t.literal.data());
-    (void)build_table(distance_lengths, Alphabet::distance, distance_root_bits, t.distance.data());
-    return t;
+    const char* literal =
+        build_table(literal_lengths, Alphabet::literal_length, literal_root_bits, tables.literal.data());
+    const char* distance =
+        build_table(distance_lengths, Alphabet::distance, distance_root_bits, tables.distance.data());
+    return literal == nullptr && distance == nullptr;
   }();
+  static_cast<void>(built);
   return tables;
 }
 
@@ -315,8 +316,7 @@ class Inflater {
   }
 
   [[noreturn]] void fail_larger() const {
-    fail("inflated data is larger than the declared " + std::to_string(out_size_) + " bytes",
-         in_.bit_position() / 8);
+    fail("inflated data is larger than the declared " + std::to_string(out_size_) + " bytes", in_.bit_position() / 8);
   }
 
   void stored_block() {
@@ -357,8 +357,8 @@ class Inflater {
       fail("corrupt deflate block header: " + std::to_string(distance_count) + " distance codes (at most 30)",
            header_start);
 
-    static constexpr std::array<std::uint8_t, 19> order = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5,
-                                                           11, 4, 12, 3, 13, 2, 14, 1, 15};
+    static constexpr std::array<std::uint8_t, 19> order = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                                           11, 4,  12, 3, 13, 2, 14, 1, 15};
     std::array<std::uint8_t, 19> code_length_lengths{};
     for (unsigned i = 0; i < code_length_count; ++i)
       code_length_lengths[order[i]] = static_cast<std::uint8_t>(in_.take(3));
@@ -408,17 +408,14 @@ class Inflater {
   }
 
   void huffman_block(const std::uint32_t* literal_table, const std::uint32_t* distance_table) {
-    // Work on local copies: stores into the output (unsigned char) could alias members and force
-    // reloads. `sync` writes them back before returning or reporting an error.
+    // Work on local copies, which the compiler keeps in registers: stores into the output (unsigned
+    // char) could alias the members and force reloads. sync() hands back copies (never the address)
+    // before returning or reporting an error.
     BitReader in = in_;
     std::size_t out_pos = out_pos_;
     unsigned char* const out = out_;
     const std::size_t out_size = out_size_;
-    const auto sync = [&] {
-      in_ = in;
-      out_pos_ = out_pos;
-    };
-    // Room for two literals or one match of 258 bytes plus the 8-byte copy slack.
+    // Room for three literals or one match of 258 bytes plus the 8-byte copy slack.
     constexpr std::size_t fast_room = 258 + 8;
     for (;;) {
       // Fast loop: with 8 input bytes left every refill reads real input (no truncation possible),
@@ -430,33 +427,38 @@ class Inflater {
         std::uint32_t e = in.decode(literal_table, literal_root_bits);
         if (entry_kind(e) == kind_symbol) {
           out[out_pos++] = static_cast<unsigned char>(entry_value(e));
-          // A second literal fits in the same refill: at least 41 bits are left.
+          // Two more literals fit in the same refill: at least 41 bits are left after the first.
           symbol_start = in.bit_position();
           e = in.decode(literal_table, literal_root_bits);
           if (entry_kind(e) == kind_symbol) {
             out[out_pos++] = static_cast<unsigned char>(entry_value(e));
-            continue;
+            symbol_start = in.bit_position();
+            e = in.decode(literal_table, literal_root_bits);
+            if (entry_kind(e) == kind_symbol) {
+              out[out_pos++] = static_cast<unsigned char>(entry_value(e));
+              continue;
+            }
           }
         }
         if (entry_kind(e) == kind_end) {
-          sync();
+          sync(in, out_pos);
           return;
         }
         if (entry_kind(e) != kind_base) {
-          sync();
+          sync(in, out_pos);
           fail_code("invalid deflate literal/length code", symbol_start);
         }
-        if (in.count < 33) in.refill();  // after a second literal, 33 bits cover the rest of a match
+        if (in.count < 33) in.refill();  // after three literals, 33 bits cover the rest of a match
         const std::size_t length = entry_value(e) + in.take(entry_extra(e));
         const std::uint64_t distance_start = in.bit_position();
         const std::uint32_t d = in.decode(distance_table, distance_root_bits);
         if (entry_kind(d) != kind_base) {
-          sync();
+          sync(in, out_pos);
           fail_code("invalid deflate distance code", distance_start);
         }
         const std::size_t distance = entry_value(d) + in.take(entry_extra(d));
         if (distance > out_pos) {
-          sync();
+          sync(in, out_pos);
           fail_distance(distance, distance_start);
         }
         copy_match(out + out_pos, out_size - out_pos, length, distance);
@@ -473,25 +475,25 @@ class Inflater {
         continue;
       }
       if (entry_kind(e) == kind_end) {
-        sync();
+        sync(in, out_pos);
         check_truncation();
         return;
       }
       if (entry_kind(e) != kind_base) {
-        sync();
+        sync(in, out_pos);
         fail_code("invalid deflate literal/length code", symbol_start);
       }
       const std::size_t length = entry_value(e) + in.take(entry_extra(e));
       const std::uint64_t distance_start = in.bit_position();
       const std::uint32_t d = in.decode(distance_table, distance_root_bits);
       if (entry_kind(d) != kind_base) {
-        sync();
+        sync(in, out_pos);
         fail_code("invalid deflate distance code", distance_start);
       }
       const std::size_t distance = entry_value(d) + in.take(entry_extra(d));
       if (in.overran()) break;
       if (distance > out_pos) {
-        sync();
+        sync(in, out_pos);
         fail_distance(distance, distance_start);
       }
       if (out_size - out_pos < length) break;
@@ -499,9 +501,14 @@ class Inflater {
       out_pos += length;
     }
     // Left the careful step on a truncated stream or a full output.
-    sync();
+    sync(in, out_pos);
     check_truncation();
     fail_larger();
+  }
+
+  void sync(BitReader in, std::size_t out_pos) noexcept {
+    in_ = in;
+    out_pos_ = out_pos;
   }
 
   [[noreturn]] void fail_distance(std::size_t distance, std::uint64_t distance_start) const {

@@ -9,6 +9,13 @@
 #include <span>
 #include <string>
 
+// x86-64 SHA extensions (SHA-NI), chosen at run time; other targets use the portable code.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TENSORFILE_SHA256_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace tensorfile::detail {
 
 namespace sha256_impl {
@@ -39,7 +46,7 @@ inline constexpr std::array<std::uint32_t, 8> initial_state{
 }
 
 /// One round: updates d and h; the callers rotate the roles of the eight words instead of moving them.
-inline void round(std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t& d, std::uint32_t e,
+inline void one_round(std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t& d, std::uint32_t e,
                   std::uint32_t f, std::uint32_t g, std::uint32_t& h, std::uint32_t k_plus_w) noexcept {
   const std::uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k_plus_w;
   const std::uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
@@ -48,7 +55,7 @@ inline void round(std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32
 }
 
 /// Runs the compression function over `blocks` whole 64-byte blocks at `p` (FIPS 180-4 6.2.2).
-inline void compress(std::array<std::uint32_t, 8>& state, const unsigned char* p, std::size_t blocks) noexcept {
+inline void compress_portable(std::array<std::uint32_t, 8>& state, const unsigned char* p, std::size_t blocks) noexcept {
   const auto& k = round_constants;
   for (; blocks > 0; --blocks, p += 64) {
     std::array<std::uint32_t, 64> w;  // the message schedule W_0..W_63
@@ -61,14 +68,14 @@ inline void compress(std::array<std::uint32_t, 8>& state, const unsigned char* p
     std::uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
     std::uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
     for (std::size_t t = 0; t < 64; t += 8) {
-      round(a, b, c, d, e, f, g, h, k[t] + w[t]);
-      round(h, a, b, c, d, e, f, g, k[t + 1] + w[t + 1]);
-      round(g, h, a, b, c, d, e, f, k[t + 2] + w[t + 2]);
-      round(f, g, h, a, b, c, d, e, k[t + 3] + w[t + 3]);
-      round(e, f, g, h, a, b, c, d, k[t + 4] + w[t + 4]);
-      round(d, e, f, g, h, a, b, c, k[t + 5] + w[t + 5]);
-      round(c, d, e, f, g, h, a, b, k[t + 6] + w[t + 6]);
-      round(b, c, d, e, f, g, h, a, k[t + 7] + w[t + 7]);
+      one_round(a, b, c, d, e, f, g, h, k[t] + w[t]);
+      one_round(h, a, b, c, d, e, f, g, k[t + 1] + w[t + 1]);
+      one_round(g, h, a, b, c, d, e, f, k[t + 2] + w[t + 2]);
+      one_round(f, g, h, a, b, c, d, e, k[t + 3] + w[t + 3]);
+      one_round(e, f, g, h, a, b, c, d, k[t + 4] + w[t + 4]);
+      one_round(d, e, f, g, h, a, b, c, k[t + 5] + w[t + 5]);
+      one_round(c, d, e, f, g, h, a, b, k[t + 6] + w[t + 6]);
+      one_round(b, c, d, e, f, g, h, a, k[t + 7] + w[t + 7]);
     }
     state[0] += a;
     state[1] += b;
@@ -79,6 +86,72 @@ inline void compress(std::array<std::uint32_t, 8>& state, const unsigned char* p
     state[6] += g;
     state[7] += h;
   }
+}
+
+#ifdef TENSORFILE_SHA256_X86
+/// Whether the CPU has the SHA extensions and SSE4.1 (CPUID leaf 7 EBX bit 29, leaf 1 ECX bit 19).
+[[nodiscard]] inline bool cpu_has_sha_ni() noexcept {
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & (1u << 19)) == 0) return false;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (ebx & (1u << 29)) != 0;
+  }();
+  return has;
+}
+
+/// compress_portable with the SHA-NI instructions: four rounds per two sha256rnds2.
+__attribute__((target("sha,sse4.1"))) inline void compress_sha_ni(std::array<std::uint32_t, 8>& state,
+                                                                  const unsigned char* p, std::size_t blocks) noexcept {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  // The instructions keep the state as ABEF and CDGH.
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
+  const __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  const __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  for (; blocks > 0; --blocks, p += 64) {
+    const __m128i abef_saved = abef;
+    const __m128i cdgh_saved = cdgh;
+    __m128i w[4];  // message words W[4i..4i+3] of the last four groups, ring-indexed by i & 3
+    for (std::size_t i = 0; i < 16; ++i) {
+      __m128i& current = w[i & 3];
+      if (i < 4) {
+        current = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), byte_swap);
+      } else {
+        const __m128i previous = w[(i - 1) & 3];
+        __m128i next = _mm_sha256msg1_epu32(current, w[(i - 3) & 3]);           // W[t-16] + sigma0(W[t-15])
+        next = _mm_add_epi32(next, _mm_alignr_epi8(previous, w[(i - 2) & 3], 4));  // + W[t-7]
+        current = _mm_sha256msg2_epu32(next, previous);                          // + sigma1(W[t-2])
+      }
+      __m128i k_plus_w =
+          _mm_add_epi32(current, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&round_constants[4 * i])));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, k_plus_w);
+      k_plus_w = _mm_shuffle_epi32(k_plus_w, 0x0E);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, k_plus_w);
+    }
+    abef = _mm_add_epi32(abef, abef_saved);
+    cdgh = _mm_add_epi32(cdgh, cdgh_saved);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  dcba = _mm_blend_epi16(feba, dchg, 0xF0);
+  hgfe = _mm_alignr_epi8(dchg, feba, 8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), dcba);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), hgfe);
+}
+#endif
+
+/// The fastest compression function this CPU runs.
+inline void compress(std::array<std::uint32_t, 8>& state, const unsigned char* p, std::size_t blocks) noexcept {
+#ifdef TENSORFILE_SHA256_X86
+  if (cpu_has_sha_ni()) {
+    compress_sha_ni(state, p, blocks);
+    return;
+  }
+#endif
+  compress_portable(state, p, blocks);
 }
 
 }  // namespace sha256_impl
@@ -92,6 +165,7 @@ class Sha256 {
   void update(std::span<const std::byte> data) noexcept {
     const auto* p = reinterpret_cast<const unsigned char*>(data.data());
     std::size_t n = data.size();
+    if (n == 0) return;  // (data() may be null then; memcpy must not see it)
     length_ += n;
     if (buffered_ > 0) {  // top up the partial block first
       const std::size_t take = n < 64 - buffered_ ? n : 64 - buffered_;

@@ -28,13 +28,13 @@ struct ZipLimits {
 
 /// One archive member, as the central directory describes it (local-header sizes are never used).
 struct ZipEntry {
-  std::string name;                     ///< full name, archive prefix included (`archive/data.pkl`)
+  std::string name;                       ///< full name, archive prefix included (`archive/data.pkl`)
   std::uint64_t local_header_offset = 0;  ///< archive offset of the local file header
-  std::uint64_t data_offset = 0;        ///< archive offset of the stored or compressed bytes
-  std::uint64_t compressed_size = 0;    ///< bytes the data takes in the archive
-  std::uint64_t size = 0;               ///< bytes once decompressed (equals compressed_size when stored)
-  std::uint32_t crc32 = 0;              ///< CRC-32 recorded in the central directory
-  std::uint16_t method = 0;             ///< 0 = stored, 8 = deflate
+  std::uint64_t data_offset = 0;          ///< archive offset of the stored or compressed bytes
+  std::uint64_t compressed_size = 0;      ///< bytes the data takes in the archive
+  std::uint64_t size = 0;                 ///< bytes once decompressed (equals compressed_size when stored)
+  std::uint32_t crc32 = 0;                ///< CRC-32 recorded in the central directory
+  std::uint16_t method = 0;               ///< 0 = stored, 8 = deflate
 };
 
 namespace zip_impl {
@@ -222,9 +222,9 @@ class ZipReader {
     if (entry.crc32 == 0 && entry.size != 0) return;
     const std::uint32_t actual = crc32(contents);
     if (actual != entry.crc32)
-      throw FormatError("CRC-32 mismatch; expected " + zip_impl::hex32(entry.crc32) + ", got " +
-                            zip_impl::hex32(actual),
-                        {file_, zip_impl::printable(entry.name), entry.data_offset});
+      throw FormatError(
+          "CRC-32 mismatch; expected " + zip_impl::hex32(entry.crc32) + ", got " + zip_impl::hex32(actual),
+          {file_, zip_impl::printable(entry.name), entry.data_offset});
   }
 
   /// The archive bytes the reader borrows.
@@ -413,9 +413,8 @@ class ZipReader {
              pos, name);
       if (method == 8) {
         if (entry.size > limits.max_inflated_size)
-          throw LimitError("the declared size of " + std::to_string(entry.size) +
-                               " bytes is more than the limit of " + std::to_string(limits.max_inflated_size) +
-                               " for a compressed entry",
+          throw LimitError("the declared size of " + std::to_string(entry.size) + " bytes is more than the limit of " +
+                               std::to_string(limits.max_inflated_size) + " for a compressed entry",
                            {file_, printable(name), pos});
         if (entry.size / max_deflate_ratio > entry.compressed_size ||
             (entry.size / max_deflate_ratio == entry.compressed_size && entry.size % max_deflate_ratio != 0))
@@ -454,8 +453,8 @@ class ZipReader {
     const bool need_compressed = entry.compressed_size == 0xFFFFFFFF;
     const bool need_offset = entry.local_header_offset == 0xFFFFFFFF;
     const bool need_disk = disk == 0xFFFF;
-    const std::uint64_t needed = 8u * (unsigned{need_size} + unsigned{need_compressed} + unsigned{need_offset}) +
-                                 4u * unsigned{need_disk};
+    const std::uint64_t needed =
+        8u * (unsigned{need_size} + unsigned{need_compressed} + unsigned{need_offset}) + 4u * unsigned{need_disk};
     bool seen = false;
     std::uint64_t pos = 0;
     // A tail shorter than a field header is padding some writers leave; it is skipped.

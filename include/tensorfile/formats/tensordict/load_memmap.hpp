@@ -1,0 +1,690 @@
+// SPDX-License-Identifier: MIT
+// load_memmap: a TensorDict from a directory written by tensordict's memmap() (versions 0.4 to 0.14).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/formats/tensordict/detail/files.hpp"
+#include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/meta_json.hpp"
+#include "tensorfile/formats/tensordict/tensordict.hpp"
+
+namespace tensorfile {
+
+/// How load_memmap maps data files.
+enum class MemmapAccess : std::uint8_t {
+  automatic,      ///< as tensordict: files this process may write are mapped MAP_SHARED (writes reach the file), others MAP_PRIVATE (copy-on-write)
+  read_only,      ///< MAP_PRIVATE, PROT_READ: the tensors are read-only
+  copy_on_write,  ///< MAP_PRIVATE: writes stay in this process
+  shared,         ///< MAP_SHARED: writes reach the files; a file that cannot be opened for writing is an IoError
+};
+
+/// Options of load_memmap.
+struct MemmapLoadOptions {
+  std::optional<Device> device{};  ///< none: CPU tensors mapping the files; meta: shapes and dtypes only, no .memmap file opened; cuda:N: mapped, then copied there (needs <tensorfile/cuda.hpp>, else DeviceError)
+  bool non_blocking = false;       ///< let device copies complete asynchronously (CUDA only; no effect on CPU and meta)
+  TensorDict* out = nullptr;       ///< fill this TensorDict (entries replaced, sub-TensorDicts filled in place, as tensordict's out=); the result is a copy of it
+  MemmapAccess access = MemmapAccess::automatic;  ///< how data files are mapped
+  bool skip_missing = false;       ///< drop leaves and declared sub-collections whose files are missing instead of throwing
+  bool skip_undeclared = false;    ///< ignore subdirectories that meta.json does not declare instead of throwing
+  std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
+  std::uint64_t max_meta_json_bytes = std::uint64_t{1} << 30;  ///< a larger meta.json is refused (LimitError)
+};
+
+}  // namespace tensorfile
+
+namespace tensorfile::detail::td {
+
+/// Loads one tree: every directory's meta.json is parsed once; every leaf costs one openat, one fstat and
+/// one mmap (none on meta). Files are only ever opened, never created, grown or written.
+class MemmapLoader {
+ public:
+  MemmapLoader(const std::filesystem::path& prefix, const MemmapLoadOptions& options)
+      : options_(options), prefix_(prefix) {
+    if (options.device) {
+      meta_ = options.device->is_meta();
+      copy_to_device_ = !options.device->is_cpu() && !meta_;
+    }
+  }
+
+  /// The node at the prefix; nullopt when it was loaded into `out`.
+  std::optional<Entry> load_root(TensorDict* out) {
+    if constexpr (std::endian::native != std::endian::little) {
+      throw UnsupportedError("tensordict data files are little-endian; expected a little-endian host",
+                             {.file = prefix_});
+    }
+    Dir root{Fd(open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY)), prefix_};
+    if (!root.fd.valid()) {
+      const int error = errno;
+      if (error == ENOTDIR) {
+        throw UnsupportedError(
+            "is a file; expected a tensordict memmap directory (.tdz archives are not supported)", {.file = prefix_});
+      }
+      throw IoError("cannot open directory", error, {.file = prefix_});
+    }
+    return load_node(root, out);
+  }
+
+ private:
+  struct Dir {
+    Fd fd;
+    std::filesystem::path path;
+  };
+
+  // ---- opening, relative to a directory descriptor ------------------------------------------
+
+  /// The prefix, canonical, computed when a symlink is met.
+  const std::filesystem::path& canonical_root() {
+    if (!root_canonical_) root_canonical_ = std::filesystem::canonical(prefix_);
+    return *root_canonical_;
+  }
+
+  /// Opens `name` in `dir` with `flags` (which include O_NOFOLLOW). A symlink is followed only when it
+  /// resolves inside the prefix; -1 with errno set when the open fails.
+  int open_in(const Dir& dir, const std::string& name, int flags) {
+    int fd = open_at(dir.fd.get(), name.c_str(), flags);
+    if (fd >= 0 || (errno != ELOOP && errno != ENOTDIR)) return fd;
+    const int error = errno;
+    struct stat info {};
+    if (::fstatat(dir.fd.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(info.st_mode)) {
+      errno = error;
+      return -1;
+    }
+    const std::filesystem::path link = dir.path / name;
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::canonical(link, ec);
+    if (ec) {
+      errno = ENOENT;  // a dangling link is a missing file
+      return -1;
+    }
+    if (!path_is_under(canonical_root(), target)) {
+      throw FormatError("symbolic link leaves the tree; expected a target under " + canonical_root().string() +
+                            ", got " + target.string(),
+                        {.file = link});
+    }
+    return open_at(dir.fd.get(), name.c_str(), flags & ~O_NOFOLLOW);
+  }
+
+  /// The subdirectory `name` of `dir`; an invalid Fd when it does not exist.
+  Fd open_subdir(const Dir& dir, const std::string& name) {
+    const int fd = open_in(dir, name, dir_open_flags);
+    if (fd >= 0) return Fd(fd);
+    const int error = errno;
+    if (error == ENOENT) return {};
+    if (error == ENOTDIR) {
+      throw FormatError("is not a directory; expected the directory of a sub-collection", {.file = dir.path / name});
+    }
+    throw IoError("cannot open directory", error, {.file = dir.path / name});
+  }
+
+  /// Opens data file `name` of `dir` for mapping; sets `mode`. An invalid Fd when it does not exist.
+  Fd open_data(const Dir& dir, const std::string& name, RegionMode& mode) {
+    constexpr int base = O_NOFOLLOW | O_NONBLOCK;
+    int fd = -1;
+    switch (options_.access) {
+      case MemmapAccess::automatic:
+        fd = open_in(dir, name, O_RDWR | base);
+        mode = RegionMode::shared;
+        if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)) {
+          fd = open_in(dir, name, O_RDONLY | base);
+          mode = RegionMode::copy_on_write;
+        }
+        break;
+      case MemmapAccess::read_only:
+        fd = open_in(dir, name, O_RDONLY | base);
+        mode = RegionMode::read_only;
+        break;
+      case MemmapAccess::copy_on_write:
+        fd = open_in(dir, name, O_RDONLY | base);
+        mode = RegionMode::copy_on_write;
+        break;
+      case MemmapAccess::shared:
+        fd = open_in(dir, name, O_RDWR | base);
+        mode = RegionMode::shared;
+        break;
+    }
+    if (fd >= 0) return Fd(fd);
+    const int error = errno;
+    if (error == ENOENT) return {};
+    if (error == EISDIR) {
+      throw FormatError("is a directory; expected a data file", {.file = dir.path / name});
+    }
+    throw IoError(mode == RegionMode::shared ? "cannot open for reading and writing" : "cannot open for reading",
+                  error, {.file = dir.path / name});
+  }
+
+  /// Opens a small side file (meta.json, pickles) of `dir`; an invalid Fd when it does not exist.
+  Fd open_side_file(const Dir& dir, const std::string& name) {
+    const int fd = open_in(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0) return Fd(fd);
+    const int error = errno;
+    if (error == ENOENT) return {};
+    throw IoError("cannot open for reading", error, {.file = dir.path / name});
+  }
+
+  /// The bytes of an optional side file (other.pickle, pickle.pkl).
+  std::optional<Bytes> read_side_bytes(const Dir& dir, const std::string& name) {
+    const Fd fd = open_side_file(dir, name);
+    if (!fd.valid()) return std::nullopt;
+    const std::string text = read_whole_file(fd.get(), dir.path / name, options_.max_meta_json_bytes);
+    Bytes bytes;
+    bytes.data.resize(text.size());
+    std::memcpy(bytes.data.data(), text.data(), text.size());
+    return bytes;
+  }
+
+  void report_skipped(const std::filesystem::path& path) {
+    if (options_.skipped != nullptr) options_.skipped->push_back(path);
+  }
+
+  // ---- nodes --------------------------------------------------------------------------------
+
+  /// Loads the collection in `dir`, dispatching on its `_type`; nullopt when loaded into `out`.
+  std::optional<Entry> load_node(Dir& dir, TensorDict* out) {
+    const Fd meta_fd = open_side_file(dir, meta_name_);
+    if (!meta_fd.valid()) {
+      throw FormatError("file is missing; expected the meta.json of a tensordict memmap directory, got no file",
+                        {.file = dir.path / meta_name_});
+    }
+    const std::filesystem::path meta_path = dir.path / meta_name_;
+    const std::string text = read_whole_file(meta_fd.get(), meta_path, options_.max_meta_json_bytes);
+    DirMeta meta = read_dir_meta(text, meta_path);
+    JsonReader reader(text, meta_path);
+    if (!meta.type_at) {
+      throw FormatError("meta.json has no \"_type\"; expected the class of the collection, got none",
+                        {.file = meta_path});
+    }
+    reader.seek(*meta.type_at);
+    if (reader.peek() != '"') {
+      throw FormatError("\"_type\" is not a string; expected a class such as \"" + std::string(tensordict_type) +
+                            "\", got " + reader.snippet_at(*meta.type_at),
+                        {.file = meta_path, .offset = *meta.type_at});
+    }
+    std::string scratch;
+    std::string type_name(reader.parse_string(scratch));
+    const std::string_view cls = class_name_of(type_name);
+    const bool from_tensordict = module_of(type_name).starts_with("tensordict");
+
+    if (from_tensordict && cls == "TensorDict") return load_tensordict(dir, meta, reader, std::move(type_name), out);
+    if (from_tensordict && cls == "LazyStackedTensorDict") {
+      return load_lazy_stack(dir, reader, std::move(type_name), out);
+    }
+    if (from_tensordict && cls == "NonTensorData") return Entry(load_non_tensor(dir, reader, std::move(type_name)));
+    if (from_tensordict && cls == "NonTensorStack") {
+      const bool has_data = std::any_of(meta.members.begin(), meta.members.end(),
+                                        [](const MetaMember& m) { return m.key == "data"; });
+      if (has_data) return Entry(load_non_tensor(dir, reader, std::move(type_name)));
+      return load_lazy_stack(dir, reader, std::move(type_name), out);  // the pre-0.4 layout: 0/, 1/...
+    }
+    if (from_tensordict && cls.starts_with("_") && cls.ends_with("TensorDict")) {
+      throw UnsupportedError("collection type " + type_name +
+                                 " is not supported; expected a TensorDict, tensorclass, lazy stack or non-tensor "
+                                 "data (save a contiguous copy of the view instead)",
+                             {.file = meta_path});
+    }
+    // Anything else: a tensorclass when it has _tensordict/, else a TensorDict-like class stored as a TensorDict.
+    Dir inner{open_subdir(dir, tensordict_dir_name_), dir.path / tensordict_dir_name_};
+    if (inner.fd.valid()) return load_tensorclass(dir, inner, reader, std::move(type_name), out);
+    return load_tensordict(dir, meta, reader, std::move(type_name), out);
+  }
+
+  /// A TensorDict directory: leaves mapped, sub-collections loaded, in meta.json order.
+  std::optional<Entry> load_tensordict(Dir& dir, const DirMeta& meta, JsonReader& reader, std::string type_name,
+                                       TensorDict* out) {
+    const std::filesystem::path& meta_path = reader.file();
+    Shape batch;
+    if (meta.shape_at) {
+      reader.seek(*meta.shape_at);
+      auto shape = reader.try_parse_shape();
+      if (!shape) {
+        throw FormatError("invalid batch size; expected a list of non-negative integers, got " +
+                              reader.snippet_at(*meta.shape_at),
+                          {.file = meta_path, .member = "shape", .offset = *meta.shape_at});
+      }
+      batch = std::move(*shape);
+    }
+    std::optional<Device> device = read_device(reader, meta.device_at);
+    if (options_.device) device = options_.device;
+
+    if (out != nullptr) check_out_batch(*out, batch, dir.path);
+    TensorDict td(std::move(batch), device);
+    td.set_type_name(std::move(type_name));
+    TensorDictAccess::reserve(td, meta.members.size());
+    std::vector<std::string> declared;
+    for (const MetaMember& member : meta.members) {
+      switch (member.kind) {
+        case MemberKind::reserved: continue;
+        case MemberKind::not_object:
+        case MemberKind::other:
+          td.erase(member.key);  // a later member of the same key replaces an earlier one, as in Python
+          continue;
+        case MemberKind::leaf: {
+          std::optional<Entry> leaf = load_leaf(dir, member, reader);
+          if (!leaf) {
+            td.erase(member.key);
+            continue;
+          }
+          add_entry(td, member, std::move(*leaf), meta_path);
+          continue;
+        }
+        case MemberKind::collection: {
+          std::string name = encode_key(member.key);
+          Fd fd = open_subdir(dir, name);
+          if (!fd.valid() && is_safe_legacy_key(member.key, true)) {
+            name = member.key;
+            fd = open_subdir(dir, name);
+          }
+          if (!fd.valid()) {
+            td.erase(member.key);
+            missing(dir.path / encode_key(member.key), member.key,
+                    "sub-collection directory is missing; expected a directory with a meta.json, got no directory");
+            continue;
+          }
+          declared.push_back(name);
+          Dir child{std::move(fd), dir.path / name};
+          TensorDict* into = nullptr;
+          if (out != nullptr) {
+            Entry* existing = out->find(member.key);
+            if (existing != nullptr && existing->is_tensordict()) into = &existing->as_tensordict();
+          }
+          std::optional<Entry> entry = load_node(child, into);
+          if (entry) add_entry(td, member, std::move(*entry), meta_path);
+          continue;
+        }
+      }
+    }
+    check_undeclared(dir, declared);
+    if (out == nullptr) return Entry(std::move(td));
+    merge_into(*out, std::move(td));
+    return std::nullopt;
+  }
+
+  void add_entry(TensorDict& td, const MetaMember& member, Entry entry, const std::filesystem::path& meta_path) {
+    if (std::string problem = TensorDictAccess::batch_problem(td, entry); !problem.empty()) {
+      throw FormatError(problem, {.file = meta_path, .member = member.key, .offset = member.value_at});
+    }
+    TensorDictAccess::set_unchecked(td, member.key, std::move(entry));
+  }
+
+  /// out= semantics: the loaded entries replace out's; out takes the file's batch size when it is empty.
+  static void check_out_batch(const TensorDict& out, const Shape& batch, const std::filesystem::path& dir) {
+    if (!out.empty() && out.batch_size() != batch) {
+      throw ArgumentError("out has another batch size; expected " + detail::shape_string(batch) +
+                              " as in the file, got " + detail::shape_string(out.batch_size()),
+                          {.file = dir});
+    }
+  }
+
+  static void merge_into(TensorDict& out, TensorDict loaded) {
+    TensorDictAccess::set_batch_unchecked(out, loaded.batch_size());
+    TensorDictAccess::set_kind(out, loaded.kind(), loaded.stack_dim());
+    out.set_device(loaded.device());
+    out.set_type_name(loaded.type_name());
+    out.class_fields() = loaded.class_fields();
+    out.class_pickle() = loaded.class_pickle();
+    for (const auto& item : loaded) TensorDictAccess::set_unchecked(out, item.key, item.value);
+  }
+
+  std::optional<Device> read_device(JsonReader& reader, std::optional<std::size_t> at) {
+    if (!at) return std::nullopt;
+    reader.seek(*at);
+    const int c = reader.peek();
+    if (c == 'n') return std::nullopt;  // null
+    if (c == '"') {
+      std::string scratch;
+      const std::string_view text = reader.parse_string(scratch);
+      if (text == "None") return std::nullopt;
+      try {
+        return Device::parse(text);
+      } catch (const ArgumentError&) {
+      }
+    }
+    throw FormatError("invalid device; expected a device such as \"cpu\" or \"cuda:0\", got " + reader.snippet_at(*at),
+                      {.file = reader.file(), .member = "device", .offset = *at});
+  }
+
+  /// Reports a missing file or directory: an error unless skip_missing (then listed in `skipped`).
+  void missing(const std::filesystem::path& path, const std::string& key, const std::string& what) {
+    if (options_.skip_missing) {
+      report_skipped(path);
+      return;
+    }
+    throw FormatError(what, {.file = path, .member = key});
+  }
+
+  /// Throws (or reports) subdirectories of `dir` that meta.json does not declare.
+  void check_undeclared(const Dir& dir, std::vector<std::string>& declared) {
+    if (options_.skip_undeclared && options_.skipped == nullptr) return;
+    std::sort(declared.begin(), declared.end());
+    declared.erase(std::unique(declared.begin(), declared.end()), declared.end());
+    struct stat info {};
+    // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
+    if (::fstat(dir.fd.get(), &info) == 0 && info.st_nlink == 2 + declared.size()) return;
+    for (const std::string& name : list_subdirectories(dir.fd.get(), dir.path)) {
+      if (std::binary_search(declared.begin(), declared.end(), name)) continue;
+      if (options_.skip_undeclared) {
+        report_skipped(dir.path / name);
+        continue;
+      }
+      throw FormatError("subdirectory is not declared in meta.json; expected only the sub-collections meta.json "
+                        "lists, got an undeclared directory (left by an earlier save, or a tensordict 0.3 tree? "
+                        "skip_undeclared ignores it)",
+                        {.file = dir.path / name});
+    }
+  }
+
+  // ---- leaves -------------------------------------------------------------------------------
+
+  /// Checks a leaf entry's dtype, shape and is_nested; returns the byte size of its data.
+  void check_leaf(const MetaMember& member, JsonReader& reader) {
+    const std::filesystem::path& meta_path = reader.file();
+    if (!member.dtype) {
+      throw DTypeError("unknown dtype; expected a torch dtype name such as \"torch.float32\", got " +
+                           reader.snippet_at(member.dtype_at),
+                       {.file = meta_path, .member = member.key, .offset = member.dtype_at});
+    }
+    if (!member.shape) {
+      throw FormatError("invalid shape; expected a list of non-negative integers, got " +
+                            reader.snippet_at(member.shape_at),
+                        {.file = meta_path, .member = member.key, .offset = member.shape_at});
+    }
+    if (!member.is_nested_valid) {
+      throw FormatError("invalid is_nested; expected true or false, got " + reader.snippet_at(member.is_nested_at),
+                        {.file = meta_path, .member = member.key, .offset = member.is_nested_at});
+    }
+  }
+
+  /// numel * element size of `shape`, or a FormatError when it overflows.
+  static std::size_t byte_size(const Shape& shape, DType dtype, const MetaMember& member,
+                               const std::filesystem::path& meta_path) {
+    std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
+    for (const auto s : shape) {
+      auto product = detail::checked_mul(bytes, s);
+      if (!product) {
+        throw FormatError("shape " + detail::shape_string(shape) + " is too large; expected at most 2^63 bytes",
+                          {.file = meta_path, .member = member.key, .offset = member.shape_at});
+      }
+      bytes = *product;
+    }
+    if (static_cast<std::uint64_t>(bytes) > SIZE_MAX) {
+      throw FormatError("shape " + detail::shape_string(shape) + " does not fit the address space",
+                        {.file = meta_path, .member = member.key, .offset = member.shape_at});
+    }
+    return static_cast<std::size_t>(bytes);
+  }
+
+  /// A tensor or nested tensor leaf; nullopt when its file is missing and skip_missing is set.
+  std::optional<Entry> load_leaf(const Dir& dir, const MetaMember& member, JsonReader& reader) {
+    check_leaf(member, reader);
+    const DType dtype = *member.dtype;
+    Shape shape = *member.shape;
+    if (member.is_nested) return load_nested(dir, member, reader, std::move(shape));
+    const std::size_t bytes = byte_size(shape, dtype, member, reader.file());
+    if (meta_) return Entry(Tensor(meta_storage(bytes), dtype, std::move(shape)));
+    if (bytes == 0) return Entry(on_device(Tensor::zeros(std::move(shape), dtype)));  // no file, as tensordict
+    std::optional<Storage> storage = map_leaf_file(dir, member.key, "", bytes);
+    if (!storage) return std::nullopt;
+    return Entry(on_device(Tensor(std::move(*storage), dtype, std::move(shape))));
+  }
+
+  Tensor on_device(Tensor tensor) const {
+    if (!copy_to_device_) return tensor;
+    return tensor.to(*options_.device);
+  }
+
+  /// Maps the first `bytes` of the data file of `key` (suffix "" or ".shape"); nullopt when missing and skipped.
+  std::optional<Storage> map_leaf_file(const Dir& dir, const std::string& key, std::string_view suffix,
+                                       std::size_t bytes) {
+    name_.clear();
+    append_encoded_key(name_, key);
+    name_ += suffix;
+    name_ += ".memmap";
+    RegionMode mode = RegionMode::read_only;
+    Fd fd = open_data(dir, name_, mode);
+    if (!fd.valid() && is_safe_legacy_key(key, false)) {
+      const std::string encoded = name_;
+      name_.assign(key);
+      if (!suffix.empty()) {
+        name_ = nested_shape_file_name(name_ + ".memmap");
+      } else {
+        name_ += ".memmap";
+      }
+      fd = open_data(dir, name_, mode);
+      if (!fd.valid()) name_ = encoded;
+    }
+    if (!fd.valid()) {
+      std::string what = "data file is missing; expected at least " + std::to_string(bytes) + " bytes, got no file";
+      if (!is_safe_legacy_key(key, false)) {
+        what += " (the raw key is not a safe file name, so no legacy name was tried)";
+      }
+      missing(dir.path / name_, key, what);
+      return std::nullopt;
+    }
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path / name_});
+    if (!S_ISREG(info.st_mode)) {
+      throw FormatError("is not a regular file; expected a data file", {.file = dir.path / name_, .member = key});
+    }
+    const auto size = static_cast<std::uint64_t>(info.st_size);
+    if (size < bytes) {
+      throw FormatError("data file is too short; expected at least " + std::to_string(bytes) + " bytes, got " +
+                            std::to_string(size),
+                        {.file = dir.path / name_, .member = key});
+    }
+    void* address = map_file(fd.get(), bytes, mode);
+    if (address == MAP_FAILED) {
+      throw IoError("cannot map " + std::to_string(bytes) + " bytes", errno, {.file = dir.path / name_, .member = key});
+    }
+    return Storage(MappedRegion(address, bytes, mode));
+  }
+
+  /// A nested tensor: the int64 size table in <name>.shape.memmap, the packed values in <name>.memmap.
+  std::optional<Entry> load_nested(const Dir& dir, const MetaMember& member, JsonReader& reader, Shape table_shape) {
+    const std::filesystem::path& meta_path = reader.file();
+    const DType dtype = *member.dtype;
+    if (table_shape.size() != 2) {
+      throw FormatError("nested tensor shape is not a size table; expected [components, rank], got " +
+                            detail::shape_string(table_shape),
+                        {.file = meta_path, .member = member.key, .offset = member.shape_at});
+    }
+    if (meta_) {  // as tensordict: a meta tensor of the size table's shape
+      const std::size_t bytes = byte_size(table_shape, dtype, member, meta_path);
+      return Entry(Tensor(meta_storage(bytes), dtype, std::move(table_shape)));
+    }
+    const std::size_t table_bytes = byte_size(table_shape, DType::Int64, member, meta_path);
+    Tensor table;
+    if (table_bytes == 0) {
+      table = Tensor::zeros(table_shape, DType::Int64);
+    } else {
+      std::optional<Storage> storage = map_leaf_file(dir, member.key, ".shape", table_bytes);
+      if (!storage) return std::nullopt;
+      table = Tensor(std::move(*storage), DType::Int64, table_shape);
+    }
+    std::int64_t total = 0;
+    const std::int64_t* sizes = table.numel() == 0 ? nullptr : table.data<const std::int64_t>();
+    for (std::int64_t row = 0; row < table_shape[0]; ++row) {
+      std::int64_t count = 1;
+      for (std::int64_t d = 0; d < table_shape[1]; ++d) {
+        const std::int64_t s = sizes[row * table_shape[1] + d];
+        auto product = s < 0 ? std::nullopt : detail::checked_mul(count, s);
+        if (!product) {
+          throw FormatError("nested size table holds an invalid size; expected non-negative sizes, got " +
+                                std::to_string(s),
+                            {.file = dir.path / nested_shape_file_name(encode_key(member.key) + ".memmap"),
+                             .member = member.key,
+                             .offset = static_cast<std::uint64_t>((row * table_shape[1] + d) * 8)});
+        }
+        count = *product;
+      }
+      auto sum = detail::checked_add(total, count);
+      if (!sum) throw FormatError("nested tensor is too large; expected at most 2^63 elements", {.file = meta_path, .member = member.key});
+      total = *sum;
+    }
+    const Shape flat{total};
+    const std::size_t bytes = byte_size(flat, dtype, member, meta_path);
+    NestedTensor nested;
+    nested.nested_sizes = table;
+    if (bytes == 0) {
+      nested.values = Tensor::zeros(flat, dtype);
+    } else {
+      std::optional<Storage> storage = map_leaf_file(dir, member.key, "", bytes);
+      if (!storage) return std::nullopt;
+      nested.values = Tensor(std::move(*storage), dtype, flat);
+    }
+    nested.values = on_device(std::move(nested.values));
+    return Entry(std::move(nested));
+  }
+
+  // ---- other collections --------------------------------------------------------------------
+
+  /// The meta.json members other than `_type`, in order.
+  static Dict other_members(JsonReader& reader) {
+    reader.seek(0);
+    Value doc = reader.parse_document();
+    Dict fields;
+    for (const auto& [key, value] : doc.as_dict()) {
+      if (key.as_string() != "_type") fields.set(key, value);
+    }
+    return fields;
+  }
+
+  /// NonTensorData or NonTensorStack: JSON data, and the pickle sidecar as opaque bytes.
+  NonTensorData load_non_tensor(Dir& dir, JsonReader& reader, std::string type_name) {
+    NonTensorData data;
+    data.type_name = std::move(type_name);
+    data.fields = other_members(reader);
+    if (data.is_stack()) {
+      const Value* payload = data.fields.find(std::string_view("data"));
+      if (payload != nullptr && payload->is_string()) {
+        if (payload->as_string() != "pickle.pkl") {
+          throw FormatError("NonTensorStack data is a string; expected a list or \"pickle.pkl\", got \"" +
+                                payload->as_string() + "\"",
+                            {.file = reader.file(), .member = "data"});
+        }
+        data.pickle = read_side_bytes(dir, "pickle.pkl");
+        if (!data.pickle) {
+          missing(dir.path / "pickle.pkl", "data", "pickle file is missing; expected pickle.pkl, got no file");
+        }
+      }
+    } else {
+      data.pickle = read_side_bytes(dir, "other.pickle");
+    }
+    return data;
+  }
+
+  /// A tensorclass: its fields in _tensordict/, its other attributes in meta.json and other.pickle.
+  std::optional<Entry> load_tensorclass(Dir& dir, Dir& inner, JsonReader& reader, std::string type_name,
+                                        TensorDict* out) {
+    Dict fields = other_members(reader);
+    std::optional<Bytes> pickle = read_side_bytes(dir, "other.pickle");
+    std::vector<std::string> declared{tensordict_dir_name_};
+    std::optional<Entry> loaded = load_node(inner, out);
+    check_undeclared(dir, declared);
+    TensorDict* td = out;
+    if (loaded) {
+      if (!loaded->is_tensordict()) {
+        throw FormatError("_tensordict/ holds a " + std::string(Entry::kind_name(loaded->kind())) +
+                              "; expected a TensorDict",
+                          {.file = inner.path});
+      }
+      td = &loaded->as_tensordict();
+    }
+    TensorDictAccess::set_kind(*td, TensorDictKind::tensorclass, 0);
+    td->set_type_name(std::move(type_name));
+    td->class_fields() = std::move(fields);
+    td->class_pickle() = std::move(pickle);
+    return loaded;
+  }
+
+  /// A LazyStackedTensorDict (or a pre-0.4 NonTensorStack): children in 0/, 1/... along "stack_dim".
+  std::optional<Entry> load_lazy_stack(Dir& dir, JsonReader& reader, std::string type_name, TensorDict* out) {
+    const Dict fields = other_members(reader);
+    const Value* dim = fields.find(std::string_view("stack_dim"));
+    if (dim == nullptr || !dim->is_int()) {
+      throw FormatError("lazy stack has no integer \"stack_dim\"; expected an int, got " +
+                            std::string(dim == nullptr ? "none" : Value::kind_name(dim->kind())),
+                        {.file = reader.file()});
+    }
+    TensorDict td;
+    TensorDictAccess::set_kind(td, TensorDictKind::lazy_stack, dim->as_int());
+    td.set_type_name(std::move(type_name));
+    std::vector<std::string> declared;
+    for (std::size_t i = 0;; ++i) {
+      std::string name = std::to_string(i);
+      Fd fd = open_subdir(dir, name);
+      if (!fd.valid()) break;
+      Dir child{std::move(fd), dir.path / name};
+      std::optional<Entry> entry = load_node(child, nullptr);
+      TensorDictAccess::set_unchecked(td, name, std::move(*entry));
+      declared.push_back(std::move(name));
+    }
+    check_undeclared(dir, declared);
+    TensorDictAccess::set_batch_unchecked(td, TensorDictAccess::stacked_batch_size(td));
+    if (options_.device) td.set_device(options_.device);
+    if (out == nullptr) return Entry(std::move(td));
+    check_out_batch(*out, td.batch_size(), dir.path);
+    merge_into(*out, std::move(td));
+    return std::nullopt;
+  }
+
+  const MemmapLoadOptions& options_;
+  std::filesystem::path prefix_;
+  std::optional<std::filesystem::path> root_canonical_;
+  bool meta_ = false;
+  bool copy_to_device_ = false;
+  std::string name_;  // reused buffer for data file names
+  const std::string meta_name_ = "meta.json";
+  const std::string tensordict_dir_name_ = "_tensordict";
+};
+
+}  // namespace tensorfile::detail::td
+
+namespace tensorfile {
+
+/// Loads a directory written by tensordict's `td.memmap(prefix)` (tensordict 0.4 to 0.14, either JSON
+/// backend): leaves map their files (MAP_SHARED when writable, MAP_PRIVATE otherwise, as tensordict; see
+/// options.access), zero-element leaves need no file, sub-collections load recursively (any subdirectory
+/// of a tree also loads alone). Nothing is ever created, grown or written. Throws FormatError for a
+/// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
+/// leaving the tree), DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError
+/// for view types (_SubTensorDict...) and ArgumentError when the prefix holds non-tensor data (use
+/// load_memmap_entry) or `out` has another batch size.
+[[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
+  detail::td::MemmapLoader loader(prefix, options);
+  std::optional<Entry> entry = loader.load_root(options.out);
+  if (!entry) return *options.out;
+  if (!entry->is_tensordict()) {
+    throw ArgumentError("holds a " + std::string(Entry::kind_name(entry->kind())) +
+                            "; expected a TensorDict directory (load_memmap_entry reads any node)",
+                        {.file = prefix});
+  }
+  return std::move(entry->as_tensordict());
+}
+
+/// Loads any node of a tensordict tree, including a NonTensorData or NonTensorStack directory on its own.
+/// Same options and errors as load_memmap, except `out` (ignored here).
+[[nodiscard]] inline Entry load_memmap_entry(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
+  options.out = nullptr;
+  detail::td::MemmapLoader loader(prefix, options);
+  return std::move(*loader.load_root(nullptr));
+}
+
+}  // namespace tensorfile

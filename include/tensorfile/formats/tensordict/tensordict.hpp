@@ -1,0 +1,748 @@
+// SPDX-License-Identifier: MIT
+// TensorDict: tensordict's insertion-ordered tree of tensors, nested TensorDicts and non-tensor data.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+
+namespace tensorfile {
+
+class TensorDict;
+
+/// A path of keys through nested TensorDicts, outermost first: {"nested", "e"}.
+using NestedKey = std::vector<std::string>;
+
+/// `_type` of a plain TensorDict, as tensordict writes it.
+inline constexpr std::string_view tensordict_type = "<class 'tensordict._td.TensorDict'>";
+/// `_type` of a LazyStackedTensorDict.
+inline constexpr std::string_view lazy_stacked_tensordict_type = "<class 'tensordict._lazy.LazyStackedTensorDict'>";
+/// `_type` of a NonTensorData leaf.
+inline constexpr std::string_view non_tensor_data_type = "<class 'tensordict.tensorclass.NonTensorData'>";
+/// `_type` of a NonTensorStack leaf.
+inline constexpr std::string_view non_tensor_stack_type = "<class 'tensordict.tensorclass.NonTensorStack'>";
+
+namespace detail::td {
+
+/// The bare class name of a `_type` string: "<class 'tensordict._td.TensorDict'>" -> "TensorDict";
+/// the text itself when it is not of that form.
+[[nodiscard]] constexpr std::string_view class_name_of(std::string_view type_name) noexcept {
+  if (!type_name.starts_with("<class '") || !type_name.ends_with("'>")) return type_name;
+  std::string_view qualified = type_name.substr(8, type_name.size() - 10);
+  const std::size_t dot = qualified.rfind('.');
+  return dot == std::string_view::npos ? qualified : qualified.substr(dot + 1);
+}
+
+/// The module of a `_type` string: "<class 'tensordict._td.TensorDict'>" -> "tensordict._td"; empty if none.
+[[nodiscard]] constexpr std::string_view module_of(std::string_view type_name) noexcept {
+  if (!type_name.starts_with("<class '") || !type_name.ends_with("'>")) return {};
+  std::string_view qualified = type_name.substr(8, type_name.size() - 10);
+  const std::size_t dot = qualified.rfind('.');
+  return dot == std::string_view::npos ? std::string_view{} : qualified.substr(0, dot);
+}
+
+/// Same dtype, shape, device and (on the host) values; requires_grad is not compared (never persisted).
+[[nodiscard]] inline bool same_tensor_values(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes() || a.device() != b.device()) return false;
+  if (!a.device().is_cpu()) return true;  // meta (or device) tensors: shapes and dtypes only
+  return a.equal(b);
+}
+
+/// Whether two Dicts hold the same items in the same order.
+[[nodiscard]] inline bool same_dict(const Dict& a, const Dict& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(a.items()[i].first == b.items()[i].first) || !(a.items()[i].second == b.items()[i].second)) return false;
+  }
+  return true;
+}
+
+struct TensorDictAccess;
+
+}  // namespace detail::td
+
+/// A nested ("jagged") tensor as tensordict stores it (`is_nested: true`): components of one dtype and rank
+/// whose shapes differ, packed back to back in C order.
+struct NestedTensor {
+  Tensor values;        ///< every component's elements back to back: 1-d and contiguous, the value dtype
+  Tensor nested_sizes;  ///< int64 [components, rank] on the host: the shape of each component
+
+  /// Number of components.
+  [[nodiscard]] std::int64_t size() const { return nested_sizes.defined() && nested_sizes.dim() == 2 ? nested_sizes.size(0) : 0; }
+
+  /// The shape of component `i` (0 <= i < size(); throws ArgumentError otherwise).
+  [[nodiscard]] Shape component_shape(std::int64_t i) const {
+    check_index(i);
+    const auto row = nested_sizes.select(0, i).contiguous();
+    const auto* p = row.data<const std::int64_t>();
+    return Shape(p, p + row.numel());
+  }
+
+  /// Component `i` as a view of `values` (shares its storage).
+  [[nodiscard]] Tensor component(std::int64_t i) const {
+    check_index(i);
+    std::int64_t offset = 0;
+    for (std::int64_t k = 0; k < i; ++k) offset += numel_of(component_shape(k));
+    Shape shape = component_shape(i);
+    return values.narrow(0, offset, numel_of(shape)).reshape(std::move(shape));
+  }
+
+  /// Packs host tensors of one dtype and rank into a new NestedTensor (a heap copy). Throws ArgumentError
+  /// when the list is empty or dtypes or ranks differ.
+  [[nodiscard]] static NestedTensor from_components(std::span<const Tensor> components) {
+    if (components.empty()) throw ArgumentError("a nested tensor needs at least one component; got none");
+    const DType dtype = components.front().dtype();
+    const std::size_t rank = components.front().dim();
+    std::int64_t total = 0;
+    for (const Tensor& c : components) {
+      if (c.dtype() != dtype || c.dim() != rank) {
+        throw ArgumentError("nested tensor components differ; expected " + std::string(dtype_name(dtype)) + " of rank " +
+                            std::to_string(rank) + ", got " + std::string(dtype_name(c.dtype())) + " of rank " +
+                            std::to_string(c.dim()));
+      }
+      total += c.numel();
+    }
+    NestedTensor out;
+    out.values = Tensor::zeros({total}, dtype);
+    out.nested_sizes = Tensor::zeros({static_cast<std::int64_t>(components.size()), static_cast<std::int64_t>(rank)},
+                                     DType::Int64);
+    std::byte* dst = out.values.mutable_raw_data();
+    auto* sizes = out.nested_sizes.data<std::int64_t>();
+    for (const Tensor& c : components) {
+      c.copy_into(dst);
+      dst += c.nbytes();
+      for (const auto s : c.sizes()) *sizes++ = s;
+    }
+    return out;
+  }
+
+  /// Same values and component shapes.
+  [[nodiscard]] bool equal(const NestedTensor& other) const {
+    return detail::td::same_tensor_values(values, other.values) &&
+           detail::td::same_tensor_values(nested_sizes, other.nested_sizes);
+  }
+
+ private:
+  static std::int64_t numel_of(const Shape& shape) {
+    std::int64_t n = 1;
+    for (const auto s : shape) n *= s;
+    return n;
+  }
+  void check_index(std::int64_t i) const {
+    if (i < 0 || i >= size()) {
+      throw ArgumentError("nested tensor component " + std::to_string(i) + " is out of range; expected below " +
+                          std::to_string(size()));
+    }
+  }
+};
+
+/// A non-tensor leaf: tensordict's NonTensorData (one value) or NonTensorStack (a list along a batch
+/// dimension). JSON data is held as Values; pickled data only as opaque bytes, never unpickled.
+struct NonTensorData {
+  std::string type_name{non_tensor_data_type};  ///< `_type`: non_tensor_data_type, non_tensor_stack_type or a subclass
+  Dict fields{};                   ///< meta.json members after `_type`, in order ("data", "_is_non_tensor", "_metadata"...)
+  std::optional<Bytes> pickle{};   ///< other.pickle (NonTensorData) or pickle.pkl (NonTensorStack), raw bytes
+
+  /// Whether this is a NonTensorStack.
+  [[nodiscard]] bool is_stack() const noexcept { return detail::td::class_name_of(type_name) == "NonTensorStack"; }
+
+  /// The JSON payload ("data"); None when absent, e.g. pickled into `pickle`.
+  [[nodiscard]] const Value& data() const {
+    static const Value none;
+    const Value* found = fields.find(std::string_view("data"));
+    if (found == nullptr) return none;
+    if (is_stack() && found->is_string() && found->as_string() == "pickle.pkl") return none;
+    return *found;
+  }
+
+  /// A NonTensorStack's stacking dimension ("stack_dim"; 0 when absent).
+  [[nodiscard]] std::int64_t stack_dim() const {
+    const Value* found = fields.find(std::string_view("stack_dim"));
+    return found != nullptr && found->is_int() ? found->as_int() : 0;
+  }
+
+  /// Same type, fields (in order) and pickle bytes.
+  friend bool operator==(const NonTensorData& a, const NonTensorData& b) {
+    return a.type_name == b.type_name && detail::td::same_dict(a.fields, b.fields) && a.pickle == b.pickle;
+  }
+};
+
+/// A NonTensorData holding `data` (JSON-like: None, bool, int, float, str, list, tuple, str-keyed dict),
+/// with the fields tensordict writes: {"data": data, "_is_non_tensor": true, "_metadata": null}.
+[[nodiscard]] inline NonTensorData non_tensor(Value data) {
+  NonTensorData out;
+  out.fields.set(Value("data"), std::move(data));
+  out.fields.set(Value("_is_non_tensor"), Value(true));
+  out.fields.set(Value("_metadata"), Value(None{}));
+  return out;
+}
+
+/// A NonTensorStack of `items` (nested lists for more than one dimension) stacked along `stack_dim`, with
+/// the fields tensordict writes: {"stack_dim": d, "device": null, "data": items}.
+[[nodiscard]] inline NonTensorData non_tensor_stack(List items, std::int64_t stack_dim = 0) {
+  NonTensorData out;
+  out.type_name = non_tensor_stack_type;
+  out.fields.set(Value("stack_dim"), Value(stack_dim));
+  out.fields.set(Value("device"), Value(None{}));
+  out.fields.set(Value("data"), Value(std::move(items)));
+  return out;
+}
+
+/// One value of a TensorDict: a tensor, a nested tensor, a TensorDict (or tensorclass, or lazy stack)
+/// or non-tensor data. Copies are deep for nested TensorDicts and share tensor storages.
+class Entry {
+ public:
+  /// What an Entry holds.
+  enum class Kind : std::uint8_t { tensor, nested_tensor, tensordict, non_tensor };
+
+  Entry(Tensor tensor) : value_(std::move(tensor)) {}                  ///< a tensor leaf
+  Entry(NestedTensor nested) : value_(std::move(nested)) {}            ///< a nested tensor leaf
+  Entry(TensorDict tensordict);                                        ///< a sub-TensorDict
+  Entry(NonTensorData data) : value_(std::move(data)) {}               ///< a non-tensor leaf
+  Entry(const Entry& other);
+  Entry(Entry&&) noexcept = default;
+  Entry& operator=(const Entry& other);
+  Entry& operator=(Entry&&) noexcept = default;
+  ~Entry();
+
+  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(value_.index()); }  ///< what it holds
+  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }               ///< a Tensor
+  [[nodiscard]] bool is_nested_tensor() const noexcept { return kind() == Kind::nested_tensor; } ///< a NestedTensor
+  [[nodiscard]] bool is_tensordict() const noexcept { return kind() == Kind::tensordict; }       ///< a TensorDict
+  [[nodiscard]] bool is_non_tensor() const noexcept { return kind() == Kind::non_tensor; }       ///< NonTensorData
+  /// Whether this is a leaf (anything but a TensorDict).
+  [[nodiscard]] bool is_leaf() const noexcept { return kind() != Kind::tensordict; }
+
+  /// The held value; each throws ArgumentError naming both kinds when the Entry holds another kind.
+  [[nodiscard]] const Tensor& as_tensor() const { return get<Tensor>(Kind::tensor); }
+  [[nodiscard]] Tensor& as_tensor() { return get<Tensor>(Kind::tensor); }
+  [[nodiscard]] const NestedTensor& as_nested_tensor() const { return get<NestedTensor>(Kind::nested_tensor); }
+  [[nodiscard]] NestedTensor& as_nested_tensor() { return get<NestedTensor>(Kind::nested_tensor); }
+  [[nodiscard]] const TensorDict& as_tensordict() const { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
+  [[nodiscard]] TensorDict& as_tensordict() { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
+  [[nodiscard]] const NonTensorData& as_non_tensor() const { return get<NonTensorData>(Kind::non_tensor); }
+  [[nodiscard]] NonTensorData& as_non_tensor() { return get<NonTensorData>(Kind::non_tensor); }
+
+  /// The entry `key` of a sub-TensorDict: `td["nested"]["e"]`. Throws ArgumentError when this is not a
+  /// TensorDict or the key is missing.
+  [[nodiscard]] const Entry& operator[](std::string_view key) const;
+  [[nodiscard]] Entry& operator[](std::string_view key);
+
+  /// The name of a kind: "Tensor", "NestedTensor", "TensorDict", "NonTensorData".
+  [[nodiscard]] static std::string_view kind_name(Kind kind) noexcept {
+    constexpr std::string_view names[] = {"Tensor", "NestedTensor", "TensorDict", "NonTensorData"};
+    return names[static_cast<std::size_t>(kind)];
+  }
+
+  /// Same kind and equal contents (tensors: dtype, shape, device and values; TensorDicts: see TensorDict).
+  friend bool operator==(const Entry& a, const Entry& b);
+
+ private:
+  template <class T>
+  T& get(Kind wanted) const {
+    if (kind() != wanted) {
+      throw ArgumentError("entry is a " + std::string(kind_name(kind())) + "; expected a " +
+                          std::string(kind_name(wanted)));
+    }
+    return const_cast<T&>(std::get<T>(value_));
+  }
+
+  // Alternatives in Kind's order.
+  std::variant<Tensor, NestedTensor, std::unique_ptr<TensorDict>, NonTensorData> value_;
+};
+
+/// What a TensorDict directory holds, beyond its entries.
+enum class TensorDictKind : std::uint8_t {
+  plain,        ///< a TensorDict (or a TensorDict-like class stored the same way)
+  tensorclass,  ///< a @tensorclass instance: its fields are the entries, its other attributes class_fields()
+  lazy_stack,   ///< a LazyStackedTensorDict: entries "0", "1"... stacked along stack_dim()
+};
+
+/// An insertion-ordered map from string keys to tensors, nested TensorDicts and non-tensor data, with a
+/// batch size (the leading dimensions every entry shares) and an optional device, as tensordict's
+/// TensorDict. Copies are deep for the tree and share tensor storages; clone() copies the tensors too.
+///
+/// Build one with `TensorDict({{"a", tensor}, {"nested", TensorDict({{"b", t}}, {2})}}, {2})`; read with
+/// `td["nested"]["b"].as_tensor()` or `td.get({"nested", "b"})`.
+class TensorDict {
+ public:
+  /// One key and its value.
+  struct Item {
+    std::string key;  ///< the key (any UTF-8 text, "" included)
+    Entry value;      ///< the value
+  };
+
+  /// An empty TensorDict: batch size (), no device.
+  TensorDict() = default;
+
+  /// An empty TensorDict with batch size `batch_size` and `device` (none by default).
+  explicit TensorDict(Shape batch_size, std::optional<Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {}
+
+  /// A TensorDict of `items` in order; throws ArgumentError as set() does.
+  TensorDict(std::initializer_list<std::pair<std::string_view, Entry>> items, Shape batch_size = {},
+             std::optional<Device> device = std::nullopt)
+      : batch_size_(std::move(batch_size)), device_(device) {
+    items_.reserve(items.size());
+    for (const auto& [key, value] : items) set(std::string(key), value);
+  }
+
+  /// A tensorclass instance: `fields` holds its tensor (and non-tensor) fields, batch size and device;
+  /// `type_name` is its `_type` ("<class '__main__.MyTC'>"); `class_fields` its other JSON attributes.
+  [[nodiscard]] static TensorDict tensorclass(std::string type_name, TensorDict fields, Dict class_fields = {}) {
+    fields.kind_ = TensorDictKind::tensorclass;
+    fields.type_name_ = std::move(type_name);
+    fields.class_fields_ = std::move(class_fields);
+    return fields;
+  }
+
+  /// A LazyStackedTensorDict of `items` (usually TensorDicts of one batch size) along `stack_dim`; the
+  /// entries are keyed "0", "1"... and the batch size is the items' with their count inserted at stack_dim.
+  [[nodiscard]] static TensorDict lazy_stack(std::vector<Entry> items, std::int64_t stack_dim = 0) {
+    TensorDict out;
+    out.kind_ = TensorDictKind::lazy_stack;
+    out.type_name_ = lazy_stacked_tensordict_type;
+    out.stack_dim_ = stack_dim;
+    for (std::size_t i = 0; i < items.size(); ++i) out.set(std::to_string(i), std::move(items[i]));
+    out.batch_size_ = out.stacked_batch_size();
+    return out;
+  }
+
+  // ---- the collection itself ----------------------------------------------------------------
+
+  [[nodiscard]] TensorDictKind kind() const noexcept { return kind_; }                   ///< plain, tensorclass, lazy stack
+  [[nodiscard]] const Shape& batch_size() const noexcept { return batch_size_; }          ///< leading dims of every entry
+  [[nodiscard]] std::optional<Device> device() const noexcept { return device_; }         ///< none, or where the tensors live
+  [[nodiscard]] const std::string& type_name() const noexcept { return type_name_; }      ///< `_type` written to meta.json
+  /// The bare class name ("TensorDict", "MyTC"), as a parent's {"type": ...} entry names it.
+  [[nodiscard]] std::string_view class_name() const noexcept { return detail::td::class_name_of(type_name_); }
+  [[nodiscard]] std::int64_t stack_dim() const noexcept { return stack_dim_; }            ///< lazy stacks: stacking dim
+  /// Tensorclasses: the JSON attributes stored next to `_tensordict/` (meta.json members after `_type`).
+  [[nodiscard]] const Dict& class_fields() const noexcept { return class_fields_; }
+  [[nodiscard]] Dict& class_fields() noexcept { return class_fields_; }
+  /// Tensorclasses: the raw bytes of other.pickle (attributes that are not JSON), never unpickled.
+  [[nodiscard]] const std::optional<Bytes>& class_pickle() const noexcept { return class_pickle_; }
+  [[nodiscard]] std::optional<Bytes>& class_pickle() noexcept { return class_pickle_; }
+
+  /// Sets the batch size; throws ArgumentError when an entry does not start with it.
+  void set_batch_size(Shape batch_size) {
+    for (const auto& item : items_) {
+      if (auto problem = batch_problem(batch_size, item.value); !problem.empty()) {
+        throw ArgumentError("key " + quoted(item.key) + ": " + problem);
+      }
+    }
+    batch_size_ = std::move(batch_size);
+  }
+  /// Sets the device recorded for the collection (tensors are not moved).
+  void set_device(std::optional<Device> device) noexcept { device_ = device; }
+  /// Sets `_type` (a TensorDict subclass, a tensorclass's class).
+  void set_type_name(std::string type_name) { type_name_ = std::move(type_name); }
+
+  // ---- entries ------------------------------------------------------------------------------
+
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }   ///< number of keys (not leaves)
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }        ///< no keys
+  [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_; }  ///< in insertion order
+  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }        ///< first item
+  [[nodiscard]] auto end() const noexcept { return items_.end(); }            ///< past the last item
+  /// The keys in insertion order (views into this TensorDict).
+  [[nodiscard]] std::vector<std::string_view> keys() const {
+    std::vector<std::string_view> out;
+    out.reserve(items_.size());
+    for (const auto& item : items_) out.emplace_back(item.key);
+    return out;
+  }
+
+  /// The entry `key`, or null.
+  [[nodiscard]] const Entry* find(std::string_view key) const noexcept {
+    const std::size_t i = index_of(key);
+    return i == npos ? nullptr : &items_[i].value;
+  }
+  [[nodiscard]] Entry* find(std::string_view key) noexcept {
+    return const_cast<Entry*>(std::as_const(*this).find(key));
+  }
+  /// The entry at a nested key ({"nested", "e"}), or null when a key is missing or a step is not a TensorDict.
+  [[nodiscard]] const Entry* find(std::span<const std::string_view> key) const noexcept {
+    const TensorDict* td = this;
+    const Entry* entry = nullptr;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      if (td == nullptr) return nullptr;
+      entry = td->find(key[i]);
+      if (entry == nullptr) return nullptr;
+      td = entry->is_tensordict() ? &entry->as_tensordict() : nullptr;
+    }
+    return entry;
+  }
+  [[nodiscard]] const Entry* find(std::initializer_list<std::string_view> key) const {
+    return find(std::span<const std::string_view>(key.begin(), key.size()));
+  }
+  [[nodiscard]] const Entry* find(std::span<const std::string> key) const {
+    std::vector<std::string_view> views(key.begin(), key.end());
+    return find(std::span<const std::string_view>(views));
+  }
+  [[nodiscard]] Entry* find(std::span<const std::string_view> key) noexcept {
+    return const_cast<Entry*>(std::as_const(*this).find(key));
+  }
+  [[nodiscard]] Entry* find(std::initializer_list<std::string_view> key) {
+    return const_cast<Entry*>(std::as_const(*this).find(key));
+  }
+  [[nodiscard]] Entry* find(std::span<const std::string> key) {
+    return const_cast<Entry*>(std::as_const(*this).find(key));
+  }
+
+  /// Whether `key` is present.
+  [[nodiscard]] bool contains(std::string_view key) const noexcept { return find(key) != nullptr; }
+  /// Whether the nested key is present.
+  [[nodiscard]] bool contains(std::initializer_list<std::string_view> key) const { return find(key) != nullptr; }
+
+  /// The entry `key`; throws ArgumentError when missing.
+  [[nodiscard]] const Entry& operator[](std::string_view key) const { return get(key); }
+  [[nodiscard]] Entry& operator[](std::string_view key) { return get(key); }
+
+  /// The entry `key`; throws ArgumentError when missing.
+  [[nodiscard]] const Entry& get(std::string_view key) const {
+    if (const Entry* entry = find(key)) return *entry;
+    throw ArgumentError("key " + quoted(key) + " is not in the TensorDict; expected one of " + key_list());
+  }
+  [[nodiscard]] Entry& get(std::string_view key) { return const_cast<Entry&>(std::as_const(*this).get(key)); }
+  /// The entry at a nested key: `td.get({"nested", "e"})`; throws ArgumentError naming the missing step.
+  [[nodiscard]] const Entry& get(std::span<const std::string_view> key) const {
+    if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
+    const TensorDict* td = this;
+    for (std::size_t i = 0;; ++i) {
+      const Entry& entry = td->get(key[i]);
+      if (i + 1 == key.size()) return entry;
+      if (!entry.is_tensordict()) {
+        throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry.kind())) +
+                            "; expected a TensorDict to look up " + quoted(key[i + 1]) + " in");
+      }
+      td = &entry.as_tensordict();
+    }
+  }
+  [[nodiscard]] Entry& get(std::span<const std::string_view> key) {
+    return const_cast<Entry&>(std::as_const(*this).get(key));
+  }
+  [[nodiscard]] const Entry& get(std::initializer_list<std::string_view> key) const {
+    return get(std::span<const std::string_view>(key.begin(), key.size()));
+  }
+  [[nodiscard]] Entry& get(std::initializer_list<std::string_view> key) {
+    return get(std::span<const std::string_view>(key.begin(), key.size()));
+  }
+  [[nodiscard]] const Entry& get(std::span<const std::string> key) const {
+    std::vector<std::string_view> views(key.begin(), key.end());
+    return get(std::span<const std::string_view>(views));
+  }
+  [[nodiscard]] Entry& get(std::span<const std::string> key) {
+    return const_cast<Entry&>(std::as_const(*this).get(key));
+  }
+
+  /// Inserts `value` at `key`, or replaces the value there (keeping its position); returns it. Throws
+  /// ArgumentError when the value's leading dimensions (a sub-TensorDict's batch size) do not start with
+  /// this batch size.
+  Entry& set(std::string key, Entry value) {
+    if (auto problem = batch_problem(batch_size_, value); !problem.empty()) {
+      throw ArgumentError("key " + quoted(key) + ": " + problem);
+    }
+    return set_unchecked(std::move(key), std::move(value));
+  }
+  /// Sets a nested key, creating missing intermediate TensorDicts with this batch size.
+  Entry& set(std::span<const std::string_view> key, Entry value) {
+    if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
+    TensorDict* td = this;
+    for (std::size_t i = 0; i + 1 < key.size(); ++i) {
+      Entry* entry = td->find(key[i]);
+      if (entry == nullptr) entry = &td->set(std::string(key[i]), TensorDict(td->batch_size_, td->device_));
+      if (!entry->is_tensordict()) {
+        throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry->kind())) +
+                            "; expected a TensorDict to set " + quoted(key[i + 1]) + " in");
+      }
+      td = &entry->as_tensordict();
+    }
+    return td->set(std::string(key.back()), std::move(value));
+  }
+  Entry& set(std::initializer_list<std::string_view> key, Entry value) {
+    return set(std::span<const std::string_view>(key.begin(), key.size()), std::move(value));
+  }
+  Entry& set(std::span<const std::string> key, Entry value) {
+    std::vector<std::string_view> views(key.begin(), key.end());
+    return set(std::span<const std::string_view>(views), std::move(value));
+  }
+
+  /// Removes `key`; returns whether it was present.
+  bool erase(std::string_view key) {
+    const std::size_t i = index_of(key);
+    if (i == npos) return false;
+    items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
+    rebuild_index();
+    return true;
+  }
+
+  // ---- leaves -------------------------------------------------------------------------------
+
+  /// One leaf and its nested key.
+  struct Leaf {
+    NestedKey key;         ///< keys from this TensorDict down to the leaf
+    const Entry* value;    ///< the leaf (a tensor, nested tensor or non-tensor), owned by the TensorDict
+  };
+
+  /// Calls `fn(const NestedKey&, const Entry&)` for every leaf, depth first in insertion order.
+  template <class Fn>
+  void for_each_leaf(Fn&& fn) const {
+    NestedKey path;
+    visit_leaves(path, fn);
+  }
+
+  /// Every leaf with its nested key, depth first in insertion order.
+  [[nodiscard]] std::vector<Leaf> leaves() const {
+    std::vector<Leaf> out;
+    for_each_leaf([&](const NestedKey& key, const Entry& value) { out.push_back({key, &value}); });
+    return out;
+  }
+
+  /// A copy whose tensors are new heap copies (detached from files and mappings).
+  [[nodiscard]] TensorDict clone() const {
+    TensorDict out = *this;
+    for (auto& item : out.items_) clone_entry(item.value);
+    return out;
+  }
+
+  /// Same kind, `_type`, batch size, device, class fields and stack dim, and the same keys (in any
+  /// order, as Python's dict equality) with equal entries.
+  friend bool operator==(const TensorDict& a, const TensorDict& b) {
+    if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ || a.device_ != b.device_ ||
+        a.stack_dim_ != b.stack_dim_ || a.items_.size() != b.items_.size() ||
+        !detail::td::same_dict(a.class_fields_, b.class_fields_) || a.class_pickle_ != b.class_pickle_) {
+      return false;
+    }
+    for (const auto& item : a.items_) {
+      const Entry* other = b.find(item.key);
+      if (other == nullptr || !(item.value == *other)) return false;
+    }
+    return true;
+  }
+
+ private:
+  friend struct detail::td::TensorDictAccess;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  static constexpr std::size_t linear_limit = 8;  // below this many keys, lookups scan
+
+  static std::string quoted(std::string_view key) { return "\"" + std::string(key) + "\""; }
+
+  std::string key_list() const {
+    if (items_.empty()) return "no key (it is empty)";
+    std::string out;
+    for (std::size_t i = 0; i < items_.size() && i < 10; ++i) out += (i ? ", " : "") + quoted(items_[i].key);
+    if (items_.size() > 10) out += ", ... (" + std::to_string(items_.size()) + " keys)";
+    return out;
+  }
+
+  /// Why `value` cannot live under `batch`, or "" when it can.
+  std::string batch_problem(const Shape& batch, const Entry& value) const {
+    if (kind_ == TensorDictKind::lazy_stack || batch.empty()) return {};
+    const auto starts_with_batch = [&](const Shape& shape) {
+      return shape.size() >= batch.size() && std::equal(batch.begin(), batch.end(), shape.begin());
+    };
+    switch (value.kind()) {
+      case Entry::Kind::tensor: {
+        const Shape& shape = value.as_tensor().sizes();
+        if (starts_with_batch(shape)) return {};
+        return "tensor of shape " + detail::shape_string(shape) + " does not match the batch size; expected leading dimensions " +
+               detail::shape_string(batch) + ", got " + detail::shape_string(shape);
+      }
+      case Entry::Kind::tensordict: {
+        const Shape& shape = value.as_tensordict().batch_size();
+        if (starts_with_batch(shape)) return {};
+        return "TensorDict of batch size " + detail::shape_string(shape) +
+               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) +
+               ", got " + detail::shape_string(shape);
+      }
+      case Entry::Kind::nested_tensor: {
+        const std::int64_t n = value.as_nested_tensor().size();
+        if (batch.size() == 1 && batch[0] == n) return {};
+        return "nested tensor of " + std::to_string(n) + " components does not match the batch size; expected " +
+               detail::shape_string(batch) + ", got (" + std::to_string(n) + ", ...)";
+      }
+      case Entry::Kind::non_tensor: return {};
+    }
+    return {};
+  }
+
+  Entry& set_unchecked(std::string key, Entry value) {
+    const std::size_t i = index_of(key);
+    if (i != npos) {
+      items_[i].value = std::move(value);
+      return items_[i].value;
+    }
+    items_.push_back(Item{std::move(key), std::move(value)});
+    index_add(items_.size() - 1);
+    return items_.back().value;
+  }
+
+  Shape stacked_batch_size() const {
+    Shape base;
+    if (!items_.empty() && items_.front().value.is_tensordict()) base = items_.front().value.as_tensordict().batch_size();
+    const auto count = static_cast<std::int64_t>(items_.size());
+    const auto rank = static_cast<std::int64_t>(base.size());
+    std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;
+    dim = std::clamp<std::int64_t>(dim, 0, rank);
+    base.insert(base.begin() + dim, count);
+    return base;
+  }
+
+  // -- the key index: open addressing over item positions (slot value = position + 1) --
+  static std::size_t hash_key(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+
+  std::size_t index_of(std::string_view key) const noexcept {
+    if (slots_.empty()) {
+      for (std::size_t i = 0; i < items_.size(); ++i) {
+        if (items_[i].key == key) return i;
+      }
+      return npos;
+    }
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t s = hash_key(key) & mask;; s = (s + 1) & mask) {
+      const std::uint32_t slot = slots_[s];
+      if (slot == 0) return npos;
+      if (items_[slot - 1].key == key) return slot - 1;
+    }
+  }
+
+  void index_add(std::size_t position) {
+    if (items_.size() <= linear_limit) return;
+    if (slots_.empty() || items_.size() * 2 > slots_.size()) {
+      rebuild_index();
+      return;
+    }
+    place(position);
+  }
+
+  void place(std::size_t position) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t s = hash_key(items_[position].key) & mask;
+    while (slots_[s] != 0) s = (s + 1) & mask;
+    slots_[s] = static_cast<std::uint32_t>(position + 1);
+  }
+
+  void rebuild_index() {
+    slots_.clear();
+    if (items_.size() <= linear_limit) return;
+    std::size_t capacity = 32;
+    while (capacity < items_.size() * 4) capacity *= 2;
+    slots_.assign(capacity, 0);
+    for (std::size_t i = 0; i < items_.size(); ++i) place(i);
+  }
+
+  template <class Fn>
+  void visit_leaves(NestedKey& path, Fn& fn) const {
+    for (const auto& item : items_) {
+      path.push_back(item.key);
+      if (item.value.is_tensordict()) {
+        item.value.as_tensordict().visit_leaves(path, fn);
+      } else {
+        fn(std::as_const(path), item.value);
+      }
+      path.pop_back();
+    }
+  }
+
+  static void clone_entry(Entry& entry) {
+    switch (entry.kind()) {
+      case Entry::Kind::tensor: entry.as_tensor() = entry.as_tensor().clone(); break;
+      case Entry::Kind::nested_tensor:
+        entry.as_nested_tensor().values = entry.as_nested_tensor().values.clone();
+        entry.as_nested_tensor().nested_sizes = entry.as_nested_tensor().nested_sizes.clone();
+        break;
+      case Entry::Kind::tensordict:
+        for (auto& item : entry.as_tensordict().items_) clone_entry(item.value);
+        break;
+      case Entry::Kind::non_tensor: break;
+    }
+  }
+
+  std::vector<Item> items_;
+  std::vector<std::uint32_t> slots_;
+  Shape batch_size_;
+  std::optional<Device> device_;
+  TensorDictKind kind_ = TensorDictKind::plain;
+  std::string type_name_{tensordict_type};
+  std::int64_t stack_dim_ = 0;
+  Dict class_fields_;
+  std::optional<Bytes> class_pickle_;
+};
+
+// ---- Entry members that need a complete TensorDict ---------------------------------------------
+
+inline Entry::Entry(TensorDict tensordict) : value_(std::make_unique<TensorDict>(std::move(tensordict))) {}
+
+inline Entry::Entry(const Entry& other) : value_(std::in_place_index<0>) {
+  if (other.is_tensordict()) {
+    value_ = std::make_unique<TensorDict>(other.as_tensordict());
+  } else if (other.is_tensor()) {
+    value_ = other.as_tensor();
+  } else if (other.is_nested_tensor()) {
+    value_ = other.as_nested_tensor();
+  } else {
+    value_ = other.as_non_tensor();
+  }
+}
+
+inline Entry& Entry::operator=(const Entry& other) {
+  if (this != &other) *this = Entry(other);
+  return *this;
+}
+
+inline Entry::~Entry() = default;
+
+inline const Entry& Entry::operator[](std::string_view key) const { return as_tensordict().get(key); }
+inline Entry& Entry::operator[](std::string_view key) { return as_tensordict().get(key); }
+
+inline bool operator==(const Entry& a, const Entry& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Entry::Kind::tensor: return detail::td::same_tensor_values(a.as_tensor(), b.as_tensor());
+    case Entry::Kind::nested_tensor: return a.as_nested_tensor().equal(b.as_nested_tensor());
+    case Entry::Kind::tensordict: return a.as_tensordict() == b.as_tensordict();
+    case Entry::Kind::non_tensor: return a.as_non_tensor() == b.as_non_tensor();
+  }
+  return false;
+}
+
+namespace detail::td {
+
+/// The loader's door into TensorDict: insertion without the batch check (it reports its own errors).
+struct TensorDictAccess {
+  static Entry& set_unchecked(TensorDict& td, std::string key, Entry value) {
+    return td.set_unchecked(std::move(key), std::move(value));
+  }
+  static std::string batch_problem(const TensorDict& td, const Entry& value) {
+    return td.batch_problem(td.batch_size_, value);
+  }
+  static void reserve(TensorDict& td, std::size_t n) { td.items_.reserve(n); }
+  static void set_kind(TensorDict& td, TensorDictKind kind, std::int64_t stack_dim) {
+    td.kind_ = kind;
+    td.stack_dim_ = stack_dim;
+  }
+  static void set_batch_unchecked(TensorDict& td, Shape batch) { td.batch_size_ = std::move(batch); }
+  static Shape stacked_batch_size(const TensorDict& td) { return td.stacked_batch_size(); }
+};
+
+}  // namespace detail::td
+
+}  // namespace tensorfile

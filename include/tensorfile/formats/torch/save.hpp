@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// save(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/byte_sink.hpp"
+#include "tensorfile/detail/zip_writer.hpp"
+#include "tensorfile/formats/torch/pickle_writer.hpp"
+
+namespace tensorfile {
+
+/// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
+struct SaveOptions {
+  std::uint64_t alignment = 64;   ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
+  bool sync = true;               ///< fsync the new file and its directory before it replaces the old one (paths only)
+  std::string prefix{};           ///< archive folder name; empty: the file stem for paths, "archive" for streams
+};
+
+namespace detail {
+
+/// Copies a storage to host memory when it lives on a device (through the CUDA hook when built in).
+inline Storage host_bytes_of(const SavedStorage& saved) {
+  if (saved.storage.device().is_cpu()) return saved.storage;
+  const auto elements = static_cast<std::int64_t>(saved.storage.size_bytes() / element_size(saved.dtype));
+  return Tensor(saved.storage, saved.dtype, {elements}).to(Device::cpu()).storage();
+}
+
+/// Writes the whole archive for `root` into `sink`.
+inline void write_torch_archive(const Value& root, ByteSink& sink, const std::string& prefix,
+                                const SaveOptions& options) {
+  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 || options.alignment > 32768) {
+    throw ArgumentError("alignment must be a power of two up to 32768; got " + std::to_string(options.alignment));
+  }
+  PickleWriter pickler;
+  const std::string pickle = pickler.dump(root);
+  ZipWriter zip(sink, prefix, options.alignment);
+  zip.add("data.pkl", pickle);
+  zip.add(".format_version", "1");
+  zip.add(".storage_alignment", std::to_string(options.alignment));
+  zip.add("byteorder", "little");
+  for (const SavedStorage& saved : pickler.storages()) {
+    const Storage host = host_bytes_of(saved);
+    zip.add("data/" + saved.key, std::span<const std::byte>(host.data(), host.size_bytes()));
+  }
+  zip.add("version", "3\n");
+  // Informational in torch; any 40 digits are accepted.
+  std::mt19937_64 random(std::random_device{}());
+  std::string id;
+  for (int i = 0; i < 40; ++i) id.push_back(static_cast<char>('0' + random() % 10));
+  zip.add(".data/serialization_id", id);
+  zip.finish();
+}
+
+}  // namespace detail
+
+/// Saves `value` to `path` as torch.save does (zip format, pickle protocol 2, one record per
+/// distinct storage, so views saved together stay views after torch.load). The file is written
+/// beside `path` and renamed over it only when complete (fsync'd unless `.sync = false`): on any
+/// error the old file is untouched and no temporary is left. Throws IoError, ArgumentError for
+/// values torch cannot hold (one storage seen as two dtypes), DeviceError for device tensors
+/// without CUDA support.
+inline void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options = {}) {
+  detail::AtomicFileSink sink(path, options.sync);
+  detail::write_torch_archive(value, sink, options.prefix.empty() ? path.stem().string() : options.prefix, options);
+  sink.commit();
+}
+
+/// Saves to a stream (archive prefix "archive", as torch.save to a buffer).
+inline void save(const Value& value, std::ostream& out, const SaveOptions& options = {}) {
+  detail::StreamSink sink(out);
+  detail::write_torch_archive(value, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+}
+
+/// Saves to a new byte vector (archive prefix "archive").
+[[nodiscard]] inline std::vector<std::byte> save_to_bytes(const Value& value, const SaveOptions& options = {}) {
+  std::vector<std::byte> out;
+  detail::VectorSink sink(out);
+  detail::write_torch_archive(value, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+  return out;
+}
+
+/// An ordered name -> tensor map as a state_dict: an OrderedDict, with `metadata` (the
+/// `_metadata` a loaded state_dict carries in Dict::attributes) kept when given.
+[[nodiscard]] inline Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                           const Value& metadata = {}) {
+  Dict dict;
+  dict.ordered = true;
+  for (const auto& [name, tensor] : tensors) dict.set(name, tensor);
+  if (!metadata.is_none()) {
+    Dict attributes;
+    attributes.set("_metadata", metadata);
+    dict.attributes = Value(std::move(attributes));
+  }
+  return Value(std::move(dict));
+}
+
+}  // namespace tensorfile

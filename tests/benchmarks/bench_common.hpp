@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// Timing, peak-RSS and JSON-line helpers shared by the load benchmarks (programs, never tests).
+#pragma once
+
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tensorfile_bench {
+
+/// CPU time (user + system) of this process so far, milliseconds.
+inline double process_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+/// Wall-clock milliseconds of one call of `fn`; adds its CPU milliseconds to `*cpu_ms` when given
+/// (on a busy machine CPU time is the steadier figure; wall time is the one the targets name).
+template <class Fn>
+double time_ms(Fn&& fn, std::vector<double>* cpu_ms = nullptr) {
+  const double cpu_start = process_cpu_ms();
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (cpu_ms != nullptr) cpu_ms->push_back(process_cpu_ms() - cpu_start);
+  return wall;
+}
+
+/// Peak resident set of this process so far, KiB (Linux reports ru_maxrss in KiB).
+inline long peak_rss_kb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+/// A "VmXxx:"/"RssXxx:" line of /proc/self/status in KiB, -1 when absent.
+inline long proc_status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+/// Timings of one configuration: the first repeat (a fresh process's allocator), min and median.
+/// Median of `values`, 0 when empty.
+inline double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// Timings of one configuration: wall and CPU milliseconds per repeat. The first repeat runs on a
+/// fresh process's allocator (every page newly faulted in), as a program that loads a model once.
+struct Timings {
+  std::vector<double> ms;      ///< wall clock
+  std::vector<double> cpu_ms;  ///< user + system CPU
+  /// Times one repeat of `fn`.
+  template <class Fn>
+  void run(Fn&& fn) {
+    ms.push_back(time_ms(fn, &cpu_ms));
+  }
+  [[nodiscard]] double first() const { return ms.empty() ? 0 : ms.front(); }
+  [[nodiscard]] double min() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
+  [[nodiscard]] double median() const { return median_of(ms); }
+  /// Median of the repeats after the first: a warm allocator (freed pages reused), as in a loop.
+  [[nodiscard]] double warm_median() const {
+    return ms.size() < 2 ? 0 : median_of(std::vector<double>(ms.begin() + 1, ms.end()));
+  }
+  [[nodiscard]] double cpu_min() const { return cpu_ms.empty() ? 0 : *std::min_element(cpu_ms.begin(), cpu_ms.end()); }
+  [[nodiscard]] double cpu_median() const { return median_of(cpu_ms); }
+};
+
+/// Peak RSS when the program started its work (libraries loaded), KiB; set by main().
+inline long& start_rss_kb() {
+  static long kb = -1;
+  return kb;
+}
+
+/// Prints one JSON line; `extra` is a preformatted `"key": value, ` list or empty.
+inline void print_json(const char* tool, const std::string& mode, const std::string& file, std::uint64_t file_bytes,
+                       std::size_t tensors, const Timings& t, long rss_anon_kb, long rss_file_kb,
+                       std::uint64_t checksum, const std::string& extra = "") {
+  std::printf(
+      "{\"tool\": \"%s\", \"mode\": \"%s\", \"file\": \"%s\", \"file_bytes\": %llu, \"tensors\": %zu, "
+      "\"repeats\": %zu, \"first_ms\": %.3f, \"min_ms\": %.3f, \"median_ms\": %.3f, \"cpu_min_ms\": %.3f, "
+      "\"cpu_median_ms\": %.3f, \"warm_median_ms\": %.3f, %s\"start_rss_kb\": %ld, \"peak_rss_kb\": %ld, "
+      "\"rss_anon_kb\": %ld, \"rss_file_kb\": %ld, \"checksum\": %llu}\n",
+      tool, mode.c_str(), file.c_str(), static_cast<unsigned long long>(file_bytes), tensors, t.ms.size(), t.first(),
+      t.min(), t.median(), t.cpu_min(), t.cpu_median(), t.warm_median(), extra.c_str(), start_rss_kb(), peak_rss_kb(),
+      rss_anon_kb, rss_file_kb, static_cast<unsigned long long>(checksum));
+}
+
+}  // namespace tensorfile_bench
