@@ -247,7 +247,7 @@ class MemmapLoader {
   }
 
   /// A TensorDict directory: leaves mapped, sub-collections loaded, in meta.json order.
-  std::optional<Entry> load_tensordict(Dir& dir, const DirMeta& meta, JsonReader& reader, std::string type_name,
+  std::optional<Entry> load_tensordict(Dir& dir, DirMeta& meta, JsonReader& reader, std::string type_name,
                                        TensorDict* out) {
     const std::filesystem::path& meta_path = reader.file();
     Shape batch;
@@ -269,7 +269,7 @@ class MemmapLoader {
     td.set_type_name(std::move(type_name));
     TensorDictAccess::reserve(td, meta.members.size());
     std::vector<std::string> declared;
-    for (const MetaMember& member : meta.members) {
+    for (MetaMember& member : meta.members) {
       switch (member.kind) {
         case MemberKind::reserved: continue;
         case MemberKind::not_object:
@@ -432,10 +432,10 @@ class MemmapLoader {
   }
 
   /// A tensor or nested tensor leaf; nullopt when its file is missing and skip_missing is set.
-  std::optional<Entry> load_leaf(const Dir& dir, const MetaMember& member, JsonReader& reader) {
+  std::optional<Entry> load_leaf(const Dir& dir, MetaMember& member, JsonReader& reader) {
     check_leaf(member, reader);
     const DType dtype = *member.dtype;
-    Shape shape = *member.shape;
+    Shape shape = std::move(*member.shape);
     if (member.is_nested) return load_nested(dir, member, reader, std::move(shape));
     const std::size_t bytes = byte_size(shape, dtype, member, reader.file());
     if (meta_) return Entry(Tensor(meta_storage(bytes), dtype, std::move(shape)));

@@ -212,10 +212,10 @@ class Entry {
   /// What an Entry holds.
   enum class Kind : std::uint8_t { tensor, nested_tensor, tensordict, non_tensor };
 
-  Entry(Tensor tensor) : value_(std::move(tensor)) {}                  ///< a tensor leaf
-  Entry(NestedTensor nested) : value_(std::move(nested)) {}            ///< a nested tensor leaf
-  Entry(TensorDict tensordict);                                        ///< a sub-TensorDict
-  Entry(NonTensorData data) : value_(std::move(data)) {}               ///< a non-tensor leaf
+  Entry(Tensor tensor) : value_(std::move(tensor)) {}                                        ///< a tensor leaf
+  Entry(NestedTensor nested) : value_(std::make_unique<NestedTensor>(std::move(nested))) {}  ///< a nested tensor leaf
+  Entry(TensorDict tensordict);                                                              ///< a sub-TensorDict
+  Entry(NonTensorData data) : value_(std::make_unique<NonTensorData>(std::move(data))) {}    ///< a non-tensor leaf
   Entry(const Entry& other);
   Entry(Entry&&) noexcept = default;
   Entry& operator=(const Entry& other);
@@ -233,12 +233,12 @@ class Entry {
   /// The held value; each throws ArgumentError naming both kinds when the Entry holds another kind.
   [[nodiscard]] const Tensor& as_tensor() const { return get<Tensor>(Kind::tensor); }
   [[nodiscard]] Tensor& as_tensor() { return get<Tensor>(Kind::tensor); }
-  [[nodiscard]] const NestedTensor& as_nested_tensor() const { return get<NestedTensor>(Kind::nested_tensor); }
-  [[nodiscard]] NestedTensor& as_nested_tensor() { return get<NestedTensor>(Kind::nested_tensor); }
+  [[nodiscard]] const NestedTensor& as_nested_tensor() const { return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor); }
+  [[nodiscard]] NestedTensor& as_nested_tensor() { return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor); }
   [[nodiscard]] const TensorDict& as_tensordict() const { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
   [[nodiscard]] TensorDict& as_tensordict() { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
-  [[nodiscard]] const NonTensorData& as_non_tensor() const { return get<NonTensorData>(Kind::non_tensor); }
-  [[nodiscard]] NonTensorData& as_non_tensor() { return get<NonTensorData>(Kind::non_tensor); }
+  [[nodiscard]] const NonTensorData& as_non_tensor() const { return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor); }
+  [[nodiscard]] NonTensorData& as_non_tensor() { return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor); }
 
   /// The entry `key` of a sub-TensorDict: `td["nested"]["e"]`. Throws ArgumentError when this is not a
   /// TensorDict or the key is missing.
@@ -264,8 +264,8 @@ class Entry {
     return const_cast<T&>(std::get<T>(value_));
   }
 
-  // Alternatives in Kind's order.
-  std::variant<Tensor, NestedTensor, std::unique_ptr<TensorDict>, NonTensorData> value_;
+  // Alternatives in Kind's order; the large rare ones boxed, so that an Entry stays the size of a Tensor.
+  std::variant<Tensor, std::unique_ptr<NestedTensor>, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>> value_;
 };
 
 /// What a TensorDict directory holds, beyond its entries.
@@ -697,9 +697,9 @@ inline Entry::Entry(const Entry& other) : value_(std::in_place_index<0>) {
   } else if (other.is_tensor()) {
     value_ = other.as_tensor();
   } else if (other.is_nested_tensor()) {
-    value_ = other.as_nested_tensor();
+    value_ = std::make_unique<NestedTensor>(other.as_nested_tensor());
   } else {
-    value_ = other.as_non_tensor();
+    value_ = std::make_unique<NonTensorData>(other.as_non_tensor());
   }
 }
 

@@ -39,6 +39,9 @@ enum class TorchFormat {
 
 namespace detail {
 
+/// Heap loads of files up to this size read the whole file at once; larger ones read record by record.
+inline constexpr std::uint64_t whole_read_limit = std::uint64_t{64} << 20;
+
 /// The bytes of a whole torch file and the ways storage bytes may be taken from it.
 struct TorchArchive {
   std::filesystem::path path;             ///< for messages; empty for memory input
@@ -61,9 +64,9 @@ inline TorchFormat sniff_torch_format(std::span<const std::byte> bytes) {
 }
 
 /// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
-template <class Read>
+template <class Read, class Where>
 Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::string& saved_tag, Read&& read,
-                      const ErrorLocation& where) {
+                      Where&& where) {
   if (options.map_location.all_meta()) return meta_storage(bytes);
   Storage cpu;
   if (const auto* function = options.map_location.function()) {
@@ -77,7 +80,7 @@ Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::
   } catch (const ArgumentError&) {
     throw UnsupportedError("don't know how to restore a storage tagged \"" + tag +
                                "\"; map it with .map_location = \"cpu\" or a tag map",
-                           where);
+                           where());
   }
   if (device.is_meta()) return meta_storage(bytes);
   if (!cpu.defined()) cpu = read();
@@ -85,16 +88,17 @@ Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::
   try {
     return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())}).to(device).storage();
   } catch (const DeviceError& error) {
-    throw DeviceError("storage tagged \"" + saved_tag + "\": " + error.reason(), where);
+    throw DeviceError("storage tagged \"" + saved_tag + "\": " + error.reason(), where());
   }
 }
 
-inline std::int64_t checked_record_bytes(std::int64_t numel, DType dtype, const ErrorLocation& where) {
+template <class Where>
+std::int64_t checked_record_bytes(std::int64_t numel, DType dtype, Where&& where) {
   const auto bytes = checked_mul(numel, static_cast<std::int64_t>(element_size(dtype)));
   if (!bytes) {
     throw FormatError("storage of " + std::to_string(numel) + " " + std::string(dtype_name(dtype)) +
                           " elements overflows int64 bytes",
-                      where);
+                      where());
   }
   return *bytes;
 }
@@ -109,7 +113,11 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
 
 /// Reads the zip format.
 inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
-  const ZipReader zip = ZipReader::open(archive.bytes, archive.path);
+  ZipReader::HeaderReader read_at;
+  if (archive.file != nullptr) {
+    read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
+  }
+  const ZipReader zip = ZipReader::open(archive.bytes, archive.path, {}, read_at);
   const std::string prefix(zip.prefix());
   const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
   if (zip.find("constants.pkl") != nullptr) {
@@ -160,19 +168,19 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
-    const ErrorLocation in_pickle{archive.path, pickle->name, at};
+    const auto in_pickle = [&] { return ErrorLocation{archive.path, pickle->name, at}; };  // built only to throw
     const ZipEntry* record = zip.find("data/" + key);
-    if (record == nullptr) throw FormatError("storage record " + member("data/" + key) + " is missing", in_pickle);
+    if (record == nullptr) throw FormatError("storage record " + member("data/" + key) + " is missing", in_pickle());
     const auto bytes = checked_record_bytes(numel, dtype, in_pickle);
     if (static_cast<std::uint64_t>(bytes) != record->size) {
       throw FormatError("storage " + key + " declares " + std::to_string(numel) + " " + std::string(dtype_name(dtype)) +
                             " elements; expected " + std::to_string(bytes) + " bytes in its record, got " +
                             std::to_string(record->size),
-                        in_pickle);
+                        in_pickle());
     }
     total_bytes += record->size;
     if (total_bytes > options.max_total_bytes) {
-      throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle);
+      throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle());
     }
     const auto read = [&]() -> Storage {
       Storage cpu;
@@ -182,7 +190,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       } else {
         cpu = heap_storage(size, false);
         std::span<std::byte> out(cpu.mutable_data(), size);
-        if (record->method == 0 && archive.file != nullptr) {
+        if (record->method == 0 && archive.file != nullptr && !archive.views.defined()) {
           archive.file->read_exact(record->data_offset, out);
         } else {
           zip.read(*record, out);
@@ -193,7 +201,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       }
       return cpu;
     };
-    return place_storage(options, static_cast<std::size_t>(record->size), location, read, {archive.path, record->name});
+    return place_storage(options, static_cast<std::size_t>(record->size), location, read,
+                         [&] { return ErrorLocation{archive.path, record->name}; });
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
@@ -291,13 +300,13 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
-    const ErrorLocation in_pickle{archive.path, "", at};
+    const auto in_pickle = [&] { return ErrorLocation{archive.path, "", at}; };
     const auto bytes = checked_record_bytes(numel, dtype, in_pickle);
     total_bytes += static_cast<std::uint64_t>(bytes);
     if (total_bytes > archive.bytes.size()) {  // every byte must come from the file: never allocate a claim
       throw FormatError("storages declare " + std::to_string(total_bytes) + " bytes; expected at most the file's " +
                             std::to_string(archive.bytes.size()),
-                        in_pickle);
+                        in_pickle());
     }
     Storage storage = options.map_location.all_meta() ? meta_storage(static_cast<std::size_t>(bytes))
                                                       : heap_storage(static_cast<std::size_t>(bytes));
@@ -343,7 +352,8 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
     ++filled;
     if (!p.storage.device().is_cpu()) continue;
     const Storage cpu = p.storage;
-    Storage target = place_storage(options, bytes, p.location, [&] { return cpu; }, {archive.path, key, pos});
+    Storage target = place_storage(options, bytes, p.location, [&] { return cpu; },
+                                   [&] { return ErrorLocation{archive.path, key, pos}; });
     if (!target.shares_owner_with(cpu) && cpu.data() != nullptr) placed.emplace(cpu.data(), target);
   }
   if (filled != pending.size()) {
@@ -383,7 +393,8 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
 
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
-/// memory, or with `.mmap` become views into one mapping of the file. Throws FormatError for
+/// memory (files up to 64 MiB in one read into one buffer the tensors share; larger ones record
+/// by record), or with `.mmap` become views into one mapping of the file. Throws FormatError for
 /// corrupt or hostile input, UnsupportedError for valid constructs tensorfile does not read,
 /// IoError when the file cannot be read, DeviceError when map_location names a missing device.
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
@@ -394,14 +405,19 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
   if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
+  if (!options.mmap && size <= detail::whole_read_limit) {
+    // Small files: one pread into one buffer that the tensors share; no mapping, no call per record.
+    Storage whole = heap_storage(static_cast<std::size_t>(size), false);
+    file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
+    archive.bytes = {whole.data(), whole.size_bytes()};
+    archive.views = whole;
+    return detail::load_archive(archive, options);
+  }
   const MmapMode mode = !options.mmap ? MmapMode::read_only : shared ? MmapMode::shared : MmapMode::copy_on_write;
   Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), mode));
   archive.bytes = {mapping.data(), mapping.size_bytes()};
-  if (options.mmap) {
-    archive.views = mapping;
-  } else {
-    archive.file = &file;
-  }
+  if (options.mmap) archive.views = mapping;
+  archive.file = &file;  // headers by pread; in heap mode the data too
   return detail::load_archive(archive, options);
 }
 

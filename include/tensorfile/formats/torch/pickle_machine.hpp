@@ -160,20 +160,39 @@ class PickleMachine {
   }
 
   // ---- structure checks: no cycles, bounded depth, bounded sizes ---------------------------
+  // Depth bookkeeping costs nothing for the common case: containers of plain values (depth 1)
+  // and tensors are not recorded; only containers that hold containers are.
+  static bool is_mutable_container(const Value& v) noexcept {
+    const auto k = v.kind();
+    return k == Value::Kind::list || k == Value::Kind::dict || k == Value::Kind::set || k == Value::Kind::object;
+  }
+  static bool is_container(const Value& v) noexcept { return v.kind() == Value::Kind::tuple || is_mutable_container(v); }
+
   std::size_t depth_of(const Value& v) const {
-    const void* id = v.identity();
-    if (id == nullptr) return 0;
-    auto it = depth_.find(id);
-    return it == depth_.end() ? 0 : it->second;
+    if (!is_container(v)) return 0;
+    auto it = depth_.find(v.identity());
+    return it == depth_.end() ? 1 : it->second;
+  }
+  void record_depth(const Value& container, std::size_t depth) {
+    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    auto [it, fresh] = depth_.try_emplace(container.identity(), depth);
+    if (fresh) {
+      alive_.push_back(container);  // keeps recorded identities unique for the whole run
+    } else {
+      it->second = std::max(it->second, depth);
+    }
+  }
+  void seal(const Value& child) {
+    if (is_mutable_container(child) && sealed_.insert(child.identity()).second) alive_.push_back(child);
   }
   // Records a container made by an opcode or a hook; its depth comes from its direct children.
   void adopt(const Value& v) {
-    const void* id = v.identity();
-    if (id == nullptr || depth_.count(id)) return;
-    std::size_t depth = 0;
+    if (!is_container(v)) return;
+    std::size_t depth = 1;
     const auto child = [&](const Value& c) {
+      if (!is_container(c)) return;
       depth = std::max(depth, depth_of(c) + 1);
-      if (c.identity() != nullptr) sealed_.insert(c.identity());
+      seal(c);
     };
     switch (v.kind()) {
       case Value::Kind::tuple: for (const auto& c : v.as_tuple()) child(c); break;
@@ -192,22 +211,23 @@ class PickleMachine {
         break;
       default: break;
     }
-    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
-    depth_[id] = depth;
-    alive_.push_back(v);  // keeps identities unique for the whole run
+    if (depth > 1) record_depth(v, depth);
   }
-  // Before `child` goes into `target`: a container already placed inside another one is sealed, so
+  // Before items go into `target`: a container already placed inside another one is sealed, so
   // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
+  void check_open(const Value& target) const {
+    if (sealed_.count(target.identity())) {
+      fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
+    }
+  }
   void insert_check(const Value& target, const Value& child, std::size_t new_size) {
-    const void* id = target.identity();
-    if (sealed_.count(id)) fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
-    if (child.identity() == id) fail("pickle puts a " + std::string(Value::kind_name(target.kind())) + " inside itself");
     if (new_size > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
-    const std::size_t depth = depth_of(child) + 1;
-    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
-    auto& recorded = depth_[id];
-    recorded = std::max(recorded, depth);
-    if (child.identity() != nullptr) sealed_.insert(child.identity());
+    if (!is_container(child)) return;
+    if (child.identity() == target.identity()) {
+      fail("pickle puts a " + std::string(Value::kind_name(target.kind())) + " inside itself");
+    }
+    record_depth(target, depth_of(child) + 1);
+    seal(child);
   }
   Value made(Value v) {
     adopt(v);
@@ -217,6 +237,7 @@ class PickleMachine {
   // ---- opcodes -------------------------------------------------------------------------------
   void append_items(Value& target, List items) {
     if (!target.is_list()) fail("APPEND on a " + std::string(Value::kind_name(target.kind())) + "; expected a list");
+    check_open(target);
     List& list = target.as_list();
     for (auto& item : items) {
       insert_check(target, item, list.size() + 1);
@@ -226,6 +247,7 @@ class PickleMachine {
   void set_items(Value& target, List items) {
     if (!target.is_dict()) fail("SETITEM on a " + std::string(Value::kind_name(target.kind())) + "; expected a dict");
     if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
+    check_open(target);
     Dict& dict = target.as_dict();
     for (std::size_t i = 0; i < items.size(); i += 2) {
       insert_check(target, items[i], dict.size() + 1);
@@ -235,6 +257,7 @@ class PickleMachine {
   }
   void add_items(Value& target, List items) {
     if (!target.is_set() || target.as_set().frozen) fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
+    check_open(target);
     for (auto& item : items) {
       insert_check(target, item, target.as_set().items.size() + 1);
       target.as_set().items.push_back(std::move(item));
@@ -450,15 +473,15 @@ class PickleMachine {
       case 'b': {  // BUILD
         Value state = pop();
         Value& object = top();
-        if (object.identity() != nullptr && sealed_.count(object.identity())) {
+        if (is_mutable_container(object) && sealed_.count(object.identity())) {
           fail("BUILD on an object already placed in another container");
         }
         if (state.identity() != nullptr && state.identity() == object.identity()) fail("BUILD gives an object itself as state");
-        if (state.identity() != nullptr) sealed_.insert(state.identity());
+        seal(state);
         const std::size_t depth = depth_of(state) + 1;
         if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
         Value built = hooks_.build(object, std::move(state), op_at_);
-        if (built.identity() != nullptr) depth_[built.identity()] = std::max(depth_of(built), depth);
+        if (is_container(built) && depth > 1) record_depth(built, depth);
         object = std::move(built);
         return;
       }

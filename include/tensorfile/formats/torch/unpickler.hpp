@@ -95,31 +95,33 @@ class TorchHooks {
     }
     const Global& g = callable.as_global();
     const List& a = args.as_tuple();
-    const std::string full = g.module + "." + g.name;
     if (g.module == "torch._utils") {
       if (g.name == "_rebuild_tensor_v2") return rebuild_tensor(a, 6, false, at);
       if (g.name == "_rebuild_tensor_v3") return rebuild_tensor(a, 7, true, at);
       if (g.name == "_rebuild_tensor") return rebuild_tensor(a, 4, false, at);
       if (g.name == "_rebuild_parameter" || g.name == "_rebuild_parameter_with_state") {
-        need(a, g.name == "_rebuild_parameter" ? 3 : 4, full, at);
-        Tensor data = tensor_arg(a[0], full, at);
-        data.set_requires_grad(bool_arg(a[1], full, at));
+        const std::string function = "torch._utils." + g.name;
+        need(a, g.name == "_rebuild_parameter" ? 3 : 4, function, at);
+        Tensor data = tensor_arg(a[0], function, at);
+        data.set_requires_grad(bool_arg(a[1], function, at));
         return Value::parameter(std::move(data));
       }
       if (g.name == "_rebuild_meta_tensor_no_storage") return rebuild_meta(a, at);
     }
     if (g.module == "torch._tensor" && g.name == "_rebuild_from_type_v2") return rebuild_from_type(a, at);
-    if (is_unsupported_rebuild(g.name) && (g.module == "torch._utils" || g.module == "torch._tensor")) {
-      if (options_.strict) {
-        throw UnsupportedError(describe_unsupported(g.name) + " (" + full + ") are not supported", at_(at));
-      }
-      return Value(Object{g.module, g.name, std::move(args), Value(), false});
-    }
-    if (full == "collections.OrderedDict") {
+    if (g.module == "collections" && g.name == "OrderedDict") {  // every tensor's empty backward_hooks: keep it cheap
       Dict dict;
       dict.ordered = true;
-      if (!a.empty()) fill_pairs(dict, a[0], full, at);
+      if (!a.empty()) fill_pairs(dict, a[0], "collections.OrderedDict", at);
       return Value(std::move(dict));
+    }
+    const std::string full = g.module + "." + g.name;
+    if (is_unsupported_rebuild(g.name) && (g.module == "torch._utils" || g.module == "torch._tensor")) {
+      if (options_.strict) {
+        throw UnsupportedError(describe_unsupported(g.name) + " (" + g.module + "." + g.name + ") are not supported",
+                               at_(at));
+      }
+      return Value(Object{g.module, g.name, std::move(args), Value(), false});
     }
     if (full == "torch.Size") {
       need(a, 1, full, at);
@@ -212,15 +214,15 @@ class TorchHooks {
     auto cached = storages_.find(key);
     if (cached == storages_.end()) {
       Storage storage = load_storage_(key, *dtype, numel, p[3].as_string(), at);
-      Tensor whole(std::move(storage), *dtype, {numel});
-      cached = storages_.emplace(key, StorageValue{std::move(whole), p[3].as_string()}).first;
-    } else if (cached->second.tensor.dtype() != *dtype) {
-      throw FormatError("storage " + key + " is used as " + std::string(dtype_name(cached->second.tensor.dtype())) +
-                            " and as " + std::string(dtype_name(*dtype)) + "; expected one dtype per storage",
+      cached = storages_.emplace(key, Value(StorageValue{Tensor(std::move(storage), *dtype, {numel}), p[3].as_string()})).first;
+    } else if (cached->second.as_storage().tensor.dtype() != *dtype) {
+      throw FormatError("storage " + key + " is used as " +
+                            std::string(dtype_name(cached->second.as_storage().tensor.dtype())) + " and as " +
+                            std::string(dtype_name(*dtype)) + "; expected one dtype per storage",
                         at_(at));
     }
-    if (p.size() == 6 && !p[5].is_none()) return legacy_view(cached->second, p[5], at);
-    return Value(cached->second);
+    if (p.size() == 6 && !p[5].is_none()) return legacy_view(cached->second.as_storage(), p[5], at);
+    return cached->second;  // one Value per storage: views share it
   }
 
  private:
@@ -269,7 +271,7 @@ class TorchHooks {
   }
 
   Value rebuild_tensor(const List& a, std::size_t fixed, bool v3, std::uint64_t at) {
-    const std::string function = v3 ? "_rebuild_tensor_v3" : fixed == 4 ? "_rebuild_tensor" : "_rebuild_tensor_v2";
+    const char* function = v3 ? "_rebuild_tensor_v3" : fixed == 4 ? "_rebuild_tensor" : "_rebuild_tensor_v2";
     need(a, fixed, function, at);
     if (!a[0].is_storage()) bad_arg(function, "a storage", a[0], at);
     const StorageValue& storage = a[0].as_storage();
@@ -286,7 +288,7 @@ class TorchHooks {
     try {
       t = Tensor(storage.tensor.storage(), dtype, std::move(sizes), std::move(strides), a[1].as_int(), requires_grad);
     } catch (const ArgumentError& error) {
-      throw FormatError(function + ": " + error.reason(), at_(at));
+      throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
     }
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
@@ -419,7 +421,7 @@ class TorchHooks {
   const LoadOptions& options_;
   ErrorLocation where_;
   LoadStorage load_storage_;
-  std::unordered_map<std::string, StorageValue> storages_;
+  std::unordered_map<std::string, Value> storages_;
 };
 
 }  // namespace tensorfile::detail

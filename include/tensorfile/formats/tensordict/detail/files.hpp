@@ -63,27 +63,35 @@ class Fd {
 /// Flags that open a directory without following a final symlink.
 inline constexpr int dir_open_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 
-/// Reads all of the open regular file `fd` (at most `limit` bytes); `path` names it in errors.
+/// Reads all of the open file `fd` (at most `limit` bytes); `path` names it in errors. A small file costs one
+/// pread (a short read is the end of a regular file); a larger one adds an fstat to size the buffer.
 [[nodiscard]] inline std::string read_whole_file(int fd, const std::filesystem::path& path, std::uint64_t limit) {
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) throw IoError("cannot stat", errno, {.file = path});
-  if (!S_ISREG(info.st_mode)) throw FormatError("is not a regular file; expected a file", {.file = path});
-  const auto size = static_cast<std::uint64_t>(info.st_size);
-  if (size > limit) {
-    throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes, got " +
-                         std::to_string(size),
-                     {.file = path});
-  }
-  std::string text(static_cast<std::size_t>(size), '\0');
+  constexpr std::size_t first_read = 16384;
+  std::string text;
   std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t got = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
+  std::size_t capacity = first_read;
+  while (true) {
+    text.resize(capacity);
+    const ssize_t got = ::pread(fd, text.data() + done, capacity - done, static_cast<off_t>(done));
     if (got < 0) {
       if (errno == EINTR) continue;
+      if (errno == EISDIR) throw FormatError("is a directory; expected a file", {.file = path});
       throw IoError("cannot read", errno, {.file = path, .offset = done});
     }
-    if (got == 0) break;  // shrank meanwhile: parse what is there
     done += static_cast<std::size_t>(got);
+    if (done > limit) {
+      throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes", {.file = path});
+    }
+    if (done < capacity) break;
+    struct stat info {};  // a full buffer: size it from the file, plus one byte to see the end
+    if (::fstat(fd, &info) != 0) throw IoError("cannot stat", errno, {.file = path});
+    const auto size = static_cast<std::uint64_t>(info.st_size);
+    if (size > limit) {
+      throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes, got " +
+                           std::to_string(size),
+                       {.file = path});
+    }
+    capacity = std::max<std::size_t>(static_cast<std::size_t>(size) + 1, done * 2);
   }
   text.resize(done);
   return text;
