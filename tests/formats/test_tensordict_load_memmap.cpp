@@ -644,6 +644,16 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     fs::rename(td_dir / "meta.json.tmp", td_dir / "meta.json");
     REQUIRE_THROWS_WITH(load_memmap(td_dir), Catch::Contains("symbolic link leaves the tree"));
   }
+  SECTION("a tree nested deeper than 256 levels") {
+    fs::path level = td_dir;
+    for (int i = 0; i < 300; ++i) {
+      put(level / "meta.json", td_meta(R"("d": {"type": "TensorDict"})"));
+      level /= "d";
+    }
+    put(level / "meta.json", td_meta(""));
+    REQUIRE_THROWS_AS(load_memmap(td_dir), LimitError);
+    REQUIRE_THROWS_WITH(load_memmap(td_dir), Catch::EndsWith("/d: tree is nested too deeply; expected at most 256 levels"));
+  }
   SECTION("view types tensorfile does not read") {
     put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._td._SubTensorDict'>", "index": 1})");
     REQUIRE_THROWS_WITH(load_memmap(td_dir),

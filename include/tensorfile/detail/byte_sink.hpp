@@ -76,7 +76,7 @@ class AtomicFileSink final : public ByteSink {
   }
 
   void write(std::span<const std::byte> bytes) override {
-    if (bytes.size() >= buffer_size) {
+    if (bytes.size() >= direct_size) {
       flush();
       write_through(bytes);
       return;
@@ -113,6 +113,7 @@ class AtomicFileSink final : public ByteSink {
 
  private:
   static constexpr std::size_t buffer_size = std::size_t{1} << 20;
+  static constexpr std::size_t direct_size = std::size_t{64} << 10;  // larger writes skip the buffer copy
 
   void flush() {
     write_through(buffer_);

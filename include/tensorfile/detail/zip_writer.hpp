@@ -73,11 +73,21 @@ class ZipWriter {
     emit(bytes);
   }
 
+  /// Appends bytes whose CRC-32 the caller computes (see end_record(crc)).
+  void write_unchecked(std::span<const std::byte> bytes) {
+    if (bytes.size() > left_) throw ArgumentError("record " + entries_.back().name + " is longer than announced");
+    left_ -= bytes.size();
+    emit(bytes);
+  }
+
   /// Closes the current record with its data descriptor.
-  void end_record() {
+  void end_record() { end_record(crc_); }
+
+  /// Closes the current record, whose bytes have the CRC-32 `crc` (computed elsewhere, e.g. on another thread).
+  void end_record(std::uint32_t crc) {
     Entry& entry = entries_.back();
     if (left_ != 0) throw ArgumentError("record " + entry.name + " is shorter than announced");
-    entry.crc = crc_;
+    entry.crc = crc;
     std::vector<std::byte> descriptor;
     put32(descriptor, 0x08074b50);
     put32(descriptor, entry.crc);

@@ -46,7 +46,7 @@ struct MemmapLoadOptions {
   bool skip_missing = false;       ///< drop leaves and declared sub-collections whose files are missing instead of throwing
   bool skip_undeclared = false;    ///< ignore subdirectories that meta.json does not declare instead of throwing
   std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
-  std::uint64_t max_meta_json_bytes = std::uint64_t{1} << 30;  ///< a larger meta.json is refused (LimitError)
+  std::uint64_t max_meta_json_bytes = std::uint64_t{1} << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
 };
 
 }  // namespace tensorfile
@@ -199,6 +199,14 @@ class MemmapLoader {
 
   /// Loads the collection in `dir`, dispatching on its `_type`; nullopt when loaded into `out`.
   std::optional<Entry> load_node(Dir& dir, TensorDict* out) {
+    if (++depth_ > max_depth) {
+      throw LimitError("tree is nested too deeply; expected at most " + std::to_string(max_depth) + " levels",
+                       {.file = dir.path});
+    }
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     const Fd meta_fd = open_side_file(dir, meta_name_);
     if (!meta_fd.valid()) {
       throw FormatError("file is missing; expected the meta.json of a tensordict memmap directory, got no file",
@@ -648,8 +656,10 @@ class MemmapLoader {
   const MemmapLoadOptions& options_;
   std::filesystem::path prefix_;
   std::optional<std::filesystem::path> root_canonical_;
+  static constexpr int max_depth = 256;  // directory levels; the recursion would exhaust the stack long after
   bool meta_ = false;
   bool copy_to_device_ = false;
+  int depth_ = 0;
   std::string name_;  // reused buffer for data file names
   const std::string meta_name_ = "meta.json";
   const std::string tensordict_dir_name_ = "_tensordict";

@@ -3,6 +3,7 @@
 // surrogates), a fast reader for TensorDict directories, and a writer matching Python's json or orjson bytes.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -583,7 +584,7 @@ inline void read_entry_object(JsonReader& in, MetaMember& member, std::string& s
   if (in.peek() != '{') in.fail("a JSON object");
   in.expect('{', "'{'");
   if (!in.consume('}')) {
-    meta.members.reserve(text.size() / 64 + 1);
+    meta.members.reserve(std::min<std::size_t>(text.size() / 64 + 1, 65536));  // a leaf entry takes > 64 bytes
     std::string scratch;
     while (true) {
       MetaMember member;

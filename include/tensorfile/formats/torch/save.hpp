@@ -2,12 +2,14 @@
 // save(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,45 @@ inline Storage host_bytes_of(const SavedStorage& saved) {
   return Tensor(saved.storage, saved.dtype, {elements}).to(Device::cpu()).storage();
 }
 
+/// Writes one data/<key> record per storage. Large saves compute the CRC-32s on a second thread,
+/// ahead of the writes, so checksumming costs no time beside the I/O.
+inline void write_storage_records(ZipWriter& zip, const std::vector<SavedStorage>& storages) {
+  std::vector<Storage> hosts;
+  hosts.reserve(storages.size());
+  std::uint64_t total = 0;
+  for (const SavedStorage& saved : storages) {
+    hosts.push_back(host_bytes_of(saved));
+    total += hosts.back().size_bytes();
+  }
+  const auto bytes_of = [&](std::size_t i) { return std::span<const std::byte>(hosts[i].data(), hosts[i].size_bytes()); };
+  if (total < (std::uint64_t{64} << 20) || hosts.size() < 2) {
+    for (std::size_t i = 0; i < hosts.size(); ++i) zip.add("data/" + storages[i].key, bytes_of(i));
+    return;
+  }
+  std::vector<std::uint32_t> crcs(hosts.size());
+  std::atomic<std::size_t> ready{0};
+  std::atomic<bool> stop{false};
+  std::jthread checksummer([&] {
+    for (std::size_t i = 0; i < hosts.size() && !stop.load(std::memory_order_relaxed); ++i) {
+      crcs[i] = crc32(bytes_of(i));
+      ready.store(i + 1, std::memory_order_release);
+      ready.notify_one();
+    }
+  });
+  struct StopOnExit {  // on an exception, let the checksummer finish early before it is joined
+    std::atomic<bool>& stop;
+    ~StopOnExit() { stop.store(true); }
+  } stop_on_exit{stop};
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    zip.begin_record("data/" + storages[i].key, hosts[i].size_bytes());
+    zip.write_unchecked(bytes_of(i));
+    for (std::size_t seen = ready.load(std::memory_order_acquire); seen <= i; seen = ready.load(std::memory_order_acquire)) {
+      ready.wait(seen, std::memory_order_acquire);
+    }
+    zip.end_record(crcs[i]);
+  }
+}
+
 /// Writes the whole archive for `root` into `sink`.
 inline void write_torch_archive(const Value& root, ByteSink& sink, const std::string& prefix,
                                 const SaveOptions& options) {
@@ -48,10 +89,7 @@ inline void write_torch_archive(const Value& root, ByteSink& sink, const std::st
   zip.add(".format_version", "1");
   zip.add(".storage_alignment", std::to_string(options.alignment));
   zip.add("byteorder", "little");
-  for (const SavedStorage& saved : pickler.storages()) {
-    const Storage host = host_bytes_of(saved);
-    zip.add("data/" + saved.key, std::span<const std::byte>(host.data(), host.size_bytes()));
-  }
+  write_storage_records(zip, pickler.storages());
   zip.add("version", "3\n");
   // Informational in torch; any 40 digits are accepted.
   std::mt19937_64 random(std::random_device{}());

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// Save benchmark (a program, never a test): tensorfile::save of a loaded checkpoint against the
+// floor of writing the same number of bytes with plain write() from one buffer.
+//
+//   bench_save MODE IN.pt OUT_DIR [REPEATS]    MODE: save | write_floor
+// Prints one JSON line: min/median wall ms and peak RSS before and after (no fsync in either).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <tensorfile/formats/torch/save.hpp>
+#include <tensorfile/tensorfile.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: bench_save save|write_floor IN.pt OUT_DIR [REPEATS]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const std::filesystem::path in = argv[2];
+  const std::filesystem::path out = std::filesystem::path(argv[3]) / ("bench_" + mode + ".pt");
+  const int repeats = argc > 4 ? std::stoi(argv[4]) : 3;
+  const auto file_bytes = std::filesystem::file_size(in);
+
+  // The data to write is in memory before timing starts, for both modes.
+  tensorfile::Value value;
+  std::vector<std::byte> buffer;
+  if (mode == "save") {
+    value = tensorfile::load(in);
+  } else {
+    buffer.assign(file_bytes, std::byte{1});
+  }
+  const long rss_before = tensorfile_bench::peak_rss_kb();
+  std::vector<double> wall;
+  for (int i = 0; i < repeats; ++i) {
+    std::filesystem::remove(out);
+    wall.push_back(tensorfile_bench::time_ms([&] {
+      if (mode == "save") {
+        tensorfile::save(value, out, {.sync = false});
+      } else {
+        const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        std::size_t done = 0;
+        while (done < buffer.size()) {
+          const ssize_t put = ::write(fd, buffer.data() + done, std::min<std::size_t>(buffer.size() - done, 1u << 30));
+          if (put <= 0) break;
+          done += static_cast<std::size_t>(put);
+        }
+        ::close(fd);
+      }
+    }));
+  }
+  std::sort(wall.begin(), wall.end());
+  std::printf("{\"mode\": \"%s\", \"file_bytes\": %llu, \"min_ms\": %.1f, \"median_ms\": %.1f, \"rss_before_kb\": %ld, "
+              "\"peak_rss_kb\": %ld}\n",
+              mode.c_str(), static_cast<unsigned long long>(file_bytes), wall.front(), wall[wall.size() / 2],
+              rss_before, tensorfile_bench::peak_rss_kb());
+  std::filesystem::remove(out);
+  return 0;
+}
