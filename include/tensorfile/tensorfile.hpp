@@ -24,3 +24,8 @@
 #include "tensorfile/io/from_file.hpp"
 
 #include "tensorfile/formats/torch/load.hpp"
+#include "tensorfile/formats/torch/save.hpp"
+
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/tensordict/save_memmap.hpp"
+#include "tensorfile/formats/tensordict/tensordict.hpp"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// tensordict memmap benchmark: save_memmap, load_memmap (CPU mmap and meta) of many small leaves, flat and
-// nested, against the floor of openat + fstat + mmap + close of the same files. A program, never a test.
+// tensordict memmap benchmark: save_memmap and load_memmap of many small leaves against the bare syscalls.
 //
+// A program, never a test.
 // usage: bench_memmap [--dir DIR] [--repeats N] [--leaves N,N...]
 //   --dir DIR      where the trees are written (default: a temporary directory, removed at the end)
 //   --repeats N    timed runs per figure, after one warm-up (default 7); the table shows the best and median
@@ -161,8 +161,9 @@ int main(int argc, char** argv) {
   if (temporary) dir = fs::temp_directory_path() / ("tensorfile-bench-memmap-" + std::to_string(::getpid()));
   fs::create_directories(dir);
 
-  std::printf("| leaves | layout | save_memmap ms (us/leaf) | save floor ms (us/leaf) | load_memmap ms (us/leaf) | "
-              "release ms | meta load ms (us/leaf) | load floor ms (us/leaf) | load / floor |\n");
+  std::printf(
+      "| leaves | layout | save_memmap ms (us/leaf) | save floor ms (us/leaf) | load_memmap ms (us/leaf) | "
+      "release ms | meta load ms (us/leaf) | load floor ms (us/leaf) | load / floor |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const int leaves : counts) {
     for (const bool nested : {false, true}) {
@@ -208,20 +209,22 @@ int main(int argc, char** argv) {
         return ms;
       });
       const auto per_leaf = [&](double ms) { return ms * 1000.0 / leaves; };
-      std::printf("| %d | %s | %.2f / %.2f (%.2f) | %.2f / %.2f (%.2f) | %.2f / %.2f (%.2f) | %.2f | %.2f / %.2f (%.2f) | "
-                  "%.2f / %.2f (%.2f) | %.2f |\n",
-                  leaves, nested ? "nested (10/dir)" : "flat", save.best, save.median, per_leaf(save.best),
-                  write_floor.best, write_floor.median, per_leaf(write_floor.best), load.best,
-                  load.median, per_leaf(load.best), release_best, meta.best, meta.median, per_leaf(meta.best),
-                  floor.best, floor.median, per_leaf(floor.best), load.best / floor.best);
+      std::printf(
+          "| %d | %s | %.2f / %.2f (%.2f) | %.2f / %.2f (%.2f) | %.2f / %.2f (%.2f) | %.2f | %.2f / %.2f (%.2f) | "
+          "%.2f / %.2f (%.2f) | %.2f |\n",
+          leaves, nested ? "nested (10/dir)" : "flat", save.best, save.median, per_leaf(save.best), write_floor.best,
+          write_floor.median, per_leaf(write_floor.best), load.best, load.median, per_leaf(load.best), release_best,
+          meta.best, meta.median, per_leaf(meta.best), floor.best, floor.median, per_leaf(floor.best),
+          load.best / floor.best);
       std::fflush(stdout);
       fs::remove_all(prefix);
     }
   }
-  std::printf("\nms: best / median of %d runs after a warm-up; (us/leaf) from the best. save floor: mkdir per "
-              "directory, openat(O_CREAT|O_EXCL) + pwrite + close per file. load floor: openat + fstat + mmap + close "
-              "per file. release: munmap of every leaf when the loaded TensorDict dies (best run), not part of load.\n",
-              repeats);
+  std::printf(
+      "\nms: best / median of %d runs after a warm-up; (us/leaf) from the best. save floor: mkdir per "
+      "directory, openat(O_CREAT|O_EXCL) + pwrite + close per file. load floor: openat + fstat + mmap + close "
+      "per file. release: munmap of every leaf when the loaded TensorDict dies (best run), not part of load.\n",
+      repeats);
   if (temporary) fs::remove_all(dir);
   return 0;
 }

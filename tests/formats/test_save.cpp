@@ -78,7 +78,8 @@ TEST_CASE("save lays records out as torch does", "[save]") {
   CHECK(zip.stored_bytes(*zip.find("version")).size() == 2);
   SECTION("a larger alignment for direct I/O") {
     const auto aligned = save_to_bytes(sample_value(), {.alignment = 4096});
-    for (const auto& entry : detail::ZipReader::open(aligned, "saved").entries()) CHECK(entry.data_offset % 4096 == 0);
+    const auto reader = detail::ZipReader::open(aligned, "saved");
+    for (const auto& entry : reader.entries()) CHECK(entry.data_offset % 4096 == 0);
     REQUIRE_THROWS_WITH(save_to_bytes(Value(1), {.alignment = 48}),
                         "tensorfile: alignment must be a power of two up to 32768; got 48");
   }

@@ -10,14 +10,17 @@
 using namespace tensorfile;
 
 namespace {
-Tensor floats(std::initializer_list<float> values, Shape shape = {}) { return Tensor::from_values<float>(values, shape); }
+Tensor floats(std::initializer_list<float> values, Shape shape = {}) {
+  return Tensor::from_values<float>(values, shape);
+}
 }  // namespace
 
 TEST_CASE("TensorDict is built in C++ with nested TensorDicts and non-tensor data", "[tensordict]") {
-  TensorDict td({{"a", floats({0, 1, 2, 3, 4, 5}, {2, 3})},
-                 {"nested", TensorDict({{"b", floats({1, 1})}, {"deeper", TensorDict({{"c", floats({7, 8})}}, {2})}}, {2})},
-                 {"s", non_tensor("a string!")}},
-                {2});
+  TensorDict td(
+      {{"a", floats({0, 1, 2, 3, 4, 5}, {2, 3})},
+       {"nested", TensorDict({{"b", floats({1, 1})}, {"deeper", TensorDict({{"c", floats({7, 8})}}, {2})}}, {2})},
+       {"s", non_tensor("a string!")}},
+      {2});
   CHECK(td.size() == 3);
   CHECK(td.batch_size() == Shape{2});
   CHECK_FALSE(td.device().has_value());
@@ -41,10 +44,12 @@ TEST_CASE("TensorDict is built in C++ with nested TensorDicts and non-tensor dat
     CHECK(td["s"].as_non_tensor().data().as_string() == "a string!");
   }
   SECTION("missing keys and wrong kinds throw ArgumentError with clear messages") {
-    REQUIRE_THROWS_WITH(td["zzz"], "tensorfile: key \"zzz\" is not in the TensorDict; expected one of \"a\", \"nested\", \"s\"");
+    REQUIRE_THROWS_WITH(td["zzz"],
+                        "tensorfile: key \"zzz\" is not in the TensorDict; expected one of \"a\", \"nested\", \"s\"");
     REQUIRE_THROWS_WITH(td.get({"nested", "x"}),
                         "tensorfile: key \"x\" is not in the TensorDict; expected one of \"b\", \"deeper\"");
-    REQUIRE_THROWS_WITH(td.get({"a", "x"}), "tensorfile: key \"a\" holds a Tensor; expected a TensorDict to look up \"x\" in");
+    REQUIRE_THROWS_WITH(td.get({"a", "x"}),
+                        "tensorfile: key \"a\" holds a Tensor; expected a TensorDict to look up \"x\" in");
     REQUIRE_THROWS_WITH(td["a"].as_tensordict(), "tensorfile: entry is a Tensor; expected a TensorDict");
     REQUIRE_THROWS_WITH(td["a"]["x"], "tensorfile: entry is a Tensor; expected a TensorDict");
     REQUIRE_THROWS_AS(td["nested"]["b"].as_tensor().item<float>(), ArgumentError);
@@ -150,8 +155,8 @@ TEST_CASE("tensorclasses, lazy stacks and non-tensor stacks", "[tensordict]") {
   SECTION("tensorclass") {
     Dict attrs;
     attrs.set(Value("extra"), Value(None{}));
-    const TensorDict tc =
-        TensorDict::tensorclass("<class '__main__.MyTC'>", TensorDict({{"x", floats({1, 1, 1, 1}, {2, 2})}}, {2}), attrs);
+    const TensorDict tc = TensorDict::tensorclass("<class '__main__.MyTC'>",
+                                                  TensorDict({{"x", floats({1, 1, 1, 1}, {2, 2})}}, {2}), attrs);
     CHECK(tc.kind() == TensorDictKind::tensorclass);
     CHECK(tc.class_name() == "MyTC");
     CHECK(tc.class_fields().size() == 1);

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/formats/tensordict/load_memmap.hpp>: the real tensordict 0.14 samples, every layout
-// variant of tensordict 0.4 to 0.14 (crafted here byte by byte), mapping modes, and every error.
+// Tests of load_memmap.hpp: tensordict 0.14's samples, every 0.4-0.14 layout (crafted here), mapping modes, errors.
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 
 #include <sys/stat.h>
@@ -50,9 +49,7 @@ std::string td_meta(const std::string& members, const std::string& batch = "[]")
   return "{" + members + (members.empty() ? "" : ", ") + R"("shape": )" + batch +
          R"(, "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
 }
-void copy_tree(const fs::path& from, const fs::path& to) {
-  fs::copy(from, to, fs::copy_options::recursive);
-}
+void copy_tree(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
 }  // namespace
 
 // ---- the real samples --------------------------------------------------------------------------
@@ -162,9 +159,10 @@ TEST_CASE("load_memmap loads any subdirectory on its own", "[load_memmap]") {
   const Entry s = load_memmap_entry(sample("s05_nontensor") / "s");
   CHECK(s.as_non_tensor().data().as_string() == "a string!");
   CHECK(load_memmap_entry(sample("s01_basic")).is_tensordict());
-  REQUIRE_THROWS_WITH(load_memmap(sample("s05_nontensor") / "s"),
-                      "tensorfile: " + (sample("s05_nontensor") / "s").string() +
-                          ": holds a NonTensorData; expected a TensorDict directory (load_memmap_entry reads any node)");
+  REQUIRE_THROWS_WITH(
+      load_memmap(sample("s05_nontensor") / "s"),
+      "tensorfile: " + (sample("s05_nontensor") / "s").string() +
+          ": holds a NonTensorData; expected a TensorDict directory (load_memmap_entry reads any node)");
 }
 
 // ---- options ---------------------------------------------------------------------------------
@@ -296,7 +294,8 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
   const fs::path td_dir = dir / "td";
 
   SECTION("legacy raw file and directory names (tensordict <= 0.12)") {
-    put(td_dir / "meta.json", td_meta(R"("sp ace": )" + leaf("[1]", "float32") + R"(, "my dir": {"type": "TensorDict"})"));
+    put(td_dir / "meta.json",
+        td_meta(R"("sp ace": )" + leaf("[1]", "float32") + R"(, "my dir": {"type": "TensorDict"})"));
     put(td_dir / "sp ace.memmap", bytes_of<float>({3}));
     put(td_dir / "my dir" / "meta.json", td_meta(R"("key:b": )" + leaf("[]", "int64")));
     put(td_dir / "my dir" / "key:b.memmap", bytes_of<std::int64_t>({5}));
@@ -310,9 +309,9 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
   }
   SECTION("encoded names of 0.14: %, %2E, %XX, sub-collection directories") {
     put(td_dir / "meta.json",
-        td_meta(R"("": )" + leaf("[1]", "int8") + R"(, ".": )" + leaf("[1]", "int8") + R"(, "a/b": )" + leaf("[1]", "int8") +
-                R"(, "pct%41": )" + leaf("[1]", "int8") + R"(, "\u00e9-unicode": )" + leaf("[1]", "int8") +
-                R"(, "sub/dir": {"type": "TensorDict"})"));
+        td_meta(R"("": )" + leaf("[1]", "int8") + R"(, ".": )" + leaf("[1]", "int8") + R"(, "a/b": )" +
+                leaf("[1]", "int8") + R"(, "pct%41": )" + leaf("[1]", "int8") + R"(, "\u00e9-unicode": )" +
+                leaf("[1]", "int8") + R"(, "sub/dir": {"type": "TensorDict"})"));
     for (const char* name : {"%", "%2E", "a%2Fb", "pct%2541", "\xc3\xa9-unicode"}) {
       put(td_dir / (std::string(name) + ".memmap"), "\x07");
     }
@@ -339,9 +338,9 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
   }
   SECTION("reserved keys: a key named shape, device or _type is lost, its file ignored, as in tensordict") {
     // The member order tensordict leaves after update() overwrote the entries of "shape" and "_type".
-    put(td_dir / "meta.json",
-        R"({"": )" + leaf("[]", "float32") + R"(, "shape": [], "_type": "<class 'tensordict._td.TensorDict'>", )"
-        R"("sub/dir": {"type": "TensorDict"}, "device": "cpu"})");
+    put(td_dir / "meta.json", R"({"": )" + leaf("[]", "float32") +
+                                  R"(, "shape": [], "_type": "<class 'tensordict._td.TensorDict'>", )"
+                                  R"("sub/dir": {"type": "TensorDict"}, "device": "cpu"})");
     put(td_dir / "%.memmap", bytes_of<float>({1}));
     put(td_dir / "shape.memmap", bytes_of<float>({2}));
     put(td_dir / "_type.memmap", bytes_of<float>({3}));
@@ -354,7 +353,8 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     put(td_dir / "meta.json",
         R"({"shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>", )"
         R"("a": {"device": "cpu", "shape": [2], "dtype": "torch.int16"}, "skip": 3, "odd": {"foo": 1}, )"
-        R"("b": )" + leaf("[2]", "int16") + R"(, "a": )" + leaf("[2]", "int32") + "}");
+        R"("b": )" +
+            leaf("[2]", "int16") + R"(, "a": )" + leaf("[2]", "int32") + "}");
     put(td_dir / "a.memmap", bytes_of<std::int32_t>({1, 2}));
     put(td_dir / "b.memmap", bytes_of<std::int16_t>({3, 4}));
     const TensorDict td = load_memmap(td_dir);
@@ -363,7 +363,8 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     CHECK(td.batch_size() == Shape{2});
   }
   SECTION("missing shape and device, device \"None\" or null") {
-    put(td_dir / "meta.json", R"({"x": )" + leaf("[1]", "uint8") + R"(, "_type": "<class 'tensordict._td.TensorDict'>"})");
+    put(td_dir / "meta.json",
+        R"({"x": )" + leaf("[1]", "uint8") + R"(, "_type": "<class 'tensordict._td.TensorDict'>"})");
     put(td_dir / "x.memmap", "\x01");
     TensorDict td = load_memmap(td_dir);
     CHECK(td.batch_size().empty());
@@ -401,7 +402,8 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
   }
   SECTION("lazy stacks (LazyStackedTensorDict) of heterogeneous TensorDicts") {
     put(td_dir / "meta.json", td_meta(R"("st": {"type": "LazyStackedTensorDict"})", "[3]"));
-    put(td_dir / "st" / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
+    put(td_dir / "st" / "meta.json",
+        R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
     for (int i = 0; i < 3; ++i) {
       const fs::path child = td_dir / "st" / std::to_string(i);
       put(child / "meta.json", td_meta(R"("a": )" + leaf("[" + std::to_string(i + 1) + "]", "float32")));
@@ -424,7 +426,8 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     put(td_dir / "np" / "meta.json",
         R"({"_type":"<class 'tensordict.tensorclass.NonTensorStack'>","stack_dim":0,"device":null,"data":"pickle.pkl"})");
     put(td_dir / "np" / "pickle.pkl", "\x80\x04N.");
-    put(td_dir / "old" / "meta.json", R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0})");
+    put(td_dir / "old" / "meta.json",
+        R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0})");
     for (int i = 0; i < 3; ++i) {
       put(td_dir / "old" / std::to_string(i) / "meta.json",
           R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": )" + std::to_string(i) + "}");
@@ -469,8 +472,9 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     CHECK(td.batch_size() == Shape{2});
   }
   SECTION("other TensorDict-like classes stored as a TensorDict") {
-    put(td_dir / "meta.json", R"({"x": )" + leaf("[1]", "bool") +
-                                  R"(, "shape": [1], "device": "cpu", "_type": "<class 'tensordict.persistent.PersistentTensorDict'>"})");
+    put(td_dir / "meta.json",
+        R"({"x": )" + leaf("[1]", "bool") +
+            R"(, "shape": [1], "device": "cpu", "_type": "<class 'tensordict.persistent.PersistentTensorDict'>"})");
     put(td_dir / "x.memmap", std::string(1, '\x01'));
     const TensorDict td = load_memmap(td_dir);
     CHECK(td.kind() == TensorDictKind::plain);
@@ -508,22 +512,26 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
                                                  ": file is missing; expected the meta.json of a tensordict memmap "
                                                  "directory, got no file");
     put(td_dir / "meta.json", "");  // a torn write
-    REQUIRE_THROWS_WITH(load_memmap(td_dir),
-                        "tensorfile: " + meta_path + ": invalid JSON; expected a JSON object, got end of file (at byte 0)");
-    put(td_dir / "meta.json", R"({"a": {"device": "cpu", "sha)");
     REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
-                                                 ": invalid JSON; expected a closing '\"', got end of file (at byte 28)");
+                                                 ": invalid JSON; expected a JSON object, got end of file (at byte 0)");
+    put(td_dir / "meta.json", R"({"a": {"device": "cpu", "sha)");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path + ": invalid JSON; expected a closing '\"', got end of file (at byte 28)");
     put(td_dir / "meta.json", R"({"shape": [1]})");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir),
-                        "tensorfile: " + meta_path + ": meta.json has no \"_type\"; expected the class of the collection, got none");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path + ": meta.json has no \"_type\"; expected the class of the collection, got none");
     put(td_dir / "meta.json", R"({"_type": 3})");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir),
-                        "tensorfile: " + meta_path +
-                            ": \"_type\" is not a string; expected a class such as \"<class 'tensordict._td.TensorDict'>\", "
-                            "got 3 (at byte 10)");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path +
+            ": \"_type\" is not a string; expected a class such as \"<class 'tensordict._td.TensorDict'>\", "
+            "got 3 (at byte 10)");
   }
   SECTION("bad members: dtype, shape, batch size, device, is_nested, batch mismatch") {
-    put(td_dir / "meta.json", td_meta(R"("a": {"device": "cpu", "shape": [1], "dtype": "float32", "is_nested": false})"));
+    put(td_dir / "meta.json",
+        td_meta(R"("a": {"device": "cpu", "shape": [1], "dtype": "float32", "is_nested": false})"));
     REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
                                                  ": a: unknown dtype; expected a torch dtype name such as "
                                                  "\"torch.float32\", got \"float32\" (at byte 47)");
@@ -533,21 +541,24 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
                                                  ": a: invalid shape; expected a list of non-negative integers, got "
                                                  "[2, -1] (at byte 33)");
     put(td_dir / "meta.json", td_meta(R"("a": )" + leaf("[4611686018427387904, 4]", "float32")));
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path +
+            ": a: shape (4611686018427387904, 4) is too large; expected at most 2^63 bytes (at byte 33)");
+    put(td_dir / "meta.json", td_meta("", R"("x")"));
     REQUIRE_THROWS_WITH(load_memmap(td_dir),
                         "tensorfile: " + meta_path +
-                            ": a: shape (4611686018427387904, 4) is too large; expected at most 2^63 bytes (at byte 33)");
-    put(td_dir / "meta.json", td_meta("", R"("x")"));
-    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
-                                                 ": shape: invalid batch size; expected a list of non-negative integers, "
-                                                 "got \"x\" (at byte 10)");
+                            ": shape: invalid batch size; expected a list of non-negative integers, "
+                            "got \"x\" (at byte 10)");
     put(td_dir / "meta.json", R"({"device": "tpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
     REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
                                                  ": device: invalid device; expected a device such as \"cpu\" or "
                                                  "\"cuda:0\", got \"tpu\" (at byte 11)");
     put(td_dir / "meta.json",
         td_meta(R"("a": {"device": "cpu", "shape": [1], "dtype": "torch.int8", "is_nested": "no"})"));
-    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
-                                                 ": a: invalid is_nested; expected true or false, got \"no\" (at byte 74)");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path + ": a: invalid is_nested; expected true or false, got \"no\" (at byte 74)");
     put(td_dir / "meta.json", td_meta(R"("a": )" + leaf("[3]", "int8"), "[2]"));
     put(td_dir / "a.memmap", "abc");
     REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
@@ -604,7 +615,8 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
                             "lists, got an undeclared directory (left by an earlier save, or a tensordict 0.3 tree? "
                             "skip_undeclared ignores it)");
     std::vector<fs::path> skipped;
-    CHECK(load_memmap(td_dir, {.skip_undeclared = true, .skipped = &skipped}).keys() == std::vector<std::string_view>{"n"});
+    CHECK(load_memmap(td_dir, {.skip_undeclared = true, .skipped = &skipped}).keys() ==
+          std::vector<std::string_view>{"n"});
     CHECK(skipped == std::vector<fs::path>{td_dir / "stale"});
     CHECK(load_memmap(td_dir, {.skip_undeclared = true}).size() == 1);
   }
@@ -612,9 +624,10 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     put(dir / "evil.memmap", bytes_of<float>({666}));
     put(dir / "meta.json", td_meta(""));
     put(td_dir / "meta.json", td_meta(R"("../evil": )" + leaf("[1]", "float32")));
-    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + (td_dir / "..%2Fevil.memmap").string() +
-                                                 ": ../evil: data file is missing; expected at least 4 bytes, got no "
-                                                 "file (the raw key is not a safe file name, so no legacy name was tried)");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir),
+                        "tensorfile: " + (td_dir / "..%2Fevil.memmap").string() +
+                            ": ../evil: data file is missing; expected at least 4 bytes, got no "
+                            "file (the raw key is not a safe file name, so no legacy name was tried)");
     put(td_dir / "meta.json", td_meta(R"(")" + (dir / "evil").string() + R"(": )" + leaf("[1]", "float32")));
     REQUIRE_THROWS_WITH(load_memmap(td_dir), Catch::Contains("the raw key is not a safe file name"));
     put(td_dir / "meta.json", td_meta(R"("..": {"type": "TensorDict"})"));
@@ -652,17 +665,20 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     }
     put(level / "meta.json", td_meta(""));
     REQUIRE_THROWS_AS(load_memmap(td_dir), LimitError);
-    REQUIRE_THROWS_WITH(load_memmap(td_dir), Catch::EndsWith("/d: tree is nested too deeply; expected at most 256 levels"));
+    REQUIRE_THROWS_WITH(load_memmap(td_dir),
+                        Catch::EndsWith("/d: tree is nested too deeply; expected at most 256 levels"));
   }
   SECTION("view types tensorfile does not read") {
     put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._td._SubTensorDict'>", "index": 1})");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir),
-                        "tensorfile: " + meta_path +
-                            ": collection type <class 'tensordict._td._SubTensorDict'> is not supported; expected a "
-                            "TensorDict, tensorclass, lazy stack or non-tensor data (save a contiguous copy of the view "
-                            "instead)");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path +
+            ": collection type <class 'tensordict._td._SubTensorDict'> is not supported; expected a "
+            "TensorDict, tensorclass, lazy stack or non-tensor data (save a contiguous copy of the view "
+            "instead)");
     put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>"})");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
-                                                 ": lazy stack has no integer \"stack_dim\"; expected an int, got none");
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir),
+        "tensorfile: " + meta_path + ": lazy stack has no integer \"stack_dim\"; expected an int, got none");
   }
 }

@@ -47,8 +47,8 @@ TEST_CASE("keys encode to file names as tensordict 0.14 does", "[tensordict][key
 TEST_CASE("legacy raw names are tried only for safe keys", "[tensordict][keys]") {
   CHECK(is_safe_legacy_key("plain", false));
   CHECK(is_safe_legacy_key("sp ace", true));
-  CHECK(is_safe_legacy_key("", false));   // ".memmap" stays inside
-  CHECK(is_safe_legacy_key("..", false)); // "...memmap" stays inside
+  CHECK(is_safe_legacy_key("", false));    // ".memmap" stays inside
+  CHECK(is_safe_legacy_key("..", false));  // "...memmap" stays inside
   CHECK_FALSE(is_safe_legacy_key("", true));
   CHECK_FALSE(is_safe_legacy_key(".", true));
   CHECK_FALSE(is_safe_legacy_key("..", true));
@@ -96,9 +96,9 @@ TEST_CASE("JsonReader reads Python's json dialect", "[tensordict][json]") {
     CHECK(parse("-1e400").as_float() == -HUGE_VAL);
     CHECK(parse("1e-400").as_float() == 0.0);
     CHECK(parse("0.0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-                 "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-                 "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
-                 "00000000000000000000000000000000000000000000000000000000000001")
+                "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                "00000000000000000000000000000000000000000000000000000000000001")
               .as_float() == 0.0);
   }
   SECTION("integers beyond 64 bits become BigInt") {
@@ -126,23 +126,35 @@ TEST_CASE("JsonReader reads Python's json dialect", "[tensordict][json]") {
 }
 
 TEST_CASE("JsonReader errors name the file, what was expected, what was found and the byte", "[tensordict][json]") {
-  REQUIRE_THROWS_WITH(parse(""), "tensorfile: dir/meta.json: invalid JSON; expected a JSON value, got end of file (at byte 0)");
-  REQUIRE_THROWS_WITH(parse("{"), "tensorfile: dir/meta.json: invalid JSON; expected a string, got end of file (at byte 1)");
-  REQUIRE_THROWS_WITH(parse(R"({"a" 1})"), "tensorfile: dir/meta.json: invalid JSON; expected ':', got '1' (at byte 5)");
+  REQUIRE_THROWS_WITH(parse(""),
+                      "tensorfile: dir/meta.json: invalid JSON; expected a JSON value, got end of file (at byte 0)");
+  REQUIRE_THROWS_WITH(parse("{"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected a string, got end of file (at byte 1)");
+  REQUIRE_THROWS_WITH(parse(R"({"a" 1})"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected ':', got '1' (at byte 5)");
   REQUIRE_THROWS_WITH(parse(R"({"a": 1 "b": 2})"),
                       "tensorfile: dir/meta.json: invalid JSON; expected ',' or '}', got '\"' (at byte 8)");
-  REQUIRE_THROWS_WITH(parse("[1, 2"), "tensorfile: dir/meta.json: invalid JSON; expected ',' or ']', got end of file (at byte 5)");
-  REQUIRE_THROWS_WITH(parse("{} x"), "tensorfile: dir/meta.json: invalid JSON; expected the end of the file, got 'x' (at byte 3)");
-  REQUIRE_THROWS_WITH(parse("nan"), "tensorfile: dir/meta.json: invalid JSON; expected a JSON value, got 'n' (at byte 0)");
-  REQUIRE_THROWS_WITH(parse("01"), "tensorfile: dir/meta.json: invalid JSON; expected the end of the file, got '1' (at byte 1)");
+  REQUIRE_THROWS_WITH(parse("[1, 2"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected ',' or ']', got end of file (at byte 5)");
+  REQUIRE_THROWS_WITH(parse("{} x"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected the end of the file, got 'x' (at byte 3)");
+  REQUIRE_THROWS_WITH(parse("nan"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected a JSON value, got 'n' (at byte 0)");
+  REQUIRE_THROWS_WITH(parse("01"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected the end of the file, got '1' (at byte 1)");
   REQUIRE_THROWS_WITH(parse("\"a\x01\""),
-                      "tensorfile: dir/meta.json: invalid JSON; expected a string without raw control characters, got byte 0x01 (at byte 2)");
-  REQUIRE_THROWS_WITH(parse("\"\xff\""), "tensorfile: dir/meta.json: invalid JSON; expected valid UTF-8, got byte 0xff (at byte 1)");
+                      "tensorfile: dir/meta.json: invalid JSON; expected a string without raw control characters, got "
+                      "byte 0x01 (at byte 2)");
+  REQUIRE_THROWS_WITH(parse("\"\xff\""),
+                      "tensorfile: dir/meta.json: invalid JSON; expected valid UTF-8, got byte 0xff (at byte 1)");
   REQUIRE_THROWS_WITH(parse(R"("\x")"),
-                      "tensorfile: dir/meta.json: invalid JSON; expected a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX), got 'x' (at byte 2)");
-  REQUIRE_THROWS_WITH(parse(R"("\u12")"),
-                      "tensorfile: dir/meta.json: invalid JSON; expected four hex digits after \\u, got '\"' (at byte 5)");
-  REQUIRE_THROWS_WITH(parse("\"abc"), "tensorfile: dir/meta.json: invalid JSON; expected a closing '\"', got end of file (at byte 4)");
+                      "tensorfile: dir/meta.json: invalid JSON; expected a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r "
+                      "\\t \\uXXXX), got 'x' (at byte 2)");
+  REQUIRE_THROWS_WITH(
+      parse(R"("\u12")"),
+      "tensorfile: dir/meta.json: invalid JSON; expected four hex digits after \\u, got '\"' (at byte 5)");
+  REQUIRE_THROWS_WITH(parse("\"abc"),
+                      "tensorfile: dir/meta.json: invalid JSON; expected a closing '\"', got end of file (at byte 4)");
   REQUIRE_THROWS_AS(parse(std::string(600, '[') + std::string(600, ']')), LimitError);
   try {
     (void)parse("[1,]");
@@ -192,8 +204,8 @@ TEST_CASE("read_dir_meta classifies the members of a TensorDict meta.json", "[te
     }
   }
   SECTION("bad dtypes and shapes are recorded, not thrown, until used") {
-    const DirMeta bad = read_dir_meta(R"({"a": {"dtype": "float32", "shape": [-1]}, "b": {"dtype": 3, "shape": [1.5]}})",
-                                      meta_file);
+    const DirMeta bad =
+        read_dir_meta(R"({"a": {"dtype": "float32", "shape": [-1]}, "b": {"dtype": 3, "shape": [1.5]}})", meta_file);
     CHECK(bad.members[0].kind == MemberKind::leaf);
     CHECK_FALSE(bad.members[0].dtype);
     CHECK_FALSE(bad.members[0].shape);
@@ -242,8 +254,8 @@ TEST_CASE("JsonWriter writes Python's json (or orjson) bytes", "[tensordict][jso
     CHECK(dump(Value("\xed\xa0\x80")) == R"("\ud800")");  // a lone surrogate, as Python writes it
   }
   SECTION("round trips") {
-    for (const char* text : {R"({"a": {"b": [1, -2, 3.25, "x\u00e9"]}, "c": NaN})", R"([1e-05, 1e+16, -0.0, "\ud83d\ude00"])",
-                             R"({"": 18446744073709551616})"}) {
+    for (const char* text : {R"({"a": {"b": [1, -2, 3.25, "x\u00e9"]}, "c": NaN})",
+                             R"([1e-05, 1e+16, -0.0, "\ud83d\ude00"])", R"({"": 18446744073709551616})"}) {
       INFO(text);
       const Value v = parse(text);
       if (std::string(text).find("NaN") == std::string::npos) CHECK(parse(dump(v)) == v);

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/formats/tensordict/save_memmap.hpp>: the trees of tensordict 0.14, byte for byte,
-// round trips of every kind of entry, refusals, and safe replacement of an existing tree.
+// Tests of save_memmap.hpp: tensordict 0.14's trees byte for byte, round trips, refusals, safe replacement.
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
 
@@ -99,30 +98,27 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
   };
 
   SECTION("s01_basic: nested TensorDicts") {
-    const TensorDict td(
-        {{"a", values<float>({0, 1, 2, 3, 4, 5}, {2, 3})},
-         {"nested",
-          TensorDict({{"b", values<BFloat16>({BFloat16(1.0f), BFloat16(1.0f)})},
-                      {"deeper", TensorDict({{"c", values<std::int64_t>({1, 2})}}, {2})}},
-                     {2})}},
-        {2});
+    const TensorDict td({{"a", values<float>({0, 1, 2, 3, 4, 5}, {2, 3})},
+                         {"nested", TensorDict({{"b", values<BFloat16>({BFloat16(1.0f), BFloat16(1.0f)})},
+                                                {"deeper", TensorDict({{"c", values<std::int64_t>({1, 2})}}, {2})}},
+                                               {2})}},
+                        {2});
     same_tree(td, "s01_basic");
   }
   SECTION("s02_dtypes: one leaf per dtype") {
-    const TensorDict td(
-        {{"float16", values<Half>({Half(1.5f), Half(-2.25f), Half(3.0f)})},
-         {"bfloat16", values<BFloat16>({BFloat16(1.5f), BFloat16(-2.25f), BFloat16(3.0f)})},
-         {"float32", values<float>({1.5f, -2.25f, 3.0f})},
-         {"float64", values<double>({1.5, -2.25, 3.0})},
-         {"int8", values<std::int8_t>({1, -2, 3})},
-         {"int16", values<std::int16_t>({1, -2, 3})},
-         {"int32", values<std::int32_t>({1, -2, 3})},
-         {"int64", values<std::int64_t>({1, -2, 3})},
-         {"uint8", values<std::uint8_t>({1, 254, 3})},
-         {"bool", values<bool>({true, false, true})},
-         {"complex64", values<std::complex<float>>({{1, 2}, {-3.5f, 0.5f}, {0, 0}})},
-         {"complex128", values<std::complex<double>>({{1, 2}, {-3.5, 0.5}, {0, 0}})}},
-        {3});
+    const TensorDict td({{"float16", values<Half>({Half(1.5f), Half(-2.25f), Half(3.0f)})},
+                         {"bfloat16", values<BFloat16>({BFloat16(1.5f), BFloat16(-2.25f), BFloat16(3.0f)})},
+                         {"float32", values<float>({1.5f, -2.25f, 3.0f})},
+                         {"float64", values<double>({1.5, -2.25, 3.0})},
+                         {"int8", values<std::int8_t>({1, -2, 3})},
+                         {"int16", values<std::int16_t>({1, -2, 3})},
+                         {"int32", values<std::int32_t>({1, -2, 3})},
+                         {"int64", values<std::int64_t>({1, -2, 3})},
+                         {"uint8", values<std::uint8_t>({1, 254, 3})},
+                         {"bool", values<bool>({true, false, true})},
+                         {"complex64", values<std::complex<float>>({{1, 2}, {-3.5f, 0.5f}, {0, 0}})},
+                         {"complex128", values<std::complex<double>>({{1, 2}, {-3.5, 0.5}, {0, 0}})}},
+                        {3});
     same_tree(td, "s02_dtypes");
   }
   SECTION("s03_shapes: 0-d, zero-element (no file), transposed, expanded and sliced sources") {
@@ -156,11 +152,11 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
     extra.fields.set(Value("_is_non_tensor"), Value(true));
     extra.fields.set(Value("_metadata"), Value(None{}));
     extra.pickle = file_bytes(sample("s07_tensorclass") / "tc" / "_tensordict" / "extra" / "other.pickle");
-    const TensorDict fields({{"x", values<float>({1, 1, 1, 1}, {2, 2})}, {"label", non_tensor("hello")}, {"extra", extra}},
-                            {2});
-    const TensorDict td({{"tc", TensorDict::tensorclass("<class '__main__.MyTC'>", fields)},
-                         {"y", Tensor::zeros({2}, DType::Float32)}},
-                        {2});
+    const TensorDict fields(
+        {{"x", values<float>({1, 1, 1, 1}, {2, 2})}, {"label", non_tensor("hello")}, {"extra", extra}}, {2});
+    const TensorDict td(
+        {{"tc", TensorDict::tensorclass("<class '__main__.MyTC'>", fields)}, {"y", Tensor::zeros({2}, DType::Float32)}},
+        {2});
     same_tree(td, "s07_tensorclass");
   }
 }
@@ -189,8 +185,9 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
                          {"sub/dir", TensorDict({{"x", values<float>({10})}})},
                          {"..", TensorDict()}});
     round_trip(td);
-    for (const char* file : {"%.memmap", "%2E.memmap", "a%2Fb.memmap", "sp%20ace.memmap", "pct%2541.memmap",
-                             "tab%09key.memmap", "\xc3\xa9-unicode.memmap", "sub%2Fdir/meta.json", "%2E%2E/meta.json"}) {
+    for (const char* file :
+         {"%.memmap", "%2E.memmap", "a%2Fb.memmap", "sp%20ace.memmap", "pct%2541.memmap", "tab%09key.memmap",
+          "\xc3\xa9-unicode.memmap", "sub%2Fdir/meta.json", "%2E%2E/meta.json"}) {
       INFO(file);
       CHECK(fs::exists(dir / "rt" / file));
     }
@@ -207,7 +204,8 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     CHECK(slurp(dir / "rt" / "nt.shape.memmap") == std::string(reinterpret_cast<const char*>(table), sizeof table));
     CHECK(fs::file_size(dir / "rt" / "nt.shape.memmap") == 32);
     CHECK(fs::file_size(dir / "rt" / "nt.memmap") == 36);
-    CHECK(slurp(dir / "rt" / "meta.json").find(R"("nt": {"device": "cpu", "shape": [2, 2], "dtype": "torch.float32", "is_nested": true})") !=
+    CHECK(slurp(dir / "rt" / "meta.json")
+              .find(R"("nt": {"device": "cpu", "shape": [2, 2], "dtype": "torch.float32", "is_nested": true})") !=
           std::string::npos);
     CHECK(back["nt"].as_nested_tensor().component(1).equal(parts[1]));
   }
@@ -226,19 +224,23 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     const TensorDict back = round_trip(td);  // false for "nan" alone: NaN != NaN, as in Python
     for (const char* key : {"st", "ns", "np"}) CHECK(back[key] == on_cpu(td)[key]);
     CHECK(std::isnan(back["nan"].as_non_tensor().data()[0].as_float()));
-    CHECK(slurp(dir / "rt" / "ns" / "meta.json") ==
-          R"({"_type":"<class 'tensordict.tensorclass.NonTensorStack'>","stack_dim":0,"device":null,"data":["s0","s1"]})");
+    CHECK(
+        slurp(dir / "rt" / "ns" / "meta.json") ==
+        R"({"_type":"<class 'tensordict.tensorclass.NonTensorStack'>","stack_dim":0,"device":null,"data":["s0","s1"]})");
     CHECK(slurp(dir / "rt" / "np" / "pickle.pkl") == std::string("\x80\x04N.", 4));
     CHECK(slurp(dir / "rt" / "st" / "meta.json") ==
           R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
-    CHECK(slurp(dir / "rt" / "meta.json").starts_with(R"({"st": {"type": "LazyStackedTensorDict"}, "ns": {"type": "NonTensorStack"})"));
-    CHECK(slurp(dir / "rt" / "nan" / "meta.json") ==
-          R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": [NaN, Infinity, 1e-05], "_is_non_tensor": true, "_metadata": null})");
+    CHECK(slurp(dir / "rt" / "meta.json")
+              .starts_with(R"({"st": {"type": "LazyStackedTensorDict"}, "ns": {"type": "NonTensorStack"})"));
+    CHECK(
+        slurp(dir / "rt" / "nan" / "meta.json") ==
+        R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": [NaN, Infinity, 1e-05], "_is_non_tensor": true, "_metadata": null})");
   }
   SECTION("a tensorclass with JSON attributes and a pickle, at the root") {
     Dict attrs;
     attrs.set(Value("extra"), Value(None{}));
-    TensorDict tc = TensorDict::tensorclass("<class 'mymod.Point'>", TensorDict({{"x", values<double>({1, 2})}}, {2}), attrs);
+    TensorDict tc =
+        TensorDict::tensorclass("<class 'mymod.Point'>", TensorDict({{"x", values<double>({1, 2})}}, {2}), attrs);
     tc.class_pickle() = Bytes{{std::byte{0x80}}};
     round_trip(tc);
     CHECK(slurp(dir / "rt" / "meta.json") == R"({"_type": "<class 'mymod.Point'>", "extra": null})");
@@ -254,7 +256,8 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
                         "tensorfile: " + (dir / "raw2").string() +
                             ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
                             "encode_keys is off, got \"a/b\"");
-    REQUIRE_THROWS_AS(save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.encode_keys = false}), ArgumentError);
+    REQUIRE_THROWS_AS(save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.encode_keys = false}),
+                      ArgumentError);
   }
   SECTION("relative prefixes, trailing separators, sync") {
     const TensorDict td({{"a", values<float>({1, 2})}}, {2});
@@ -268,13 +271,14 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
 TEST_CASE("memmap returns a TensorDict of shared mappings of the new files", "[save_memmap]") {
   const tensorfile_test::ScratchDir dir;
   const std::vector<Tensor> parts{values<float>({1, 2}, {2}), values<float>({3}, {1})};
-  const TensorDict td({{"a", values<float>({0, 1, 2, 3}, {2, 2})},
-                       {"e", Tensor::zeros({2, 0}, DType::Int64)},
-                       {"t", values<std::int32_t>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1).slice(0, 0, 2)},
-                       {"nt", NestedTensor::from_components(parts)},
-                       {"s", non_tensor("x")},
-                       {"tc", TensorDict::tensorclass("<class 'm.TC'>", TensorDict({{"x", values<float>({5, 6})}}, {2}))}},
-                      {2});
+  const TensorDict td(
+      {{"a", values<float>({0, 1, 2, 3}, {2, 2})},
+       {"e", Tensor::zeros({2, 0}, DType::Int64)},
+       {"t", values<std::int32_t>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1).slice(0, 0, 2)},
+       {"nt", NestedTensor::from_components(parts)},
+       {"s", non_tensor("x")},
+       {"tc", TensorDict::tensorclass("<class 'm.TC'>", TensorDict({{"x", values<float>({5, 6})}}, {2}))}},
+      {2});
   TensorDict mapped = memmap(td, dir / "m");
   CHECK(mapped == td);
   CHECK(on_cpu(mapped) == load_memmap(dir / "m"));
@@ -308,11 +312,13 @@ TEST_CASE("save_memmap refuses what would lose data, and leaves nothing behind",
       REQUIRE_THROWS_WITH(save_memmap(td, prefix),
                           "tensorfile: " + prefix.string() + ": " + key +
                               ": key collides with a reserved meta.json member (tensordict would lose it); expected a "
-                              "key other than \"shape\", \"device\" and \"_type\", got \"" + key + "\"");
+                              "key other than \"shape\", \"device\" and \"_type\", got \"" +
+                              key + "\"");
       nothing_left();
     }
     const TensorDict nested({{"n", TensorDict({{"shape", values<float>({1})}})}});
-    REQUIRE_THROWS_WITH(save_memmap(nested, prefix), Catch::Contains((prefix / "n").string() + ": shape: key collides"));
+    REQUIRE_THROWS_WITH(save_memmap(nested, prefix),
+                        Catch::Contains((prefix / "n").string() + ": shape: key collides"));
     nothing_left();
   }
   SECTION("two keys mapping to one file") {
@@ -351,8 +357,9 @@ TEST_CASE("save_memmap refuses what would lose data, and leaves nothing behind",
     items.emplace_back(TensorDict());
     TensorDict stack = TensorDict::lazy_stack(std::move(items));
     stack.set("x", TensorDict());
-    REQUIRE_THROWS_WITH(save_memmap(stack, prefix), "tensorfile: " + prefix.string() +
-                                                        ": x: lazy stack key is out of sequence; expected \"1\", got \"x\"");
+    REQUIRE_THROWS_WITH(
+        save_memmap(stack, prefix),
+        "tensorfile: " + prefix.string() + ": x: lazy stack key is out of sequence; expected \"1\", got \"x\"");
     nothing_left();
   }
 }
@@ -381,9 +388,10 @@ TEST_CASE("save_memmap replaces an existing tree safely", "[save_memmap]") {
     REQUIRE_THROWS_WITH(save_memmap(second, prefix, {.overwrite = false}),
                         "tensorfile: " + prefix.string() + ": exists; expected a new path (overwrite is off)");
     fs::create_directories(dir / "home" / "docs");
-    REQUIRE_THROWS_WITH(save_memmap(second, dir / "home"),
-                        "tensorfile: " + (dir / "home").string() +
-                            ": exists and is not a tensordict tree; expected an empty directory or one holding meta.json");
+    REQUIRE_THROWS_WITH(
+        save_memmap(second, dir / "home"),
+        "tensorfile: " + (dir / "home").string() +
+            ": exists and is not a tensordict tree; expected an empty directory or one holding meta.json");
     CHECK(fs::exists(dir / "home" / "docs"));
     std::ofstream(dir / "file") << "x";
     REQUIRE_THROWS_WITH(save_memmap(second, dir / "file"),

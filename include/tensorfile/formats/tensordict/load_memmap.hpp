@@ -31,7 +31,8 @@ namespace tensorfile {
 
 /// How load_memmap maps data files.
 enum class MemmapAccess : std::uint8_t {
-  automatic,      ///< as tensordict: files this process may write are mapped MAP_SHARED (writes reach the file), others MAP_PRIVATE (copy-on-write)
+  automatic,      ///< as tensordict: files this process may write are mapped MAP_SHARED (writes reach the file), others
+                  ///< MAP_PRIVATE (copy-on-write)
   read_only,      ///< MAP_PRIVATE, PROT_READ: the tensors are read-only
   copy_on_write,  ///< MAP_PRIVATE: writes stay in this process
   shared,         ///< MAP_SHARED: writes reach the files; a file that cannot be opened for writing is an IoError
@@ -39,14 +40,18 @@ enum class MemmapAccess : std::uint8_t {
 
 /// Options of load_memmap.
 struct MemmapLoadOptions {
-  std::optional<Device> device{};  ///< none: CPU tensors mapping the files; meta: shapes and dtypes only, no .memmap file opened; cuda:N: mapped, then copied there (needs <tensorfile/cuda.hpp>, else DeviceError)
-  bool non_blocking = false;       ///< let device copies complete asynchronously (CUDA only; no effect on CPU and meta)
-  TensorDict* out = nullptr;       ///< fill this TensorDict (entries replaced, sub-TensorDicts filled in place, as tensordict's out=); the result is a copy of it
+  std::optional<Device>
+      device{};  ///< none: CPU tensors mapping the files; meta: shapes and dtypes only, no .memmap file opened; cuda:N:
+                 ///< mapped, then copied there (needs <tensorfile/cuda.hpp>, else DeviceError)
+  bool non_blocking = false;  ///< let device copies complete asynchronously (CUDA only; no effect on CPU and meta)
+  TensorDict* out = nullptr;  ///< fill this TensorDict (entries replaced, sub-TensorDicts filled in place, as
+                              ///< tensordict's out=); the result is a copy of it
   MemmapAccess access = MemmapAccess::automatic;  ///< how data files are mapped
-  bool skip_missing = false;       ///< drop leaves and declared sub-collections whose files are missing instead of throwing
-  bool skip_undeclared = false;    ///< ignore subdirectories that meta.json does not declare instead of throwing
+  bool skip_missing = false;  ///< drop leaves and declared sub-collections whose files are missing instead of throwing
+  bool skip_undeclared = false;  ///< ignore subdirectories that meta.json does not declare instead of throwing
   std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
-  std::uint64_t max_meta_json_bytes = std::uint64_t{1} << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
+  std::uint64_t max_meta_json_bytes = std::uint64_t{1}
+                                      << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
 };
 
 }  // namespace tensorfile
@@ -57,8 +62,8 @@ namespace tensorfile::detail::td {
 /// one mmap (none on meta). Files are only ever opened, never created, grown or written.
 class MemmapLoader {
  public:
-  MemmapLoader(const std::filesystem::path& prefix, const MemmapLoadOptions& options)
-      : options_(options), prefix_(prefix) {
+  MemmapLoader(std::filesystem::path prefix, const MemmapLoadOptions& options)
+      : options_(options), prefix_(std::move(prefix)) {
     if (options.device) {
       meta_ = options.device->is_meta();
       copy_to_device_ = !options.device->is_cpu() && !meta_;
@@ -75,8 +80,8 @@ class MemmapLoader {
     if (!root.fd.valid()) {
       const int error = errno;
       if (error == ENOTDIR) {
-        throw UnsupportedError(
-            "is a file; expected a tensordict memmap directory (.tdz archives are not supported)", {.file = prefix_});
+        throw UnsupportedError("is a file; expected a tensordict memmap directory (.tdz archives are not supported)",
+                               {.file = prefix_});
       }
       throw IoError("cannot open directory", error, {.file = prefix_});
     }
@@ -167,8 +172,8 @@ class MemmapLoader {
     if (error == EISDIR) {
       throw FormatError("is a directory; expected a data file", {.file = dir.path / name});
     }
-    throw IoError(mode == RegionMode::shared ? "cannot open for reading and writing" : "cannot open for reading",
-                  error, {.file = dir.path / name});
+    throw IoError(mode == RegionMode::shared ? "cannot open for reading and writing" : "cannot open for reading", error,
+                  {.file = dir.path / name});
   }
 
   /// Opens a small side file (meta.json, pickles) of `dir`; an invalid Fd when it does not exist.
@@ -237,8 +242,8 @@ class MemmapLoader {
     }
     if (from_tensordict && cls == "NonTensorData") return Entry(load_non_tensor(dir, reader, std::move(type_name)));
     if (from_tensordict && cls == "NonTensorStack") {
-      const bool has_data = std::any_of(meta.members.begin(), meta.members.end(),
-                                        [](const MetaMember& m) { return m.key == "data"; });
+      const bool has_data =
+          std::any_of(meta.members.begin(), meta.members.end(), [](const MetaMember& m) { return m.key == "data"; });
       if (has_data) return Entry(load_non_tensor(dir, reader, std::move(type_name)));
       return load_lazy_stack(dir, reader, std::move(type_name), out);  // the pre-0.4 layout: 0/, 1/...
     }
@@ -263,9 +268,9 @@ class MemmapLoader {
       reader.seek(*meta.shape_at);
       auto shape = reader.try_parse_shape();
       if (!shape) {
-        throw FormatError("invalid batch size; expected a list of non-negative integers, got " +
-                              reader.snippet_at(*meta.shape_at),
-                          {.file = meta_path, .member = "shape", .offset = *meta.shape_at});
+        throw FormatError(
+            "invalid batch size; expected a list of non-negative integers, got " + reader.snippet_at(*meta.shape_at),
+            {.file = meta_path, .member = "shape", .offset = *meta.shape_at});
       }
       batch = std::move(*shape);
     }
@@ -392,10 +397,11 @@ class MemmapLoader {
         report_skipped(dir.path / name);
         continue;
       }
-      throw FormatError("subdirectory is not declared in meta.json; expected only the sub-collections meta.json "
-                        "lists, got an undeclared directory (left by an earlier save, or a tensordict 0.3 tree? "
-                        "skip_undeclared ignores it)",
-                        {.file = dir.path / name});
+      throw FormatError(
+          "subdirectory is not declared in meta.json; expected only the sub-collections meta.json "
+          "lists, got an undeclared directory (left by an earlier save, or a tensordict 0.3 tree? "
+          "skip_undeclared ignores it)",
+          {.file = dir.path / name});
     }
   }
 
@@ -410,9 +416,9 @@ class MemmapLoader {
                        {.file = meta_path, .member = member.key, .offset = member.dtype_at});
     }
     if (!member.shape) {
-      throw FormatError("invalid shape; expected a list of non-negative integers, got " +
-                            reader.snippet_at(member.shape_at),
-                        {.file = meta_path, .member = member.key, .offset = member.shape_at});
+      throw FormatError(
+          "invalid shape; expected a list of non-negative integers, got " + reader.snippet_at(member.shape_at),
+          {.file = meta_path, .member = member.key, .offset = member.shape_at});
     }
     if (!member.is_nested_valid) {
       throw FormatError("invalid is_nested; expected true or false, got " + reader.snippet_at(member.is_nested_at),
@@ -493,9 +499,9 @@ class MemmapLoader {
     }
     const auto size = static_cast<std::uint64_t>(info.st_size);
     if (size < bytes) {
-      throw FormatError("data file is too short; expected at least " + std::to_string(bytes) + " bytes, got " +
-                            std::to_string(size),
-                        {.file = dir.path / name_, .member = key});
+      throw FormatError(
+          "data file is too short; expected at least " + std::to_string(bytes) + " bytes, got " + std::to_string(size),
+          {.file = dir.path / name_, .member = key});
     }
     void* address = map_file(fd.get(), bytes, mode);
     if (address == MAP_FAILED) {
@@ -534,16 +540,18 @@ class MemmapLoader {
         const std::int64_t s = sizes[row * table_shape[1] + d];
         auto product = s < 0 ? std::nullopt : detail::checked_mul(count, s);
         if (!product) {
-          throw FormatError("nested size table holds an invalid size; expected non-negative sizes, got " +
-                                std::to_string(s),
-                            {.file = dir.path / nested_shape_file_name(encode_key(member.key) + ".memmap"),
-                             .member = member.key,
-                             .offset = static_cast<std::uint64_t>((row * table_shape[1] + d) * 8)});
+          throw FormatError(
+              "nested size table holds an invalid size; expected non-negative sizes, got " + std::to_string(s),
+              {.file = dir.path / nested_shape_file_name(encode_key(member.key) + ".memmap"),
+               .member = member.key,
+               .offset = static_cast<std::uint64_t>((row * table_shape[1] + d) * 8)});
         }
         count = *product;
       }
       auto sum = detail::checked_add(total, count);
-      if (!sum) throw FormatError("nested tensor is too large; expected at most 2^63 elements", {.file = meta_path, .member = member.key});
+      if (!sum)
+        throw FormatError("nested tensor is too large; expected at most 2^63 elements",
+                          {.file = meta_path, .member = member.key});
       total = *sum;
     }
     const Shape flat{total};
@@ -609,9 +617,9 @@ class MemmapLoader {
     TensorDict* td = out;
     if (loaded) {
       if (!loaded->is_tensordict()) {
-        throw FormatError("_tensordict/ holds a " + std::string(Entry::kind_name(loaded->kind())) +
-                              "; expected a TensorDict",
-                          {.file = inner.path});
+        throw FormatError(
+            "_tensordict/ holds a " + std::string(Entry::kind_name(loaded->kind())) + "; expected a TensorDict",
+            {.file = inner.path});
       }
       td = &loaded->as_tensordict();
     }

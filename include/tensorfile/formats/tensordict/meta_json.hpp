@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// meta.json of tensordict trees: a tolerant JSON reader (Python's json dialect: NaN, Infinity, big ints,
-// surrogates), a fast reader for TensorDict directories, and a writer matching Python's json or orjson bytes.
+// meta.json: Python's JSON dialect read (NaN, big ints, surrogates) and written byte for byte (json or orjson).
 #pragma once
 
 #include <algorithm>
@@ -328,8 +327,8 @@ class JsonReader {
       std::int64_t value = 0;
       const char* first = text_.data() + pos_;
       const char* last = text_.data() + text_.size();
-      if (first == last || *first < '0' || *first > '9' || (*first == '0' && last - first > 1 && first[1] >= '0' &&
-                                                             first[1] <= '9')) {
+      if (first == last || *first < '0' || *first > '9' ||
+          (*first == '0' && last - first > 1 && first[1] >= '0' && first[1] <= '9')) {
         pos_ = start;
         return std::nullopt;
       }
@@ -471,8 +470,10 @@ class JsonReader {
     }
     if (i < number.size() && number[i] == '.') {
       for (++i; i < number.size() && number[i] >= '0' && number[i] <= '9'; ++i) {
-        if (!nonzero_integer && number[i] == '0') ++leading_zeros;
-        else break;
+        if (!nonzero_integer && number[i] == '0')
+          ++leading_zeros;
+        else
+          break;
       }
     }
     std::int64_t exponent = 0;
@@ -496,33 +497,33 @@ class JsonReader {
 
 /// What one member of a TensorDict meta.json describes.
 enum class MemberKind : std::uint8_t {
-  reserved,     ///< "shape", "device" or "_type": the directory's own fields, never a key
-  not_object,   ///< any other non-object value: ignored, as tensordict does
-  other,        ///< an object that is neither a leaf nor a collection: ignored, as tensordict does
-  leaf,         ///< {"dtype": ..., "shape": ...}: a tensor in <enc(key)>.memmap
-  collection,   ///< {"type": ...}: a sub-collection in the subdirectory <enc(key)>
+  reserved,    ///< "shape", "device" or "_type": the directory's own fields, never a key
+  not_object,  ///< any other non-object value: ignored, as tensordict does
+  other,       ///< an object that is neither a leaf nor a collection: ignored, as tensordict does
+  leaf,        ///< {"dtype": ..., "shape": ...}: a tensor in <enc(key)>.memmap
+  collection,  ///< {"type": ...}: a sub-collection in the subdirectory <enc(key)>
 };
 
 /// One member of a TensorDict meta.json, as the loader needs it.
 struct MetaMember {
-  std::string key;                   ///< the raw key
-  std::size_t value_at = 0;          ///< byte offset of the value
+  std::string key;           ///< the raw key
+  std::size_t value_at = 0;  ///< byte offset of the value
   MemberKind kind = MemberKind::other;
-  std::optional<DType> dtype;        ///< leaf dtype, when it names one
-  std::size_t dtype_at = 0;          ///< byte offset of the "dtype" value
-  std::optional<Shape> shape;        ///< leaf shape, when it is a list of non-negative ints
-  std::size_t shape_at = 0;          ///< byte offset of the "shape" value
-  bool is_nested = false;            ///< "is_nested": true
-  bool is_nested_valid = true;       ///< "is_nested" is absent or a bool
-  std::size_t is_nested_at = 0;      ///< byte offset of the "is_nested" value
+  std::optional<DType> dtype;    ///< leaf dtype, when it names one
+  std::size_t dtype_at = 0;      ///< byte offset of the "dtype" value
+  std::optional<Shape> shape;    ///< leaf shape, when it is a list of non-negative ints
+  std::size_t shape_at = 0;      ///< byte offset of the "shape" value
+  bool is_nested = false;        ///< "is_nested": true
+  bool is_nested_valid = true;   ///< "is_nested" is absent or a bool
+  std::size_t is_nested_at = 0;  ///< byte offset of the "is_nested" value
 };
 
 /// A TensorDict meta.json read by read_dir_meta: members in file order, and the reserved ones' offsets.
 struct DirMeta {
-  std::vector<MetaMember> members;     ///< every member, in order (a repeated key appears twice)
-  std::optional<std::size_t> type_at;  ///< "_type" value offset (the last one wins, as in Python)
-  std::optional<std::size_t> shape_at; ///< "shape" value offset
-  std::optional<std::size_t> device_at;///< "device" value offset
+  std::vector<MetaMember> members;       ///< every member, in order (a repeated key appears twice)
+  std::optional<std::size_t> type_at;    ///< "_type" value offset (the last one wins, as in Python)
+  std::optional<std::size_t> shape_at;   ///< "shape" value offset
+  std::optional<std::size_t> device_at;  ///< "device" value offset
 };
 
 /// Reads one {"type"|"dtype"|"shape"|"is_nested"...} entry object at the cursor into `member`.
@@ -593,8 +594,9 @@ inline void read_entry_object(JsonReader& in, MetaMember& member, std::string& s
       member.value_at = (in.skip_ws(), in.position());
       if (member.key == "shape" || member.key == "device" || member.key == "_type") {
         member.kind = MemberKind::reserved;
-        (member.key == "shape" ? meta.shape_at : member.key == "device" ? meta.device_at : meta.type_at) =
-            member.value_at;
+        (member.key == "shape"    ? meta.shape_at
+         : member.key == "device" ? meta.device_at
+                                  : meta.type_at) = member.value_at;
         in.skip_value(1);
       } else if (in.peek() == '{') {
         read_entry_object(in, member, scratch);
@@ -762,9 +764,8 @@ class JsonWriter {
   /// str keys. Anything else throws UnsupportedError (tensordict would pickle it).
   void value(const Value& v, std::size_t depth = 0) {
     if (depth > json_max_depth) {
-      throw LimitError("value nesting is too deep for JSON; expected at most " + std::to_string(json_max_depth) +
-                           " levels",
-                       where);
+      throw LimitError(
+          "value nesting is too deep for JSON; expected at most " + std::to_string(json_max_depth) + " levels", where);
     }
     switch (v.kind()) {
       case Value::Kind::none: out_ += "null"; return;

@@ -31,10 +31,13 @@ namespace tensorfile {
 
 /// Options of save_memmap and memmap.
 struct MemmapSaveOptions {
-  MetaJsonStyle json = MetaJsonStyle::stdlib;  ///< meta.json text: Python's json module (as tensordict without orjson) or orjson's
-  bool overwrite = true;     ///< replace an existing tree at the prefix (a directory holding meta.json, or empty); false: ArgumentError
-  bool encode_keys = true;   ///< %XX-encode file names (tensordict >= 0.13); false writes raw keys for older readers and refuses unsafe ones
-  bool sync = false;         ///< fsync every file and directory before the tree is renamed into place (durable, slower)
+  MetaJsonStyle json =
+      MetaJsonStyle::stdlib;  ///< meta.json text: Python's json module (as tensordict without orjson) or orjson's
+  bool overwrite =
+      true;  ///< replace an existing tree at the prefix (a directory holding meta.json, or empty); false: ArgumentError
+  bool encode_keys = true;  ///< %XX-encode file names (tensordict >= 0.13); false writes raw keys for older readers and
+                            ///< refuses unsafe ones
+  bool sync = false;        ///< fsync every file and directory before the tree is renamed into place (durable, slower)
 };
 
 }  // namespace tensorfile
@@ -177,9 +180,11 @@ class MemmapWriter {
 
   static void refuse_reserved(const std::string& key, const std::filesystem::path& shown) {
     if (key == "shape" || key == "device" || key == "_type") {
-      throw ArgumentError("key collides with a reserved meta.json member (tensordict would lose it); expected a key "
-                          "other than \"shape\", \"device\" and \"_type\", got " + quoted_key(key),
-                          {.file = shown, .member = key});
+      throw ArgumentError(
+          "key collides with a reserved meta.json member (tensordict would lose it); expected a key "
+          "other than \"shape\", \"device\" and \"_type\", got " +
+              quoted_key(key),
+          {.file = shown, .member = key});
     }
   }
 
@@ -257,9 +262,10 @@ class MemmapWriter {
     if (::mkdirat(dir, name.c_str(), 0777) != 0) {
       const int error = errno;
       if (error == EEXIST) {
-        throw ArgumentError("directory name is already used by another key; expected distinct file names, got a "
-                            "collision",
-                            {.file = shown / name, .member = key});
+        throw ArgumentError(
+            "directory name is already used by another key; expected distinct file names, got a "
+            "collision",
+            {.file = shown / name, .member = key});
       }
       throw IoError("cannot create directory", error, {.file = shown / name, .member = key});
     }

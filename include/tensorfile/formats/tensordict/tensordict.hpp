@@ -85,7 +85,9 @@ struct NestedTensor {
   Tensor nested_sizes;  ///< int64 [components, rank] on the host: the shape of each component
 
   /// Number of components.
-  [[nodiscard]] std::int64_t size() const { return nested_sizes.defined() && nested_sizes.dim() == 2 ? nested_sizes.size(0) : 0; }
+  [[nodiscard]] std::int64_t size() const {
+    return nested_sizes.defined() && nested_sizes.dim() == 2 ? nested_sizes.size(0) : 0;
+  }
 
   /// The shape of component `i` (0 <= i < size(); throws ArgumentError otherwise).
   [[nodiscard]] Shape component_shape(std::int64_t i) const {
@@ -101,7 +103,8 @@ struct NestedTensor {
     std::int64_t offset = 0;
     for (std::int64_t k = 0; k < i; ++k) offset += numel_of(component_shape(k));
     Shape shape = component_shape(i);
-    return values.narrow(0, offset, numel_of(shape)).reshape(std::move(shape));
+    const std::int64_t count = numel_of(shape);
+    return values.narrow(0, offset, count).reshape(std::move(shape));
   }
 
   /// Packs host tensors of one dtype and rank into a new NestedTensor (a heap copy). Throws ArgumentError
@@ -113,16 +116,16 @@ struct NestedTensor {
     std::int64_t total = 0;
     for (const Tensor& c : components) {
       if (c.dtype() != dtype || c.dim() != rank) {
-        throw ArgumentError("nested tensor components differ; expected " + std::string(dtype_name(dtype)) + " of rank " +
-                            std::to_string(rank) + ", got " + std::string(dtype_name(c.dtype())) + " of rank " +
-                            std::to_string(c.dim()));
+        throw ArgumentError("nested tensor components differ; expected " + std::string(dtype_name(dtype)) +
+                            " of rank " + std::to_string(rank) + ", got " + std::string(dtype_name(c.dtype())) +
+                            " of rank " + std::to_string(c.dim()));
       }
       total += c.numel();
     }
     NestedTensor out;
     out.values = Tensor::zeros({total}, dtype);
-    out.nested_sizes = Tensor::zeros({static_cast<std::int64_t>(components.size()), static_cast<std::int64_t>(rank)},
-                                     DType::Int64);
+    out.nested_sizes =
+        Tensor::zeros({static_cast<std::int64_t>(components.size()), static_cast<std::int64_t>(rank)}, DType::Int64);
     std::byte* dst = out.values.mutable_raw_data();
     auto* sizes = out.nested_sizes.data<std::int64_t>();
     for (const Tensor& c : components) {
@@ -157,8 +160,8 @@ struct NestedTensor {
 /// dimension). JSON data is held as Values; pickled data only as opaque bytes, never unpickled.
 struct NonTensorData {
   std::string type_name{non_tensor_data_type};  ///< `_type`: non_tensor_data_type, non_tensor_stack_type or a subclass
-  Dict fields{};                   ///< meta.json members after `_type`, in order ("data", "_is_non_tensor", "_metadata"...)
-  std::optional<Bytes> pickle{};   ///< other.pickle (NonTensorData) or pickle.pkl (NonTensorStack), raw bytes
+  Dict fields{};  ///< meta.json members after `_type`, in order ("data", "_is_non_tensor", "_metadata"...)
+  std::optional<Bytes> pickle{};  ///< other.pickle (NonTensorData) or pickle.pkl (NonTensorStack), raw bytes
 
   /// Whether this is a NonTensorStack.
   [[nodiscard]] bool is_stack() const noexcept { return detail::td::class_name_of(type_name) == "NonTensorStack"; }
@@ -216,28 +219,32 @@ class Entry {
   Entry(NestedTensor nested) : value_(std::make_unique<NestedTensor>(std::move(nested))) {}  ///< a nested tensor leaf
   Entry(TensorDict tensordict);                                                              ///< a sub-TensorDict
   Entry(NonTensorData data) : value_(std::make_unique<NonTensorData>(std::move(data))) {}    ///< a non-tensor leaf
-  Entry(const Entry& other);
-  Entry(Entry&&) noexcept = default;
-  Entry& operator=(const Entry& other);
-  Entry& operator=(Entry&&) noexcept = default;
-  ~Entry();
+  Entry(const Entry& other);                     ///< deep copy of a TensorDict; tensors share storage
+  Entry(Entry&&) noexcept = default;             ///< moves
+  Entry& operator=(const Entry& other);          ///< deep copy of a TensorDict; tensors share storage
+  Entry& operator=(Entry&&) noexcept = default;  ///< moves
+  ~Entry();                                      ///< releases the value
 
-  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(value_.index()); }  ///< what it holds
-  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }               ///< a Tensor
-  [[nodiscard]] bool is_nested_tensor() const noexcept { return kind() == Kind::nested_tensor; } ///< a NestedTensor
-  [[nodiscard]] bool is_tensordict() const noexcept { return kind() == Kind::tensordict; }       ///< a TensorDict
-  [[nodiscard]] bool is_non_tensor() const noexcept { return kind() == Kind::non_tensor; }       ///< NonTensorData
+  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(value_.index()); }          ///< what it holds
+  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }                ///< a Tensor
+  [[nodiscard]] bool is_nested_tensor() const noexcept { return kind() == Kind::nested_tensor; }  ///< a NestedTensor
+  [[nodiscard]] bool is_tensordict() const noexcept { return kind() == Kind::tensordict; }        ///< a TensorDict
+  [[nodiscard]] bool is_non_tensor() const noexcept { return kind() == Kind::non_tensor; }        ///< NonTensorData
   /// Whether this is a leaf (anything but a TensorDict).
   [[nodiscard]] bool is_leaf() const noexcept { return kind() != Kind::tensordict; }
 
   /// The held value; each throws ArgumentError naming both kinds when the Entry holds another kind.
   [[nodiscard]] const Tensor& as_tensor() const { return get<Tensor>(Kind::tensor); }
   [[nodiscard]] Tensor& as_tensor() { return get<Tensor>(Kind::tensor); }
-  [[nodiscard]] const NestedTensor& as_nested_tensor() const { return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor); }
+  [[nodiscard]] const NestedTensor& as_nested_tensor() const {
+    return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor);
+  }
   [[nodiscard]] NestedTensor& as_nested_tensor() { return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor); }
   [[nodiscard]] const TensorDict& as_tensordict() const { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
   [[nodiscard]] TensorDict& as_tensordict() { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
-  [[nodiscard]] const NonTensorData& as_non_tensor() const { return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor); }
+  [[nodiscard]] const NonTensorData& as_non_tensor() const {
+    return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor);
+  }
   [[nodiscard]] NonTensorData& as_non_tensor() { return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor); }
 
   /// The entry `key` of a sub-TensorDict: `td["nested"]["e"]`. Throws ArgumentError when this is not a
@@ -265,7 +272,8 @@ class Entry {
   }
 
   // Alternatives in Kind's order; the large rare ones boxed, so that an Entry stays the size of a Tensor.
-  std::variant<Tensor, std::unique_ptr<NestedTensor>, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>> value_;
+  std::variant<Tensor, std::unique_ptr<NestedTensor>, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>>
+      value_;
 };
 
 /// What a TensorDict directory holds, beyond its entries.
@@ -327,13 +335,13 @@ class TensorDict {
 
   // ---- the collection itself ----------------------------------------------------------------
 
-  [[nodiscard]] TensorDictKind kind() const noexcept { return kind_; }                   ///< plain, tensorclass, lazy stack
-  [[nodiscard]] const Shape& batch_size() const noexcept { return batch_size_; }          ///< leading dims of every entry
-  [[nodiscard]] std::optional<Device> device() const noexcept { return device_; }         ///< none, or where the tensors live
-  [[nodiscard]] const std::string& type_name() const noexcept { return type_name_; }      ///< `_type` written to meta.json
+  [[nodiscard]] TensorDictKind kind() const noexcept { return kind_; }             ///< plain, tensorclass, lazy stack
+  [[nodiscard]] const Shape& batch_size() const noexcept { return batch_size_; }   ///< leading dims of every entry
+  [[nodiscard]] std::optional<Device> device() const noexcept { return device_; }  ///< none, or where the tensors live
+  [[nodiscard]] const std::string& type_name() const noexcept { return type_name_; }  ///< `_type` written to meta.json
   /// The bare class name ("TensorDict", "MyTC"), as a parent's {"type": ...} entry names it.
   [[nodiscard]] std::string_view class_name() const noexcept { return detail::td::class_name_of(type_name_); }
-  [[nodiscard]] std::int64_t stack_dim() const noexcept { return stack_dim_; }            ///< lazy stacks: stacking dim
+  [[nodiscard]] std::int64_t stack_dim() const noexcept { return stack_dim_; }  ///< lazy stacks: stacking dim
   /// Tensorclasses: the JSON attributes stored next to `_tensordict/` (meta.json members after `_type`).
   [[nodiscard]] const Dict& class_fields() const noexcept { return class_fields_; }
   [[nodiscard]] Dict& class_fields() noexcept { return class_fields_; }
@@ -357,11 +365,11 @@ class TensorDict {
 
   // ---- entries ------------------------------------------------------------------------------
 
-  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }   ///< number of keys (not leaves)
-  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }        ///< no keys
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }         ///< number of keys (not leaves)
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }              ///< no keys
   [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_; }  ///< in insertion order
-  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }        ///< first item
-  [[nodiscard]] auto end() const noexcept { return items_.end(); }            ///< past the last item
+  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }              ///< first item
+  [[nodiscard]] auto end() const noexcept { return items_.end(); }                  ///< past the last item
   /// The keys in insertion order (views into this TensorDict).
   [[nodiscard]] std::vector<std::string_view> keys() const {
     std::vector<std::string_view> out;
@@ -382,9 +390,9 @@ class TensorDict {
   [[nodiscard]] const Entry* find(std::span<const std::string_view> key) const noexcept {
     const TensorDict* td = this;
     const Entry* entry = nullptr;
-    for (std::size_t i = 0; i < key.size(); ++i) {
+    for (const std::string_view step : key) {
       if (td == nullptr) return nullptr;
-      entry = td->find(key[i]);
+      entry = td->find(step);
       if (entry == nullptr) return nullptr;
       td = entry->is_tensordict() ? &entry->as_tensordict() : nullptr;
     }
@@ -498,8 +506,8 @@ class TensorDict {
 
   /// One leaf and its nested key.
   struct Leaf {
-    NestedKey key;         ///< keys from this TensorDict down to the leaf
-    const Entry* value;    ///< the leaf (a tensor, nested tensor or non-tensor), owned by the TensorDict
+    NestedKey key;       ///< keys from this TensorDict down to the leaf
+    const Entry* value;  ///< the leaf (a tensor, nested tensor or non-tensor), owned by the TensorDict
   };
 
   /// Calls `fn(const NestedKey&, const Entry&)` for every leaf, depth first in insertion order.
@@ -526,8 +534,8 @@ class TensorDict {
   /// Same kind, `_type`, batch size, device, class fields and stack dim, and the same keys (in any
   /// order, as Python's dict equality) with equal entries.
   friend bool operator==(const TensorDict& a, const TensorDict& b) {
-    if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ || a.device_ != b.device_ ||
-        a.stack_dim_ != b.stack_dim_ || a.items_.size() != b.items_.size() ||
+    if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ ||
+        a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ || a.items_.size() != b.items_.size() ||
         !detail::td::same_dict(a.class_fields_, b.class_fields_) || a.class_pickle_ != b.class_pickle_) {
       return false;
     }
@@ -563,15 +571,16 @@ class TensorDict {
       case Entry::Kind::tensor: {
         const Shape& shape = value.as_tensor().sizes();
         if (starts_with_batch(shape)) return {};
-        return "tensor of shape " + detail::shape_string(shape) + " does not match the batch size; expected leading dimensions " +
-               detail::shape_string(batch) + ", got " + detail::shape_string(shape);
+        return "tensor of shape " + detail::shape_string(shape) +
+               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
+               detail::shape_string(shape);
       }
       case Entry::Kind::tensordict: {
         const Shape& shape = value.as_tensordict().batch_size();
         if (starts_with_batch(shape)) return {};
         return "TensorDict of batch size " + detail::shape_string(shape) +
-               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) +
-               ", got " + detail::shape_string(shape);
+               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
+               detail::shape_string(shape);
       }
       case Entry::Kind::nested_tensor: {
         const std::int64_t n = value.as_nested_tensor().size();
@@ -597,7 +606,8 @@ class TensorDict {
 
   Shape stacked_batch_size() const {
     Shape base;
-    if (!items_.empty() && items_.front().value.is_tensordict()) base = items_.front().value.as_tensordict().batch_size();
+    if (!items_.empty() && items_.front().value.is_tensordict())
+      base = items_.front().value.as_tensordict().batch_size();
     const auto count = static_cast<std::int64_t>(items_.size());
     const auto rank = static_cast<std::int64_t>(base.size());
     std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;

@@ -87,9 +87,9 @@ inline constexpr int dir_open_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
     if (::fstat(fd, &info) != 0) throw IoError("cannot stat", errno, {.file = path});
     const auto size = static_cast<std::uint64_t>(info.st_size);
     if (size > limit) {
-      throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes, got " +
-                           std::to_string(size),
-                       {.file = path});
+      throw LimitError(
+          "file is too large; expected at most " + std::to_string(limit) + " bytes, got " + std::to_string(size),
+          {.file = path});
     }
     capacity = std::max<std::size_t>(static_cast<std::size_t>(size) + 1, done * 2);
   }

@@ -12,8 +12,17 @@ namespace tensorfile::detail::td {
 /// Whether tensordict's encoder replaces byte `c` of a key by %XX: / < > : " | ? * \ space % and controls.
 [[nodiscard]] constexpr bool key_byte_needs_escape(unsigned char c) noexcept {
   switch (c) {
-    case '/': case '<': case '>': case ':': case '"': case '|': case '?': case '*': case '\\': case ' ': case '%':
-      return true;
+    case '/':
+    case '<':
+    case '>':
+    case ':':
+    case '"':
+    case '|':
+    case '?':
+    case '*':
+    case '\\':
+    case ' ':
+    case '%': return true;
     default: return c < 0x20 || c == 0x7f;
   }
 }

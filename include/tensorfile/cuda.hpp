@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+// CUDA for tensorfile: Tensor::to(cuda), device storages, and loads streamed to the GPU (link tensorfile::cuda).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "tensorfile/backends/cuda.hpp"
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/cuda_copy.hpp"
+#include "tensorfile/detail/cuda_cufile.hpp"
+#include "tensorfile/detail/cuda_runtime.hpp"
+#include "tensorfile/detail/ring_load.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+#include "tensorfile/io/from_file.hpp"
+
+namespace tensorfile::cuda {
+
+/// Number of CUDA devices; 0 when there is none or no usable driver (never throws).
+[[nodiscard]] inline int device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+/// Whether a CUDA device can be used.
+[[nodiscard]] inline bool is_available() noexcept { return device_count() > 0; }
+
+/// Why CUDA cannot be used ("cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is
+/// detected)"), or an empty string when it can.
+[[nodiscard]] inline std::string unavailable_reason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cudaGetDeviceCount: " + detail::cuda_error_text(status);
+  }
+  return count > 0 ? std::string() : std::string("cudaGetDeviceCount: 0 devices");
+}
+
+/// Installs the CUDA copy behind Tensor::to (host to device, device to host, device to device),
+/// which load's map_location, load_memmap's device, save of device tensors and Tensor::zeros on a
+/// device use. Including this header already does it; calling it again does nothing new.
+inline void install() noexcept { detail::device_copy_hook().copy = &detail::cuda_copy_tensor; }
+
+/// Progress of a streamed load: bytes on the device so far, and in all.
+using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+/// Options of the streamed loads (cuda::load, cuda::from_file); designated initializers:
+/// `cuda::load(path, {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20})`.
+struct CudaLoadOptions {
+  std::size_t ring_bytes = std::size_t{256} << 20;  ///< pinned host memory of the ring in all: the host memory a load uses, whatever the file size
+  std::size_t threads = 8;                          ///< reader threads (parallel pread)
+  std::optional<bool> direct_io{};                  ///< O_DIRECT reads: true, false, or unset: for files of 256 MiB and more mostly not in the page cache; filesystems that refuse it are read normally
+  bool use_cufile = false;                          ///< read straight to device memory with cuFile (GPUDirect Storage) when libcufile.so.0 loads and its driver opens; else the ring
+  Progress progress{};                              ///< called as bytes reach the device, one call at a time; the last call has done == total ((0, 0) when nothing is streamed)
+  std::size_t slot_bytes = std::size_t{16} << 20;   ///< one slot of the ring: the unit of reads and copies (at most ring_bytes)
+  bool single_allocation = true;                    ///< one device allocation per file and device that the storages slice (its memory is freed with the last tensor); false: one per storage
+};
+
+}  // namespace tensorfile::cuda
+
+namespace tensorfile::detail {
+/// The ring settings of `options`.
+inline RingOptions cuda_ring_options(const cuda::CudaLoadOptions& options) {
+  return {.ring_bytes = options.ring_bytes,
+          .slot_bytes = options.slot_bytes,
+          .threads = options.threads,
+          .direct_io = options.direct_io,
+          .single_allocation = options.single_allocation};
+}
+/// Runs `fn`, adding `path` to a DeviceError that names no file.
+template <class Fn>
+auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const DeviceError& error) {
+    if (!error.path().empty()) throw;
+    throw DeviceError(error.reason(), {.file = path, .member = error.member(), .offset = error.offset()});
+  }
+}
+}  // namespace tensorfile::detail
+
+namespace tensorfile::cuda {
+
+/// Loads a torch.save file as tensorfile::load does, with the storages that map_location sends to
+/// a CUDA device streamed there: reader threads pread the records into a ring of pinned host
+/// buffers (`ring_bytes` in all, whatever the file size) while cudaMemcpyAsync moves the filled
+/// ones to one device allocation per device (or, with use_cufile, cuFile reads straight to it).
+/// The tensors are complete on return. Storages mapped elsewhere, compressed or big-endian records,
+/// legacy files and the callable map_location form load as tensorfile::load does (through
+/// Tensor::to). Throws what tensorfile::load throws; DeviceError naming the CUDA error when a
+/// device is missing (cudaErrorNoDevice, cudaErrorInsufficientDriver) or out of memory.
+[[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {},
+                                const CudaLoadOptions& cuda_options = {}) {
+  install();
+  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
+  return tensorfile::detail::with_file_location(path, [&] {
+    return tensorfile::detail::stream_load_torch(
+        path, options, ring, cuda_options.progress,
+        [](Device device) { return tensorfile::detail::resolve_cuda_device(device); },
+        [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
+          return tensorfile::detail::cuda_stream(path, group, ring, cuda_options.use_cufile, progress);
+        });
+  });
+}
+
+/// A 1-d tensor of `options.size` elements of `path` (tensorfile::from_file's rules) on `device`,
+/// read through the ring (or cuFile) rather than mapped. A cpu or meta device gives from_file's
+/// tensor moved there. Throws ArgumentError for `.shared` (a device copy cannot write back to the
+/// file), and what from_file throws; DeviceError naming the CUDA error when the device is missing.
+[[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {},
+                                      Device device = Device::cuda(), const CudaLoadOptions& cuda_options = {}) {
+  install();
+  if (!device.is_cuda()) return tensorfile::from_file(path, options).to(device);
+  if (options.shared) {
+    throw ArgumentError("shared = true maps the file for writing; a tensor on " + device.str() +
+                            " cannot write back, expected shared = false",
+                        {.file = path});
+  }
+  const Tensor mapped = tensorfile::from_file(path, options);  // checks sizes; maps, reads nothing
+  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
+  Storage storage = tensorfile::detail::with_file_location(path, [&] {
+    const Device target = tensorfile::detail::resolve_cuda_device(device);
+    return tensorfile::detail::stream_read_file(
+        mapped.nbytes(), target, cuda_options.progress,
+        [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
+          return tensorfile::detail::cuda_stream(path, group, ring, cuda_options.use_cufile, progress);
+        });
+  });
+  return {std::move(storage), options.dtype, mapped.sizes()};
+}
+
+}  // namespace tensorfile::cuda
+
+namespace tensorfile::detail {
+/// Including <tensorfile/cuda.hpp> installs the hook before main() runs.
+inline const bool cuda_copy_hook_installed = (cuda::install(), true);
+}  // namespace tensorfile::detail
