@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Check tensorfile against real torch on every .pt fixture (CTest: torch.reference).
 
-    /usr/bin/python3 tests/tools/check_against_torch.py --describe BUILD/describe_torch_file
+    /usr/bin/python3 tests/tools/check_against_torch.py --describe BUILD/examples/tensorfile/tensorfile
         [--data DIR ...] [--no-regenerate] [--no-hash]
 
 For each .pt file in tests/data/torch and tests/data/torch_gen (or the --data folders),
 except those in EXCLUDED below, torch_reference.py (real torch.load) and
-describe_torch_file (tensorfile::load) describe the file and compare_reference.py's rules
+tensorfile inspect --json (tensorfile::load) describe the file and compare_reference.py's rules
 compare the two. Unless --no-regenerate, the corpus is also rewritten into a temporary
 folder by make_torch_fixtures.py with the torch installed here and those files are
 checked too: this is how CI checks tensorfile against the torch it has, not only the
@@ -33,7 +33,7 @@ TIMEOUT_S = 600
 # files use the folder name "torch_gen". Currently none: the files with unsupported objects
 # (numpy_objects.pt, quantized.pt, quantized_qdtypes.pt, sparse.pt, subclass.pt,
 # whole_module.pt) are refused by tensorfile's default strict load, as designed, but
-# describe_torch_file loads with strict = false and names each opaque object by the type
+# tensorfile inspect --json loads with strict = false and names each opaque object by the type
 # torch gives it, which matches torch_reference.py exactly, so they stay in.
 EXCLUDED = {
     # "torch/example.pt": "reason",
@@ -74,20 +74,20 @@ def describe_with_torch(files, hashes):
 
 
 def describe_with_tensorfile(describe, path, hashes):
-    """describe_torch_file's object for one file, or a problem text."""
-    command = [describe] + ([] if hashes else ["--no-hash"]) + [path]
+    """tensorfile inspect --json's object for one file, or a problem text."""
+    command = [describe, "inspect", "--json"] + (["--hash"] if hashes else []) + [path]
     try:
         result = run(command)
     except subprocess.TimeoutExpired:
-        return None, f"describe_torch_file timed out after {TIMEOUT_S} s"
+        return None, f"tensorfile inspect --json timed out after {TIMEOUT_S} s"
     if result.returncode not in (0, 1):  # 1 is a load error, reported in the JSON
-        return None, f"describe_torch_file exited with status {result.returncode}: {result.stderr.strip()}"
+        return None, f"tensorfile inspect --json exited with status {result.returncode}: {result.stderr.strip()}"
     try:
         objects = json_lines(result.stdout)
     except ValueError as e:
-        return None, f"describe_torch_file printed malformed JSON: {e}"
+        return None, f"tensorfile inspect --json printed malformed JSON: {e}"
     if len(objects) != 1:
-        return None, f"describe_torch_file printed {len(objects)} objects; expected 1"
+        return None, f"tensorfile inspect --json printed {len(objects)} objects; expected 1"
     return objects[0], None
 
 
@@ -128,7 +128,7 @@ def check_folder(label, folder, describe, hashes, compare, tally):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--describe", required=True, help="the describe_torch_file executable")
+    ap.add_argument("--describe", required=True, help="the tensorfile program (its inspect --json describes a file)")
     ap.add_argument("--data", action="append", metavar="DIR",
                     help="a fixture folder (repeatable; default tests/data/torch and tests/data/torch_gen)")
     ap.add_argument("--no-regenerate", action="store_true",

@@ -2,7 +2,7 @@
 """Check that real torch reads what tensorfile's save() writes (CTest: torch.save_interop, torch.save_zip64).
 
     /usr/bin/python3 tests/tools/check_saved_with_torch.py --save-corpus BUILD/save_corpus
-        --describe BUILD/describe_torch_file [--big] FIXTURE_DIR...
+        --describe BUILD/examples/tensorfile/tensorfile [--big] FIXTURE_DIR...
 
 1. `save_corpus built` writes a corpus made in C++ (every dtype, views, 0-d, empty, parameters,
    nested containers, a state_dict with _metadata, 1500 tensors). torch.load reads each file with

@@ -502,6 +502,14 @@ class Tensor {
       if (sizes_[d] == 0) empty = true;
     }
     if (empty) return;
+    std::int64_t count = 1;  // numel() must fit int64 (a stride-0 view can claim far more elements than it touches)
+    for (auto size : sizes_) {
+      const auto product = detail::checked_mul(count, size);
+      if (!product || !detail::checked_mul(*product, static_cast<std::int64_t>(element_size()))) {
+        throw ArgumentError("sizes " + detail::shape_string(sizes_) + " hold more elements than int64 counts");
+      }
+      count = *product;
+    }
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
       auto reach = detail::checked_mul(sizes_[d] - 1, strides_[d]);
       auto sum = reach ? detail::checked_add(last, *reach) : std::nullopt;

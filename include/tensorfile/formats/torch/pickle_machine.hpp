@@ -234,6 +234,13 @@ class PickleMachine {
     return v;
   }
 
+  // As Python: mutable containers are not hashable, so they are never keys or set items.
+  void check_hashable(const Value& v, const char* role) const {
+    if (is_mutable_container(v) && !v.is_object()) {
+      fail(std::string(role) + " is an unhashable " + std::string(Value::kind_name(v.kind())));
+    }
+  }
+
   // ---- opcodes -------------------------------------------------------------------------------
   void append_items(Value& target, List items) {
     if (!target.is_list()) fail("APPEND on a " + std::string(Value::kind_name(target.kind())) + "; expected a list");
@@ -250,6 +257,7 @@ class PickleMachine {
     check_open(target);
     Dict& dict = target.as_dict();
     for (std::size_t i = 0; i < items.size(); i += 2) {
+      check_hashable(items[i], "dict key");
       insert_check(target, items[i], dict.size() + 1);
       insert_check(target, items[i + 1], dict.size() + 1);
       dict.set(std::move(items[i]), std::move(items[i + 1]));
@@ -259,6 +267,7 @@ class PickleMachine {
     if (!target.is_set() || target.as_set().frozen) fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
     check_open(target);
     for (auto& item : items) {
+      check_hashable(item, "set item");
       insert_check(target, item, target.as_set().items.size() + 1);
       target.as_set().items.push_back(std::move(item));
     }
@@ -313,7 +322,14 @@ class PickleMachine {
         if (version > 5) fail("unsupported pickle protocol " + std::to_string(version) + "; expected 0 to 5");
         return;
       }
-      case 0x95: (void)read_le<std::uint64_t>(); return;  // FRAME: a length hint; data follows inline
+      case 0x95: {  // FRAME: a length hint; the frame's opcodes follow inline
+        const auto length = read_le<std::uint64_t>();
+        if (length > bytes_.size() - pos_) {
+          fail("FRAME of " + std::to_string(length) + " bytes runs past the pickle's end; expected at most " +
+               std::to_string(bytes_.size() - pos_));
+        }
+        return;
+      }
       case '(': marks_.push_back(stack_.size()); return;  // MARK
       case '0': (void)pop(); return;                       // POP
       case '1': (void)pop_mark(); return;                  // POP_MARK

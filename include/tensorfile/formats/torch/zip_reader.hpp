@@ -441,6 +441,10 @@ class ZipReader {
         fail("the entry is outside the archive prefix '" + printable(prefix_) + "/'", pos, name);
       }
 
+      if (!is_plain_path(name)) {
+        fail("the entry name has an empty, '.' or '..' component, a backslash or a NUL byte", pos, name);
+      }
+
       entries_.push_back(std::move(entry));
       header_offsets.push_back(pos);
       pos += central_header_size + name_length + extra_length + comment_length;
@@ -584,6 +588,19 @@ class ZipReader {
   std::filesystem::path file_;
   std::vector<ZipEntry> entries_;
   std::vector<std::size_t> by_name_;  // entry indices sorted by name
+  // A name made of ordinary components: nothing that could mean another place if ever used as a path.
+  static bool is_plain_path(std::string_view name) noexcept {
+    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
+    std::size_t start = 0;
+    while (start <= name.size()) {
+      const std::size_t end = std::min(name.find('/', start), name.size());
+      const std::string_view part = name.substr(start, end - start);
+      if (part.empty() || part == "." || part == "..") return false;
+      start = end + 1;
+    }
+    return true;
+  }
+
   std::string prefix_;
 };
 

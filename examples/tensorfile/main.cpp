@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// tensorfile: inspect, convert, verify and benchmark torch.save files and tensordict memmap trees, without Python.
+//
+//   tensorfile inspect PATH [--json] [--hash]
+//   tensorfile convert IN OUT [--to pt|memmap] [--map-location WHERE] [--quiet]
+//   tensorfile verify PATH
+//   tensorfile bench PATH [--device DEVICE] [--repeat N]
+//
+// Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <new>
+#include <string_view>
+#include <vector>
+
+#include <tensorfile/core/error.hpp>
+#include <tensorfile/version.hpp>
+
+#include "commands.hpp"
+
+namespace {
+
+using namespace tensorfile::cli;
+
+struct Command {
+  const CommandSpec& spec;
+  int (*run)(const Args&);
+};
+
+const std::array<Command, 4> commands{{
+    {inspect_spec, run_inspect},
+    {convert_spec, run_convert},
+    {verify_spec, run_verify},
+    {bench_spec, run_bench},
+}};
+
+std::string program_help() {
+  std::string out =
+      "usage: tensorfile COMMAND [options] ARGS...\n\n"
+      "Read and write torch.save files and tensordict memmap trees without Python.\n\ncommands:\n";
+  for (const Command& command : commands) {
+    const std::string_view summary = command.spec.summary;
+    out += fmt::format("  {:<8}  {}\n", command.spec.name, summary.substr(0, summary.find('\n')));
+  }
+  out +=
+      "\nRun 'tensorfile COMMAND --help' for a command's options.\n"
+      "Exit status: 0 success, 1 a file error (message on stderr), 2 a wrong command line.\n";
+  return out;
+}
+
+int usage_error(std::string_view command, std::string_view message) {
+  const std::string where = command.empty() ? "tensorfile" : fmt::format("tensorfile {}", command);
+  fmt::print(stderr, "{}: {}\nRun '{} --help' for usage.\n", where, message, where);
+  return exit_usage;
+}
+
+int run(int argc, char** argv) {
+  const std::vector<std::string_view> arguments(argv + 1, argv + argc);
+  if (arguments.empty()) {
+    std::fputs(program_help().c_str(), stderr);
+    return exit_usage;
+  }
+  const std::string_view name = arguments.front();
+  if (name == "-h" || name == "--help" || name == "help") {
+    std::fputs(program_help().c_str(), stdout);
+    return exit_ok;
+  }
+  if (name == "--version") {
+    fmt::print("tensorfile {}.{}.{}\n", TENSORFILE_VERSION_MAJOR, TENSORFILE_VERSION_MINOR, TENSORFILE_VERSION_PATCH);
+    return exit_ok;
+  }
+  for (const Command& command : commands) {
+    if (command.spec.name != name) continue;
+    try {
+      const Args args = parse_args(command.spec, std::span(arguments).subspan(1));
+      if (args.help()) {
+        std::fputs(help_text(command.spec).c_str(), stdout);
+        return exit_ok;
+      }
+      return command.run(args);
+    } catch (const UsageError& error) {
+      return usage_error(name, error.what());
+    }
+  }
+  return usage_error("", fmt::format("unknown command '{}'", name));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int status = run(argc, argv);
+    if (std::fflush(stdout) != 0) {
+      std::perror("tensorfile: cannot write the output");
+      return exit_file_error;
+    }
+    return status;
+  } catch (const tensorfile::Error& error) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}\n", error.what());
+  } catch (const std::filesystem::filesystem_error& error) {
+    std::fflush(stdout);
+    fmt::print(stderr, "tensorfile: {}\n", error.what());
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "tensorfile: out of memory\n");
+  } catch (const std::exception& error) {
+    std::fflush(stdout);
+    fmt::print(stderr, "tensorfile: {}\n", error.what());
+  }
+  return exit_file_error;
+}

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// libFuzzer harness: load() from bytes end to end, in heap mode and in mmap mode (views of the input),
+// strict and permissive. When heap and mmap loads both succeed their results must be equal.
+#include <tensorfile/tensorfile.hpp>
+
+#include "fuzz_common.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace {
+std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
+  try {
+    tensorfile::Value v = tensorfile::load(bytes, options);
+    tensorfile_fuzz::walk(v);
+    return v;
+  } catch (const tensorfile::Error&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  const auto limited = [](tensorfile::LoadOptions o) {
+    o.max_depth = 200;
+    o.max_memo = 1u << 14;
+    o.max_container = 1u << 16;
+    o.max_total_bytes = std::uint64_t{1} << 28;
+    return o;
+  };
+  const auto heap = try_load(bytes, limited({.strict = true}));
+  const auto mapped = try_load(bytes, limited({.mmap = true, .strict = true, .verify_crc = (size & 1) != 0}));
+  if (heap && mapped && !(*heap == *mapped)) __builtin_trap();  // two modes, one meaning
+  (void)try_load(bytes, limited({.strict = false}));
+  return 0;
+}

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// libFuzzer harness: the pickle machine alone, with hooks that build inert values (nothing executes).
+#include <tensorfile/formats/torch/pickle_machine.hpp>
+
+#include "fuzz_common.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace {
+struct InertHooks {
+  tensorfile::Value find_class(std::string_view module, std::string_view name, std::uint64_t) {
+    return tensorfile::Value(tensorfile::Global{std::string(module), std::string(name)});
+  }
+  tensorfile::Value reduce(const tensorfile::Value&, tensorfile::Value args, std::uint64_t) { return args; }
+  tensorfile::Value new_object(const tensorfile::Value&, tensorfile::Value args, std::uint64_t) { return args; }
+  tensorfile::Value build(const tensorfile::Value&, tensorfile::Value state, std::uint64_t) { return state; }
+  tensorfile::Value persistent_load(tensorfile::Value id, std::uint64_t) { return id; }
+};
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  InertHooks hooks;
+  const tensorfile::detail::PickleLimits limits{
+      .max_depth = 200, .max_memo = 4096, .max_stack = 1u << 16, .max_container = 1u << 16, .max_int_bytes = 128};
+  try {
+    tensorfile::detail::PickleMachine<InertHooks> machine(bytes, hooks, tensorfile::ErrorLocation{.file = "fuzz.pkl"},
+                                                          limits);
+    const tensorfile::Value v = machine.run();
+    if (machine.end() > size) __builtin_trap();
+    tensorfile_fuzz::walk(v);
+  } catch (const tensorfile::Error&) {
+  }
+  return 0;
+}
