@@ -62,13 +62,24 @@ using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 /// Options of the streamed loads (cuda::load, cuda::from_file); designated initializers:
 /// `cuda::load(path, {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20})`.
 struct CudaLoadOptions {
-  std::size_t ring_bytes = std::size_t{256} << 20;  ///< pinned host memory of the ring in all: the host memory a load uses, whatever the file size
-  std::size_t threads = 8;                          ///< reader threads (parallel pread)
-  std::optional<bool> direct_io{};                  ///< O_DIRECT reads: true, false, or unset: for files of 256 MiB and more mostly not in the page cache; filesystems that refuse it are read normally
-  bool use_cufile = false;                          ///< read straight to device memory with cuFile (GPUDirect Storage) when libcufile.so.0 loads and its driver opens; else the ring
-  Progress progress{};                              ///< called as bytes reach the device, one call at a time; the last call has done == total ((0, 0) when nothing is streamed)
-  std::size_t slot_bytes = std::size_t{16} << 20;   ///< one slot of the ring: the unit of reads and copies (at most ring_bytes)
-  bool single_allocation = true;                    ///< one device allocation per file and device that the storages slice (its memory is freed with the last tensor); false: one per storage
+  /// Pinned host memory of the ring in all: the host memory a load uses, whatever the file size.
+  std::size_t ring_bytes = std::size_t{256} << 20;
+  /// Reader threads (parallel pread).
+  std::size_t threads = 8;
+  /// O_DIRECT reads: true, false, or unset: for files of 256 MiB and more mostly not in the page cache
+  /// (filesystems that refuse O_DIRECT are read normally).
+  std::optional<bool> direct_io{};
+  /// Read straight to device memory with cuFile (GPUDirect Storage) when libcufile.so.0 loads and its
+  /// driver opens; else (and by default) the ring.
+  bool use_cufile = false;
+  /// Called as bytes reach the device, one call at a time; the last call has done == total ((0, 0) when
+  /// nothing is streamed).
+  Progress progress{};
+  /// One slot of the ring, the unit of reads and copies (at most ring_bytes).
+  std::size_t slot_bytes = std::size_t{16} << 20;
+  /// One device allocation per file and device that the storages slice (its memory is freed with the
+  /// last tensor); false: one allocation per storage.
+  bool single_allocation = true;
 };
 
 }  // namespace tensorfile::cuda

@@ -53,15 +53,15 @@ struct FakeTracker {
     const std::byte* host;
     std::size_t bytes;
   };
-  std::map<std::size_t, std::vector<Pending>> lanes;           // queued, not yet completed copies
-  std::map<std::size_t, std::size_t> recorded;                 // lane -> copies covered by its marker
-  std::map<const std::byte*, std::size_t> pinned;              // live pinned buffers
+  std::map<std::size_t, std::vector<Pending>> lanes;  // queued, not yet completed copies
+  std::map<std::size_t, std::size_t> recorded;        // lane -> copies covered by its marker
+  std::map<const std::byte*, std::size_t> pinned;     // live pinned buffers
   std::size_t live_pinned = 0;
   std::size_t peak_pinned = 0;
   std::size_t copies = 0;
   std::size_t completed = 0;
   std::size_t reads = 0;
-  std::size_t violations = 0;                                  // reuse of a slot before its copies completed, etc.
+  std::size_t violations = 0;  // reuse of a slot before its copies completed, etc.
   std::vector<std::string> violation_notes;
 
   void violation(std::string note) {
@@ -81,11 +81,11 @@ struct FakeTracker {
 
 /// Fault injection and timing knobs of the fake engine.
 struct FakeEngineConfig {
-  std::size_t devices = 2;                   ///< fake CUDA devices (resolve() refuses higher ordinals)
-  std::size_t fail_copy_at = SIZE_MAX;       ///< copy_async number (0-based) that throws
-  std::size_t fail_wait_at = SIZE_MAX;       ///< completion number (0-based) that reports a failed copy
-  std::size_t fail_pinned_at = SIZE_MAX;     ///< allocate_pinned number that throws
-  bool slow = true;                          ///< ready() says "not yet" now and then, wait() yields
+  std::size_t devices = 2;                ///< fake CUDA devices (resolve() refuses higher ordinals)
+  std::size_t fail_copy_at = SIZE_MAX;    ///< copy_async number (0-based) that throws
+  std::size_t fail_wait_at = SIZE_MAX;    ///< completion number (0-based) that reports a failed copy
+  std::size_t fail_pinned_at = SIZE_MAX;  ///< allocate_pinned number that throws
+  bool slow = true;                       ///< ready() says "not yet" now and then, wait() yields
 };
 
 /// The fake copy engine: copies are queued and only performed when the lane completes (ready()
@@ -102,8 +102,7 @@ class FakeCopyEngine {
     return tracker;
   }
 
-  explicit FakeCopyEngine(tensorfile::Device device)
-      : FakeCopyEngine(defaults(), default_tracker(), device) {}
+  explicit FakeCopyEngine(tensorfile::Device device) : FakeCopyEngine(defaults(), default_tracker(), device) {}
   FakeCopyEngine(FakeEngineConfig config, std::shared_ptr<FakeTracker> tracker,
                  tensorfile::Device device = tensorfile::Device::cuda(0))
       : config_(config), tracker_(std::move(tracker)), device_(device) {}
@@ -129,7 +128,7 @@ class FakeCopyEngine {
     if (pinned_allocations_++ == config_.fail_pinned_at) {
       throw tensorfile::DeviceError("cudaHostAlloc failed: fake out of pinned memory");
     }
-    auto* memory = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{4096}));
+    auto* memory = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{4096}));
     std::memset(memory, 0xAB, bytes);
     tracker_->pinned[memory] = bytes;
     tracker_->live_pinned += bytes;
@@ -146,7 +145,7 @@ class FakeCopyEngine {
     if (tracker_->overlaps_pending(memory, it->second)) tracker_->violation("pinned buffer freed with copies pending");
     tracker_->live_pinned -= it->second;
     tracker_->pinned.erase(it);
-    ::operator delete(memory, std::align_val_t{4096});
+    ::operator delete (memory, std::align_val_t{4096});
   }
 
   void open_lanes(std::size_t count) {
@@ -161,7 +160,8 @@ class FakeCopyEngine {
       throw tensorfile::DeviceError("cudaMemcpyAsync failed: fake copy failure");
     }
     bool in_pinned = false;
-    for (const auto& [base, size] : tracker_->pinned) in_pinned = in_pinned || (host >= base && host + bytes <= base + size);
+    for (const auto& [base, size] : tracker_->pinned)
+      in_pinned = in_pinned || (host >= base && host + bytes <= base + size);
     if (!in_pinned) tracker_->violation("copy source outside the pinned slots");
     tracker_->lanes[lane].push_back({device, host, bytes});
   }
@@ -229,7 +229,8 @@ class FakeReader {
     {
       std::lock_guard lock(tracker_->mutex);
       ++tracker_->reads;
-      if (tracker_->overlaps_pending(out.data(), out.size())) tracker_->violation("read into a slot with copies pending");
+      if (tracker_->overlaps_pending(out.data(), out.size()))
+        tracker_->violation("read into a slot with copies pending");
       if (offset % alignment_ != 0 || out.size() % alignment_ != 0 ||
           reinterpret_cast<std::uintptr_t>(out.data()) % alignment_ != 0) {
         tracker_->violation("unaligned read at " + std::to_string(offset));
@@ -260,7 +261,8 @@ inline tensorfile::Tensor fake_device_copy(const tensorfile::Tensor& source, ten
   Storage to = target.is_cpu() ? heap_storage(from.size_bytes(), false)
                                : Storage(FakeDeviceBackend(from.size_bytes(), FakeCopyEngine::resolve(target)));
   if (from.size_bytes() != 0) std::memcpy(to.mutable_data(), from.data(), from.size_bytes());
-  return {std::move(to), source.dtype(), source.sizes(), source.strides(), source.storage_offset(), source.requires_grad()};
+  return {std::move(to),    source.dtype(),          source.sizes(),
+          source.strides(), source.storage_offset(), source.requires_grad()};
 }
 
 /// Installs fake_device_copy as Tensor::to's device hook (once, before main).

@@ -72,7 +72,9 @@ void check_round_trip(const std::vector<std::byte>& file, const std::vector<Ring
     INFO("range " << i << " at " << ranges[i].file_offset << " +" << ranges[i].size);
     const auto& target = targets[layout.range_targets[i]];
     REQUIRE(layout.range_offsets[i] + ranges[i].size <= target.size());
-    CHECK(std::memcmp(target.data() + layout.range_offsets[i], file.data() + ranges[i].file_offset, ranges[i].size) == 0);
+    if (ranges[i].size == 0) continue;
+    CHECK(std::memcmp(target.data() + layout.range_offsets[i], file.data() + ranges[i].file_offset, ranges[i].size) ==
+          0);
   }
   for (const RingSegment& segment : layout.segments) {
     for (std::uint64_t i = 0; i < segment.size; ++i) {

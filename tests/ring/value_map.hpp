@@ -20,7 +20,8 @@ inline tensorfile::Value map_tensors(const tensorfile::Value& value,
   const auto& apply = fn;
   std::function<Value(const Value&)> walk = [&](const Value& v) -> Value {
     switch (v.kind()) {
-      case Value::Kind::tensor: return v.is_parameter() ? Value::parameter(apply(v.as_tensor())) : Value(apply(v.as_tensor()));
+      case Value::Kind::tensor:
+        return v.is_parameter() ? Value::parameter(apply(v.as_tensor())) : Value(apply(v.as_tensor()));
       case Value::Kind::storage: return Value(StorageValue{apply(v.as_storage().tensor), v.as_storage().location});
       case Value::Kind::list: {
         List items;
@@ -71,7 +72,7 @@ inline tensorfile::Value storages_to(const tensorfile::Value& value, tensorfile:
   std::map<std::tuple<const void*, const std::byte*, std::size_t>, Storage> moved;
   return map_tensors(value, [&](const Tensor& t) {
     const Storage& s = t.storage();
-    if (!s.defined() || s.device() == device) return t;
+    if (!s.defined() || s.device() == device || s.device().is_meta()) return t;  // meta tensors (torch's too) stay meta
     const auto key = std::make_tuple(s.owner(), s.data(), s.size_bytes());
     auto it = moved.find(key);
     if (it == moved.end()) {
@@ -83,6 +84,8 @@ inline tensorfile::Value storages_to(const tensorfile::Value& value, tensorfile:
 }
 
 /// `value` with every storage on the host.
-inline tensorfile::Value to_host(const tensorfile::Value& value) { return storages_to(value, tensorfile::Device::cpu()); }
+inline tensorfile::Value to_host(const tensorfile::Value& value) {
+  return storages_to(value, tensorfile::Device::cpu());
+}
 
 }  // namespace tensorfile_test

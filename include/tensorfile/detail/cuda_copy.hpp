@@ -119,7 +119,9 @@ class CudaCopyEngine {
     cuda_check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, streams_[lane].get()), "cudaMemcpyAsync");
   }
   /// Marks the end of `lane`'s queued copies.
-  void record(std::size_t lane) { cuda_check(cudaEventRecord(events_[lane].get(), streams_[lane].get()), "cudaEventRecord"); }
+  void record(std::size_t lane) {
+    cuda_check(cudaEventRecord(events_[lane].get(), streams_[lane].get()), "cudaEventRecord");
+  }
   /// Whether `lane`'s marked copies are done; throws DeviceError when one failed.
   [[nodiscard]] bool ready(std::size_t lane) {
     const cudaError_t status = cudaEventQuery(events_[lane].get());

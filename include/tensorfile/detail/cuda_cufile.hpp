@@ -148,7 +148,8 @@ class CuFileHandle {
 /// reads of at most slot_bytes at a time (no pinned host memory); nullopt, having done nothing,
 /// when cuFile is unavailable. Progress is reported one call at a time, from the reading threads.
 [[nodiscard]] inline std::optional<std::vector<Storage>> cufile_stream(const std::filesystem::path& path,
-                                                                       const RingGroup& group, const RingOptions& options,
+                                                                       const RingGroup& group,
+                                                                       const RingOptions& options,
                                                                        RingProgressState& progress) {
   check_ring_options(options);
   std::optional<CuFileHandle> file = CuFileHandle::open(path);
@@ -182,8 +183,8 @@ class CuFileHandle {
   std::vector<Storage> out;
   out.reserve(group.ranges.size());
   for (std::size_t i = 0; i < group.ranges.size(); ++i) {
-    out.push_back(allocations[group.layout.range_targets[i]].slice(static_cast<std::size_t>(group.layout.range_offsets[i]),
-                                                                   static_cast<std::size_t>(group.ranges[i].size)));
+    out.push_back(allocations[group.layout.range_targets[i]].slice(
+        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
   }
   return out;
 }

@@ -40,7 +40,8 @@ inline void cuda_check(cudaError_t status, std::string_view call) {
 /// `device` with its ordinal: "cuda" becomes the calling thread's current device. Throws
 /// DeviceError when there is no such device, ArgumentError when it is not a CUDA device.
 [[nodiscard]] inline Device resolve_cuda_device(Device device) {
-  if (!device.is_cuda()) throw ArgumentError("device " + device.str() + " is not a CUDA device; expected cuda or cuda:N");
+  if (!device.is_cuda())
+    throw ArgumentError("device " + device.str() + " is not a CUDA device; expected cuda or cuda:N");
   const int count = cuda_device_count();
   int ordinal = device.index;
   if (ordinal < 0) cuda_check(cudaGetDevice(&ordinal), "cudaGetDevice");

@@ -36,10 +36,10 @@ namespace tensorfile::detail {
 /// - `allocate_device(n)`: a Storage of n bytes on the device (data() is a device address)
 template <class E>
 concept device_copy_engine = copy_engine<E> && std::constructible_from<E, Device> &&
-                             requires(E& engine, std::size_t n, Device device) {
-                               { E::resolve(device) } -> std::same_as<Device>;
-                               { engine.allocate_device(n) } -> std::same_as<Storage>;
-                             };
+    requires(E& engine, std::size_t n, Device device) {
+  { E::resolve(device) } -> std::same_as<Device>;
+  { engine.allocate_device(n) } -> std::same_as<Storage>;
+};
 
 /// Ring settings (tensorfile::cuda::CudaLoadOptions forwards its own).
 struct RingOptions {
@@ -95,8 +95,8 @@ template <device_copy_engine Engine>
   std::vector<Storage> out;
   out.reserve(group.ranges.size());
   for (std::size_t i = 0; i < group.ranges.size(); ++i) {
-    out.push_back(allocations[group.layout.range_targets[i]].slice(static_cast<std::size_t>(group.layout.range_offsets[i]),
-                                                                   static_cast<std::size_t>(group.ranges[i].size)));
+    out.push_back(allocations[group.layout.range_targets[i]].slice(
+        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
   }
   return out;
 }
@@ -104,7 +104,8 @@ template <device_copy_engine Engine>
 /// Streams the first `bytes` bytes of `path` to `device` (resolved) as one Storage, with
 /// `stream(const RingGroup&, RingProgressState&) -> std::vector<Storage>`.
 template <class Stream>
-[[nodiscard]] Storage stream_read_file(std::uint64_t bytes, Device device, const RingProgress& callback, Stream&& stream) {
+[[nodiscard]] Storage stream_read_file(std::uint64_t bytes, Device device, const RingProgress& callback,
+                                       Stream&& stream) {
   RingGroup group;
   group.device = device;
   group.ranges.push_back({0, bytes});
@@ -124,10 +125,14 @@ template <device_copy_engine Engine>
   });
 }
 
-/// Whether LoadOptions has the `storage_source` hook through which load() hands out record ranges
-/// (see the proposal in tensorfile/cuda.hpp); without it streamed loads fall back to per-storage copies.
+/// Whether LoadOptions has the `storage_source` hook: a std::function called by load() once per
+/// zip storage record, before reading it, with a StorageRecord {key, member, location, dtype,
+/// file_offset, size, raw}, returning std::optional<Storage> (a Storage is used as is, nullopt loads
+/// the record as usual). Without it streamed loads fall back to per-storage copies.
 template <class Options>
-concept load_has_storage_source = requires(Options& options) { options.storage_source; };
+concept load_has_storage_source = requires(Options& options) {
+  options.storage_source;
+};
 
 /// Loads a torch file with its zip storage records streamed to their devices: pass 1 parses with
 /// meta placeholders and collects every record's (key, saved tag, file range); records that
@@ -137,8 +142,9 @@ concept load_has_storage_source = requires(Options& options) { options.storage_s
 /// as usual). The callable map_location form, meta, legacy files, and a LoadOptions without the
 /// storage_source hook load the usual way, through Tensor::to.
 template <class Options, class Resolve, class Stream>
-[[nodiscard]] Value stream_load_torch(const std::filesystem::path& path, const Options& options, const RingOptions& ring,
-                                      const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
+[[nodiscard]] Value stream_load_torch(const std::filesystem::path& path, const Options& options,
+                                      const RingOptions& ring, const RingProgress& callback, Resolve&& resolve,
+                                      Stream&& stream) {
   const auto plain = [&] {
     Value value = load(path, options);
     if (callback) callback(0, 0);
@@ -175,8 +181,11 @@ template <class Options, class Resolve, class Stream>
     scan.mmap_shared = false;
     scan.verify_crc = false;
     scan.storage_source = [&found](const auto& record) -> std::optional<Storage> {
-      found.push_back({std::string(record.key), std::string(record.member), std::string(record.location),
-                       {record.file_offset, record.size}, record.raw});
+      found.push_back({std::string(record.key),
+                       std::string(record.member),
+                       std::string(record.location),
+                       {record.file_offset, record.size},
+                       record.raw});
       return meta_storage(static_cast<std::size_t>(record.size));
     };
     (void)load(path, scan);
@@ -216,7 +225,7 @@ template <class Options, class Resolve, class Stream>
     }
     if (progress.total == 0 && callback) callback(0, 0);
 
-    Options final_options = options;  // pass 2: the streamed storages as they are, the rest as usual
+    Options final_options = options;      // pass 2: the streamed storages as they are, the rest as usual
     if (placed.size() == found.size()) {  // nothing left to read: map the file rather than read it
       final_options.mmap = true;
       final_options.mmap_shared = false;
@@ -236,7 +245,9 @@ template <device_copy_engine Engine, class Options>
                                     const RingProgress& callback = {}) {
   return stream_load_torch(
       path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
-      [&](const RingGroup& group, RingProgressState& progress) { return ring_stream<Engine>(path, group, ring, progress); });
+      [&](const RingGroup& group, RingProgressState& progress) {
+        return ring_stream<Engine>(path, group, ring, progress);
+      });
 }
 
 }  // namespace tensorfile::detail

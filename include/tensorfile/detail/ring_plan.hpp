@@ -122,10 +122,10 @@ struct RingCopy {
 
 /// A slot's worth of work: its reads, then the copies out of it.
 struct RingBatch {
-  std::vector<RingRead> reads;    ///< in slot order
-  std::vector<RingCopy> copies;   ///< issued after every read of the batch is done
-  std::size_t slot_used = 0;      ///< slot bytes the reads fill
-  std::uint64_t bytes = 0;        ///< bytes copied to the device (progress)
+  std::vector<RingRead> reads;   ///< in slot order
+  std::vector<RingCopy> copies;  ///< issued after every read of the batch is done
+  std::size_t slot_used = 0;     ///< slot bytes the reads fill
+  std::uint64_t bytes = 0;       ///< bytes copied to the device (progress)
 };
 
 /// Cuts `segments` (in file order) into slot-sized batches. Reads start and end on multiples of
@@ -158,8 +158,13 @@ struct RingBatch {
       if (!current.reads.empty()) {  // extend the last read when this piece follows it closely
         RingRead& last = current.reads.back();
         const std::uint64_t last_end = last.file_offset + last.length;
-        if (pos >= last.file_offset && pos <= last_end + ring_merge_gap &&
-            pos - last.file_offset < slot_bytes - last.slot_offset) {
+        const bool close = pos >= last.file_offset && pos <= last_end + ring_merge_gap;
+        if (close &&
+            pos - last.file_offset >= slot_bytes - last.slot_offset) {  // the slot is full up to pos: next slot
+          flush();
+          continue;
+        }
+        if (close) {
           const std::uint64_t slot_end_in_file = last.file_offset + (slot_bytes - last.slot_offset);  // aligned
           piece_end = std::min(end, slot_end_in_file);
           const std::uint64_t read_end = std::max(last_end, ring_align_up(piece_end, align));
@@ -179,8 +184,8 @@ struct RingBatch {
         const std::uint64_t start = ring_align_down(pos, align);
         piece_end = std::min(end, start + room);
         const std::uint64_t read_end = ring_align_up(piece_end, align);
-        current.reads.push_back({start, used, static_cast<std::size_t>(read_end - start),
-                                 static_cast<std::size_t>(piece_end - start)});
+        current.reads.push_back(
+            {start, used, static_cast<std::size_t>(read_end - start), static_cast<std::size_t>(piece_end - start)});
         slot_at = used + static_cast<std::size_t>(pos - start);
         used += static_cast<std::size_t>(read_end - start);
       }

@@ -60,7 +60,8 @@ class PosixRangeReader {
   PosixRangeReader(const std::filesystem::path& path, std::optional<bool> direct_io)
       : file_(FileHandle::open(path, OpenMode::read)) {
     const std::uint64_t size = file_.size();
-    const bool direct = direct_io.value_or(size >= direct_io_auto_min_bytes && page_cache_fraction(file_.fd(), size) < 0.5);
+    const bool direct =
+        direct_io.value_or(size >= direct_io_auto_min_bytes && page_cache_fraction(file_.fd(), size) < 0.5);
     if (!direct) return;
     do {
       direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -87,8 +88,8 @@ class PosixRangeReader {
     while (done < out.size()) {
       const bool direct = aligned && direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed);
       const std::size_t chunk = std::min<std::size_t>(out.size() - done, std::size_t{1} << 30);
-      const ssize_t got = ::pread(direct ? direct_fd_ : file_.fd(), out.data() + done, chunk,
-                                  static_cast<off_t>(offset + done));
+      const ssize_t got =
+          ::pread(direct ? direct_fd_ : file_.fd(), out.data() + done, chunk, static_cast<off_t>(offset + done));
       if (got < 0) {
         if (errno == EINTR) continue;
         if (direct && errno == EINVAL) {  // the filesystem refuses this O_DIRECT read: read normally from now on

@@ -39,13 +39,15 @@ template <class E>
 concept copy_engine = requires(E& engine, std::size_t n, std::size_t lane, std::byte* device, const std::byte* host,
                                std::byte* pinned) {
   { engine.allocate_pinned(n) } -> std::same_as<std::byte*>;
-  { engine.free_pinned(pinned) } noexcept;
+  { engine.free_pinned(pinned) }
+  noexcept;
   engine.open_lanes(n);
   engine.copy_async(lane, device, host, n);
   engine.record(lane);
   { engine.ready(lane) } -> std::same_as<bool>;
   engine.wait(lane);
-  { engine.drain() } noexcept;
+  { engine.drain() }
+  noexcept;
 };
 
 /// What the ring reads from: positional reads, safe from several threads at once.
@@ -64,9 +66,9 @@ using RingProgress = std::function<void(std::uint64_t done, std::uint64_t total)
 
 /// Progress shared by the runs of one load (one run per device); reports from one thread only.
 struct RingProgressState {
-  RingProgress callback{};    ///< may be empty
-  std::uint64_t done = 0;     ///< bytes reported so far
-  std::uint64_t total = 0;    ///< bytes of the whole load
+  RingProgress callback{};  ///< may be empty
+  std::uint64_t done = 0;   ///< bytes reported so far
+  std::uint64_t total = 0;  ///< bytes of the whole load
   /// Adds `bytes` and reports.
   void advance(std::uint64_t bytes) {
     done += bytes;
@@ -114,7 +116,7 @@ struct RingState {
   std::condition_variable slot_freed;   // readers wait for a slot
   std::condition_variable copy_queued;  // the coordinator waits for work or the end
   std::vector<std::size_t> free_slots;
-  std::deque<InFlight> in_flight;       // slots whose copies are queued, in queue order
+  std::deque<InFlight> in_flight;  // slots whose copies are queued, in queue order
   std::size_t next_batch = 0;
   std::size_t active_readers = 0;
   std::exception_ptr error;
@@ -164,16 +166,18 @@ void run_ring(std::span<const RingBatch> batches, std::span<std::byte* const> ta
     for (;;) {
       std::size_t index = 0;
       std::size_t slot = 0;
+      bool last = false;
       {
         std::unique_lock lock(state.mutex);
-        state.slot_freed.wait(lock, [&] {
-          return state.stop || state.next_batch == batches.size() || !state.free_slots.empty();
-        });
+        state.slot_freed.wait(
+            lock, [&] { return state.stop || state.next_batch == batches.size() || !state.free_slots.empty(); });
         if (state.stop || state.next_batch == batches.size()) break;
         index = state.next_batch++;
+        last = state.next_batch == batches.size();
         slot = state.free_slots.back();
         state.free_slots.pop_back();
       }
+      if (last) state.slot_freed.notify_all();  // readers waiting for a slot have nothing left to do: let them go
       try {
         const RingBatch& batch = batches[index];
         std::byte* buffer = pinned[slot];
@@ -224,13 +228,15 @@ void run_ring(std::span<const RingBatch> batches, std::span<std::byte* const> ta
       for (;;) {
         {
           std::unique_lock lock(state.mutex);
-          state.copy_queued.wait(lock, [&] { return state.stop || !state.in_flight.empty() || state.active_readers == 0; });
+          state.copy_queued.wait(lock,
+                                 [&] { return state.stop || !state.in_flight.empty() || state.active_readers == 0; });
           if (state.stop || state.in_flight.empty()) break;  // stopped, or every reader done and every copy reaped
           queued.assign(state.in_flight.begin(), state.in_flight.end());
         }
         // Reap a lane that is already done when there is one (lanes may finish out of order), else
         // wait for the oldest.
-        auto done = std::find_if(queued.begin(), queued.end(), [&](const auto& item) { return engine.ready(item.slot); });
+        auto done =
+            std::find_if(queued.begin(), queued.end(), [&](const auto& item) { return engine.ready(item.slot); });
         if (done == queued.end()) {
           done = queued.begin();
           engine.wait(done->slot);

@@ -182,6 +182,18 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     if (total_bytes > options.max_total_bytes) {
       throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle());
     }
+    if (options.storage_source) {
+      const StorageRecord info{key, record->name, location, dtype, record->data_offset, record->size,
+                               record->method == 0 && !big_endian};
+      if (std::optional<Storage> given = options.storage_source(info)) {
+        if (given->size_bytes() != record->size) {
+          throw ArgumentError("storage_source gave " + std::to_string(given->size_bytes()) + " bytes for storage " + key +
+                                  "; expected " + std::to_string(record->size),
+                              in_pickle());
+        }
+        return *std::move(given);
+      }
+    }
     const auto read = [&]() -> Storage {
       Storage cpu;
       const auto size = static_cast<std::size_t>(record->size);

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "tensorfile/core/device.hpp"
+#include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 
 namespace tensorfile {
@@ -55,6 +56,17 @@ class MapLocation {
   std::variant<std::monostate, std::string, std::map<std::string, std::string>, Function> how_;
 };
 
+/// One storage record of a zip torch file, as LoadOptions::storage_source sees it before it is read.
+struct StorageRecord {
+  std::string_view key;                ///< record name under data/ ("0", "1", ...)
+  std::string_view member;             ///< the archive member holding it ("archive/data/0"), for messages
+  std::string_view location;           ///< device tag saved in the file ("cpu", "cuda:0")
+  DType dtype = DType::UInt8;          ///< element type of the storage
+  std::uint64_t file_offset = 0;       ///< offset of the record's first byte in the file
+  std::uint64_t size = 0;              ///< bytes in the record
+  bool raw = false;                    ///< stored uncompressed and little-endian: the file bytes are the storage as is
+};
+
 /// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap = true})`.
 struct LoadOptions {
   MapLocation map_location{};       ///< where storages go (see MapLocation)
@@ -66,6 +78,10 @@ struct LoadOptions {
   std::size_t max_memo = 1u << 22;  ///< most pickle memo entries
   std::size_t max_container = 1u << 26;  ///< most items in one container
   std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
+  /// Advanced (<tensorfile/cuda.hpp> streams records with it): asked once per storage record of a zip
+  /// file before it is read; a Storage it returns (of the record's size) is used as is, map_location
+  /// not applied; nullopt reads and places the record as usual. Not called for legacy files.
+  std::function<std::optional<Storage>(const StorageRecord&)> storage_source{};
 };
 
 }  // namespace tensorfile

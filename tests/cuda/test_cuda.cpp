@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+// Tests of <tensorfile/cuda.hpp>: [no_device] ones run everywhere (clear DeviceErrors, no crash);
+// the rest need a CUDA device: values loaded to the GPU and copied back equal the CPU load.
+#include <tensorfile/cuda.hpp>
+#include <tensorfile/tensorfile.hpp>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ring/value_map.hpp"
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+
+namespace {
+
+std::vector<std::filesystem::path> torch_fixtures() {
+  std::vector<std::filesystem::path> out;
+  for (const char* folder : {"torch", "torch_gen"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / folder)) {
+      if (entry.path().extension() == ".pt") out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::filesystem::path sample(const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; }
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+/// "cudaGetDeviceCount failed: cudaErrorNoDevice (...)" as this machine says it.
+std::string no_device_reason() {
+  std::string reason = cuda::unavailable_reason();
+  REQUIRE(starts_with(reason, "cudaGetDeviceCount: "));
+  return "cudaGetDeviceCount failed: " + reason.substr(std::string("cudaGetDeviceCount: ").size());
+}
+
+/// Every tensor leaf of a TensorDict, by path.
+void leaves(const TensorDict& td, const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) {
+  for (const auto& item : td.items()) {
+    if (item.value.is_tensor()) out.emplace_back(prefix + item.key, item.value.as_tensor());
+    if (item.value.is_tensordict()) leaves(item.value.as_tensordict(), prefix + item.key + "/", out);
+  }
+}
+
+std::int64_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (starts_with(line, "VmHWM:")) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+}  // namespace
+
+// ---- without a device: clear errors, never a crash --------------------------------------------
+
+TEST_CASE("without a device CUDA reports itself unavailable", "[no_device]") {
+  CHECK(cuda::device_count() == 0);
+  CHECK_FALSE(cuda::is_available());
+  const std::string reason = cuda::unavailable_reason();
+  INFO(reason);
+  CHECK(starts_with(reason, "cudaGetDeviceCount: "));
+  CHECK(detail::device_copy_hook().copy == &detail::cuda_copy_tensor);  // installed by the include
+  (void)detail::CuFileApi::get();                                       // absent or present, never a crash
+}
+
+TEST_CASE("without a device Tensor::to(cuda) throws a DeviceError naming the CUDA error", "[no_device]") {
+  const Tensor t = Tensor::from_values<float>({1, 2, 3});
+  const std::string expected = "tensorfile: " + no_device_reason();
+  CHECK_THROWS_MATCHES(
+      t.to(Device::cuda(0)), DeviceError,
+      Catch::Matchers::Predicate<DeviceError>([&](const DeviceError& e) { return e.what() == expected; }));
+  CHECK_THROWS_AS(t.to(Device::cuda()), DeviceError);
+  CHECK_THROWS_AS(Tensor::zeros({2, 2}, DType::Float32, Device::cuda()), DeviceError);
+  CHECK_THROWS_AS(cuda_storage(16), DeviceError);
+  CHECK_THROWS_AS(cuda_storage(0, Device::cuda(3)), DeviceError);  // even empty: the device must exist
+}
+
+TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file and the CUDA error", "[no_device]") {
+  const auto path = sample("t_float32_2x3.pt");
+  const std::string reason = no_device_reason();
+  SECTION("load with map_location (one copy per storage)") {
+    try {
+      (void)load(path, {.map_location = "cuda:0"});
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(e.path() == path);
+      CHECK(e.reason() == "storage tagged \"cpu\": " + reason);
+    }
+  }
+  SECTION("cuda::load (streamed)") {
+    try {
+      (void)cuda::load(path, {.map_location = "cuda:0"});
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(e.path() == path);
+      CHECK(e.reason() == "storage tagged \"cpu\": " + reason);
+    }
+  }
+  SECTION("a file saved on the GPU, with its saved tags") {
+    CHECK_THROWS_AS(cuda::load(sample("fake_cuda0.pt")), DeviceError);
+    CHECK_THROWS_AS(load(sample("fake_cuda0.pt")), DeviceError);
+    CHECK(load(sample("fake_cuda0.pt"), {.map_location = "cpu"}).is_dict());
+  }
+  SECTION("cuda::from_file") {
+    try {
+      (void)cuda::from_file(path, {.dtype = DType::UInt8});
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(std::string(e.what()) == "tensorfile: " + path.string() + ": " + reason);
+    }
+    CHECK_THROWS_MATCHES(cuda::from_file(path, {.shared = true, .dtype = DType::UInt8}), ArgumentError,
+                         Catch::Matchers::Predicate<ArgumentError>([&](const ArgumentError& e) {
+                           return e.reason() ==
+                                  "shared = true maps the file for writing; a tensor on cuda cannot write "
+                                  "back, expected shared = false";
+                         }));
+    CHECK(cuda::from_file(path, {.dtype = DType::UInt8}, Device::cpu()).device() == Device::cpu());
+  }
+  SECTION("load_memmap with a CUDA device") {
+    CHECK_THROWS_AS(load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.device = Device::cuda(0)}),
+                    DeviceError);
+  }
+  SECTION("CPU and meta loads are untouched") {
+    CHECK(cuda::load(path, {.map_location = "cpu"}) == load(path));
+    CHECK(cuda::load(path, {.map_location = "meta"}).as_tensor().device() == Device::meta());
+  }
+}
+
+// ---- with a device ------------------------------------------------------------------------------
+
+TEST_CASE("Tensor::to moves tensors between host and device and keeps views", "[cuda]") {
+  const Tensor t = Tensor::from_values<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  const Tensor on_gpu = t.to(Device::cuda());
+  CHECK(on_gpu.device() == Device::cuda(0));
+  CHECK(on_gpu.storage().kind() == "cuda");
+  CHECK_THROWS_AS(on_gpu.data<const float>(), DeviceError);  // never dereferenced on the host
+  CHECK(on_gpu.to(Device::cpu()).equal(t));
+  for (const Tensor& view : {t.transpose(0, 1), t.narrow(1, 1, 2), t.select(0, 2), t.slice(1, 0, 4, 3),
+                             t.narrow(0, 1, 0), t.select(0, 1).unsqueeze(0).expand({5, 4})}) {
+    const Tensor there = view.to(Device::cuda(0));
+    CHECK(there.sizes() == view.sizes());
+    CHECK(there.to(Device::cpu()).equal(view));
+    CHECK(there.storage().size_bytes() <= t.storage().size_bytes());  // only the bytes the view touches
+  }
+  CHECK(
+      Tensor::zeros({1000}, DType::Int64, Device::cuda()).to(Device::cpu()).equal(Tensor::zeros({1000}, DType::Int64)));
+  CHECK(on_gpu.clone().device() == Device::cuda(0));
+  CHECK(on_gpu.clone().to(Device::cpu()).equal(t));
+  if (cuda::device_count() > 1) {
+    const Tensor other = on_gpu.to(Device::cuda(1));
+    CHECK(other.device() == Device::cuda(1));
+    CHECK(other.to(Device::cpu()).equal(t));
+    CHECK(other.to(Device::cuda(0)).to(Device::cpu()).equal(t));
+  }
+  const int count = cuda::device_count();
+  CHECK_THROWS_WITH(t.to(Device::cuda(count)), "tensorfile: device cuda:" + std::to_string(count) +
+                                                   " does not exist; expected an index below " + std::to_string(count) +
+                                                   " (the CUDA devices present)");
+}
+
+TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]") {
+  const cuda::CudaLoadOptions small{.ring_bytes = 64 * 1024, .threads = 3, .slot_bytes = 16 * 1024};
+  const cuda::CudaLoadOptions direct{.ring_bytes = 1 << 20, .direct_io = true};
+  const cuda::CudaLoadOptions cufile{.use_cufile = true};
+  const cuda::CudaLoadOptions separate{.single_allocation = false};
+  std::size_t compared = 0;
+  for (const auto& path : torch_fixtures()) {
+    INFO(path.filename().string());
+    Value on_cpu;
+    try {
+      on_cpu = load(path, {.map_location = "cpu", .strict = false});
+    } catch (const Error&) {
+      CHECK_THROWS_AS(cuda::load(path, {.map_location = "cuda:0", .strict = false}), Error);
+      continue;
+    }
+    const auto check = [&](const Value& on_gpu) {
+      for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) {
+        CHECK((t.device() == Device::cuda(0) || t.device().is_meta()));
+      }
+      CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
+      ++compared;
+    };
+    check(load(path, {.map_location = "cuda:0", .strict = false}));  // per-storage copies through Tensor::to
+    check(load(path, {.map_location = std::map<std::string, std::string>{{"cpu", "cuda:0"}, {"cuda:0", "cuda:0"}},
+                      .strict = false}));
+    check(load(path, {.map_location =
+                          MapLocation::Function([](const Storage& cpu, std::string_view) -> std::optional<Storage> {
+                            return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())})
+                                .to(Device::cuda(0))
+                                .storage();
+                          }),
+                      .strict = false}));
+    for (const auto* options : {&small, &direct, &cufile, &separate}) {
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+      cuda::CudaLoadOptions with_progress = *options;
+      with_progress.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+      check(cuda::load(path, {.map_location = "cuda:0", .strict = false}, with_progress));
+      REQUIRE_FALSE(calls.empty());
+      CHECK(calls.back().first == calls.back().second);
+      for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i].first >= calls[i - 1].first);
+    }
+  }
+  CHECK(compared >= 7 * 50);
+}
+
+TEST_CASE("device tensors save as torch files", "[cuda]") {
+  tensorfile_test::ScratchDir scratch;
+  for (const char* name : {"state_dict_linear_bn.pt", "shared_views.pt", "noncontig_view.pt", "all_dtypes.pt"}) {
+    INFO(name);
+    const Value on_cpu = load(sample(name));
+    const Value on_gpu = cuda::load(sample(name), {.map_location = "cuda:0"});
+    save(on_gpu, scratch / "saved.pt");
+    CHECK(load(scratch / "saved.pt", {.map_location = "cpu"}) == on_cpu);
+  }
+}
+
+TEST_CASE("cuda::from_file reads a raw file onto the device", "[cuda]") {
+  tensorfile_test::ScratchDir scratch;
+  std::vector<float> values(5'000'000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  {
+    std::ofstream out(scratch / "raw.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * sizeof(float)));
+  }
+  const Tensor mapped = tensorfile::from_file(scratch / "raw.bin");
+  for (const bool direct : {false, true}) {
+    const Tensor t = cuda::from_file(scratch / "raw.bin", {}, Device::cuda(0),
+                                     {.ring_bytes = 4 << 20, .direct_io = direct, .slot_bytes = 1 << 20});
+    CHECK(t.device() == Device::cuda(0));
+    CHECK(t.to(Device::cpu()).equal(mapped));
+  }
+  const Tensor part = cuda::from_file(scratch / "raw.bin", {.size = 1000, .dtype = DType::Float64});
+  CHECK(part.to(Device::cpu())
+            .equal(tensorfile::from_file(scratch / "raw.bin", {.size = 1000, .dtype = DType::Float64})));
+  CHECK(cuda::from_file(scratch / "raw.bin", {.size = 0}).numel() == 0);
+}
+
+TEST_CASE("load_memmap to a CUDA device equals the CPU load", "[cuda]") {
+  for (const char* name : {"s01_basic", "s02_dtypes", "s03_shapes", "s07_tensorclass"}) {
+    INFO(name);
+    const auto prefix = tensorfile_test::data_dir() / "tensordict" / name;
+    std::vector<std::pair<std::string, Tensor>> on_cpu, on_gpu;
+    leaves(load_memmap(prefix), "", on_cpu);
+    leaves(load_memmap(prefix, {.device = Device::cuda(0)}), "", on_gpu);
+    REQUIRE(on_cpu.size() == on_gpu.size());
+    for (std::size_t i = 0; i < on_cpu.size(); ++i) {
+      INFO(on_cpu[i].first);
+      CHECK(on_gpu[i].first == on_cpu[i].first);
+      CHECK(on_gpu[i].second.device() == Device::cuda(0));
+      CHECK(on_gpu[i].second.to(Device::cpu()).equal(on_cpu[i].second));
+    }
+  }
+}
+
+TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[cuda]") {
+  tensorfile_test::ScratchDir scratch;
+  Dict state;
+  const std::int64_t per_tensor = 16 << 20;  // 64 MiB of float32 each, 512 MiB in all
+  for (int i = 0; i < 8; ++i) {
+    Tensor t = Tensor::zeros({per_tensor}, DType::Float32);
+    float* p = t.data<float>();
+    for (std::int64_t j = 0; j < per_tensor; j += 4096) p[j] = static_cast<float>(i * 1000 + j);
+    state.set("w" + std::to_string(i), t);
+  }
+  state.ordered = true;
+  save(Value(std::move(state)), scratch / "big.pt");
+  const Value on_cpu = load(scratch / "big.pt", {.mmap = true});
+  (void)Tensor::zeros({1}, DType::Float32, Device::cuda(0));  // the CUDA context exists before the measurement
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets the peak resident size (VmHWM)
+  const std::int64_t before = peak_rss_kib();
+  const Value on_gpu = cuda::load(scratch / "big.pt", {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20});
+  const std::int64_t growth_kib = peak_rss_kib() - before;
+  INFO("peak resident growth " << growth_kib << " KiB");
+  CHECK(growth_kib < 200 * 1024);  // 64 MiB ring + the runtime's own; never the 512 MiB of data
+  CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
+  if constexpr (detail::load_has_storage_source<LoadOptions>) {
+    std::set<const void*> owners;
+    for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) owners.insert(t.storage().owner());
+    CHECK(owners.size() == 1);  // one device allocation for the file
+  }
+}
