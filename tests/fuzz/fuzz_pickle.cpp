@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer harness: the pickle machine alone, with hooks that build inert values (nothing executes).
+// libFuzzer harness: the pickle machine alone, with hooks that build inert values (nothing executes);
+// then with torch's hooks twice, recognising tensor calls and running every opcode, which must agree.
 #include <tensorfile/formats/torch/pickle_machine.hpp>
 
+#include "../formats/recognition_differential.hpp"
 #include "fuzz_common.hpp"
 
 #include <cstddef>
@@ -33,5 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     tensorfile_fuzz::walk(v);
   } catch (const tensorfile::Error&) {
   }
+  const bool strict = (size & 1) == 0;
+  const auto fast = tensorfile_test::run_torch_pickle(bytes, true, strict, limits);
+  const auto slow = tensorfile_test::run_torch_pickle(bytes, false, strict, limits);
+  if (!tensorfile_test::recognition_difference(fast, slow).empty()) __builtin_trap();  // one meaning, two paths
+  if (fast.value) tensorfile_fuzz::walk(*fast.value);
   return 0;
 }

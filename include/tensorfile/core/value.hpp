@@ -2,6 +2,7 @@
 // Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstddef>
@@ -89,6 +90,17 @@ using List = std::vector<Value>;
 class Dict;
 struct Set;
 
+namespace detail {
+/// Loader bookkeeping every container carries: its nesting depth, and whether it already sits
+/// inside another container (it may not change then, so recorded depths stay true and no cycle forms).
+struct Nesting {
+  std::uint32_t depth = 1;
+  bool sealed = false;
+};
+/// The bookkeeping of a container value; null for other kinds.
+Nesting* nesting_of(const Value& v) noexcept;
+}  // namespace detail
+
 /// One node of a loaded object tree. Value is a handle, like a Python reference: copies share
 /// containers (a list reached twice is one list); clone() makes an independent deep copy.
 /// Containers never hold themselves (the loader rejects cycles).
@@ -112,7 +124,7 @@ class Value {
   Value(const char* v) : data_(std::string(v)) {}                              ///< str
   Value(std::string_view v) : data_(std::string(v)) {}                         ///< str
   Value(Bytes v) : data_(std::make_shared<const Bytes>(std::move(v))) {}       ///< bytes
-  Value(List v) : data_(std::make_shared<ListBox>(ListBox{std::move(v)})) {}   ///< list
+  Value(List v) : data_(std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}   ///< list
   Value(Dict v);                                                               ///< dict
   Value(Set v);                                                                ///< set
   Value(Tensor v) : data_(std::make_shared<const TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
@@ -132,7 +144,7 @@ class Value {
   /// A tuple of `items`.
   [[nodiscard]] static Value tuple(List items) {
     Value v;
-    v.data_ = std::make_shared<const TupleBox>(TupleBox{std::move(items)});
+    v.data_ = std::make_shared<const TupleBox>(TupleBox{std::move(items), {}});
     return v;
   }
 
@@ -214,12 +226,19 @@ class Value {
   }
 
  private:
+  friend detail::Nesting* detail::nesting_of(const Value& v) noexcept;
+
   struct ListBox {
     List items;
+    mutable detail::Nesting nesting;
   };
   struct TupleBox {
     List items;
+    mutable detail::Nesting nesting;
   };
+  struct DictBox;
+  struct SetBox;
+  struct ObjectBox;
   struct TensorBox {
     Tensor tensor;
     bool parameter;
@@ -237,9 +256,9 @@ class Value {
   // Alternatives in Kind's order.
   std::variant<None, bool, std::int64_t, std::shared_ptr<const BigInt>, double, std::complex<double>, std::string,
                std::shared_ptr<const Bytes>, std::shared_ptr<const TupleBox>, std::shared_ptr<ListBox>,
-               std::shared_ptr<Dict>, std::shared_ptr<Set>, std::shared_ptr<const TensorBox>,
+               std::shared_ptr<DictBox>, std::shared_ptr<SetBox>, std::shared_ptr<const TensorBox>,
                std::shared_ptr<const StorageValue>, Device, DType, std::shared_ptr<const Global>,
-               std::shared_ptr<Object>>
+               std::shared_ptr<ObjectBox>>
       data_;
 };
 
@@ -296,7 +315,9 @@ class Dict {
       slot->second = std::move(value);
       return;
     }
-    index_.emplace(h, items_.size());
+    if ((items_.size() + 1) * 2 > slots_.size()) grow();
+    place(items_.size(), h);
+    hashes_.push_back(h);
     items_.emplace_back(std::move(key), std::move(value));
   }
   /// The value of `key`, or null.
@@ -321,16 +342,33 @@ class Dict {
   }
 
  private:
+  // Open addressing with linear probing: slots_ holds item position + 1 (0 is empty), at most half
+  // full; hashes_ keeps each item's hash so probes compare keys only on a hash match.
+  std::size_t home(std::size_t h) const noexcept {
+    const std::uint64_t mixed = std::uint64_t{h} * 0x9e3779b97f4a7c15ull;  // spreads sequential int keys
+    return static_cast<std::size_t>(mixed ^ (mixed >> 32)) & (slots_.size() - 1);
+  }
   Item* find_slot(const Value& key, std::size_t h) {
-    auto [first, last] = index_.equal_range(h);
-    for (auto it = first; it != last; ++it) {
-      if (items_[it->second].first == key) return &items_[it->second];
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = home(h);; i = (i + 1) & (slots_.size() - 1)) {
+      const std::size_t slot = slots_[i];
+      if (slot == 0) return nullptr;
+      if (hashes_[slot - 1] == h && items_[slot - 1].first == key) return &items_[slot - 1];
     }
-    return nullptr;
+  }
+  void place(std::size_t position, std::size_t h) {
+    std::size_t i = home(h);
+    while (slots_[i] != 0) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = position + 1;
+  }
+  void grow() {
+    slots_.assign(std::max<std::size_t>(8, slots_.size() * 2), 0);
+    for (std::size_t i = 0; i < items_.size(); ++i) place(i, hashes_[i]);
   }
 
   std::vector<Item> items_;
-  std::unordered_multimap<std::size_t, std::size_t> index_;
+  std::vector<std::size_t> hashes_;
+  std::vector<std::size_t> slots_;
 };
 
 /// A Python set or frozenset, in the order the file listed its elements.
@@ -355,13 +393,38 @@ struct StorageValue {
   std::string location;   ///< the device tag the file recorded ("cpu", "cuda:0")
 };
 
-inline Value::Value(Dict v) : data_(std::make_shared<Dict>(std::move(v))) {}
-inline Value::Value(Set v) : data_(std::make_shared<Set>(std::move(v))) {}
-inline Value::Value(Object v) : data_(std::make_shared<Object>(std::move(v))) {}
+struct Value::DictBox {
+  Dict dict;
+  detail::Nesting nesting;
+};
+struct Value::SetBox {
+  Set set;
+  detail::Nesting nesting;
+};
+struct Value::ObjectBox {
+  Object object;
+  detail::Nesting nesting;
+};
+
+inline Value::Value(Dict v) : data_(std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
+inline Value::Value(Set v) : data_(std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
+inline Value::Value(Object v) : data_(std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
 inline Value::Value(StorageValue v) : data_(std::make_shared<const StorageValue>(std::move(v))) {}
-inline Dict& Value::as_dict() const { return *get<std::shared_ptr<Dict>>(Kind::dict); }
-inline Set& Value::as_set() const { return *get<std::shared_ptr<Set>>(Kind::set); }
-inline Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(Kind::object); }
+inline Dict& Value::as_dict() const { return get<std::shared_ptr<DictBox>>(Kind::dict)->dict; }
+inline Set& Value::as_set() const { return get<std::shared_ptr<SetBox>>(Kind::set)->set; }
+inline Object& Value::as_object() const { return get<std::shared_ptr<ObjectBox>>(Kind::object)->object; }
+
+inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
+  using Kind = Value::Kind;
+  switch (v.kind()) {
+    case Kind::list: return &std::get<std::shared_ptr<Value::ListBox>>(v.data_)->nesting;
+    case Kind::tuple: return &std::get<std::shared_ptr<const Value::TupleBox>>(v.data_)->nesting;
+    case Kind::dict: return &std::get<std::shared_ptr<Value::DictBox>>(v.data_)->nesting;
+    case Kind::set: return &std::get<std::shared_ptr<Value::SetBox>>(v.data_)->nesting;
+    case Kind::object: return &std::get<std::shared_ptr<Value::ObjectBox>>(v.data_)->nesting;
+    default: return nullptr;
+  }
+}
 inline const StorageValue& Value::as_storage() const {
   return *get<std::shared_ptr<const StorageValue>>(Kind::storage);
 }
@@ -405,9 +468,9 @@ inline std::size_t Value::size() const {
 inline const void* Value::identity() const noexcept {
   switch (kind()) {
     case Kind::list: return std::get<std::shared_ptr<ListBox>>(data_).get();
-    case Kind::dict: return std::get<std::shared_ptr<Dict>>(data_).get();
-    case Kind::set: return std::get<std::shared_ptr<Set>>(data_).get();
-    case Kind::object: return std::get<std::shared_ptr<Object>>(data_).get();
+    case Kind::dict: return std::get<std::shared_ptr<DictBox>>(data_).get();
+    case Kind::set: return std::get<std::shared_ptr<SetBox>>(data_).get();
+    case Kind::object: return std::get<std::shared_ptr<ObjectBox>>(data_).get();
     case Kind::tuple: return std::get<std::shared_ptr<const TupleBox>>(data_).get();
     case Kind::tensor: return std::get<std::shared_ptr<const TensorBox>>(data_).get();
     case Kind::storage: return std::get<std::shared_ptr<const StorageValue>>(data_).get();

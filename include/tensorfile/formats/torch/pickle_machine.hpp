@@ -6,11 +6,11 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
@@ -38,6 +38,18 @@ concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_v
   { h.persistent_load(owned, at) } -> std::same_as<Value>;  // BINPERSID
 };
 
+/// Hooks that may also recognise the bytes of a whole call (`callable MARK ... REDUCE`) and build
+/// its result directly: recognize_call reads without side effects and returns the memo indices the
+/// bytes write; finish_call builds the result. The machine falls back to running the opcodes
+/// whenever recognition fails or one of those memo entries is read later.
+template <class H>
+concept call_recognizing_hooks = requires(H& h, const Value& v, std::span<const std::byte> bytes,
+                                          const Value* (*memo)(std::uint64_t)) {
+  typename H::RecognizedCall;
+  { h.recognize_call(v, bytes, std::size_t{}, memo) } -> std::same_as<std::optional<typename H::RecognizedCall>>;
+  { h.finish_call(std::declval<typename H::RecognizedCall&>()) } -> std::same_as<Value>;
+};
+
 /// Runs one pickle (protocols 0 to 5, binary opcodes and the common text ones) to its STOP.
 template <pickle_hooks Hooks>
 class PickleMachine {
@@ -48,6 +60,7 @@ class PickleMachine {
   /// Runs from `start` to the STOP opcode and returns the one value left; `end()` then gives the
   /// offset just past STOP (the legacy format holds several pickles back to back).
   [[nodiscard]] Value run(std::size_t start = 0) {
+    scan_memo_reads(start);
     pos_ = start;
     while (true) {
       op_at_ = pos_;
@@ -61,6 +74,8 @@ class PickleMachine {
     }
     Value result = std::move(stack_.back());
     stack_.clear();
+    memo_.clear();
+    sparse_memo_.clear();
     return result;
   }
 
@@ -112,6 +127,81 @@ class PickleMachine {
     return {reinterpret_cast<const char*>(bytes_.data() + start), pos_ - 1 - start};
   }
 
+  // ---- memo scan: which memo indices does any GET read? ---------------------------------------
+  bool read_anywhere(std::uint64_t index) const noexcept {
+    return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
+  }
+  // Walks the opcodes from `start` to STOP without running them, recording each GET's index. Any
+  // surprise (an unknown opcode, a truncated argument, a huge index) keeps every memo entry instead;
+  // the run itself then reports the problem. memo_get refuses an index the scan did not see, so a
+  // scan that ever disagreed with the run would fail loudly rather than yield a placeholder.
+  void scan_memo_reads(std::size_t start) {
+    constexpr std::uint64_t dense_limit = std::uint64_t{1} << 24;
+    memo_reads_.clear();
+    reads_unknown_ = true;
+    std::size_t at = start;
+    const auto remaining = [&] { return bytes_.size() - at; };
+    const auto skip = [&](std::uint64_t n) {
+      if (n > remaining()) return false;
+      at += static_cast<std::size_t>(n);
+      return true;
+    };
+    const auto le = [&](std::size_t n, std::uint64_t& out) {
+      if (n > remaining()) return false;
+      out = 0;
+      for (std::size_t i = 0; i < n; ++i) out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[at + i])} << (8 * i);
+      at += n;
+      return true;
+    };
+    const auto line = [&](std::string_view& out) {
+      const std::size_t begin = at;
+      while (at < bytes_.size() && bytes_[at] != std::byte{'\n'}) ++at;
+      if (at >= bytes_.size()) return false;
+      out = {reinterpret_cast<const char*>(bytes_.data() + begin), at - begin};
+      ++at;
+      return true;
+    };
+    const auto note = [&](std::uint64_t index) {
+      if (index >= dense_limit) return false;
+      if (index >= memo_reads_.size()) memo_reads_.resize(static_cast<std::size_t>(index) + 1);
+      memo_reads_[static_cast<std::size_t>(index)] = true;
+      return true;
+    };
+    std::uint64_t n = 0;
+    std::string_view text;
+    while (at < bytes_.size()) {
+      const auto op = std::to_integer<std::uint8_t>(bytes_[at++]);
+      bool ok = true;
+      switch (op) {
+        case '.': reads_unknown_ = false; return;
+        case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case ')': case 't': case 0x85:
+        case 0x86: case 0x87: case ']': case 'l': case 'a': case 'e': case '}': case 'd': case 's': case 'u':
+        case 0x8f: case 0x90: case 0x91: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q': case 0x94:
+          break;
+        case 0x80: case 'K': case 'q': ok = skip(1); break;
+        case 'M': ok = skip(2); break;
+        case 'J': case 'r': ok = skip(4); break;
+        case 'G': case 0x95: ok = skip(8); break;
+        case 'h': ok = le(1, n) && note(n); break;
+        case 'j': ok = le(4, n) && note(n); break;
+        case 0x8a: case 0x8c: case 'U': case 'C': ok = le(1, n) && skip(n); break;
+        case 'X': case 'B': ok = le(4, n) && skip(n); break;
+        case 0x8b: case 'T': ok = le(4, n) && n < 0x80000000u && skip(n); break;
+        case 0x8d: case 0x8e: case 0x96: ok = le(8, n) && skip(n); break;
+        case 'I': case 'L': case 'F': case 'P': case 'p': ok = line(text); break;
+        case 'c': ok = line(text) && line(text); break;
+        case 'g': {
+          std::int64_t index = -1;
+          ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), index).ec == std::errc{} &&
+               index >= 0 && note(static_cast<std::uint64_t>(index));
+          break;
+        }
+        default: ok = false;
+      }
+      if (!ok) return;
+    }
+  }
+
   // ---- stack ---------------------------------------------------------------------------------
   void push(Value v) {
     if (stack_.size() >= limits_.max_stack) over("pickle stack exceeds " + std::to_string(limits_.max_stack) + " values");
@@ -128,6 +218,12 @@ class PickleMachine {
     return stack_.back();
   }
   std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  List pop_items(std::size_t n) {
+    if (stack_.size() - floor() < n) fail("pickle stack underflow");
+    List items(std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(n)), std::make_move_iterator(stack_.end()));
+    stack_.resize(stack_.size() - n);
+    return items;
+  }
   List pop_mark() {
     if (marks_.empty()) fail("opcode needs a MARK but none is open");
     const std::size_t mark = marks_.back();
@@ -138,9 +234,42 @@ class PickleMachine {
     return items;
   }
 
+  // ---- recognized calls ----------------------------------------------------------------------
+  // At a MARK after a global: lets the hooks read the whole call. Never near a limit, so that the
+  // general path's limit errors stay exactly where they were.
+  bool recognized_call() {
+    if (stack_.size() <= floor() || !stack_.back().is_global()) return false;
+    constexpr std::size_t margin = 64;
+    if (stack_.size() + margin > limits_.max_stack || memo_.size() + sparse_memo_.size() + margin > limits_.max_memo ||
+        limits_.max_depth < 2 || limits_.max_container < margin) {
+      return false;
+    }
+    const auto memo = [this](std::uint64_t index) -> const Value* {
+      if (index < memo_.size()) return &memo_[static_cast<std::size_t>(index)];
+      auto it = sparse_memo_.find(index);
+      return it == sparse_memo_.end() ? nullptr : &it->second;
+    };
+    auto call = hooks_.recognize_call(stack_.back(), bytes_, pos_, memo);
+    if (!call) return false;
+    for (std::size_t i = 0; i < call->put_count; ++i) {
+      if (read_anywhere(call->puts[i])) return false;
+    }
+    Value result = hooks_.finish_call(*call);
+    for (std::size_t i = 0; i < call->put_count; ++i) memo_store(call->puts[i], placeholder_);
+    stack_.back() = made(std::move(result));
+    pos_ = call->end;
+    return true;
+  }
+
   // ---- memo ----------------------------------------------------------------------------------
+  // Python's pickler memoizes nearly every object, yet torch files read back only a few (globals,
+  // repeated strings). Values whose index no GET names get a None placeholder, so transient tuples
+  // die as soon as they are used instead of living until the end of the load.
   void memo_put(std::uint64_t index) {
-    const Value& v = top();
+    const Value& stored = top();  // checks the stack even when only a placeholder is kept
+    memo_store(index, read_anywhere(index) ? stored : placeholder_);
+  }
+  void memo_store(std::uint64_t index, const Value& v) {
     if (index < memo_.size()) {
       memo_[index] = v;
     } else if (index == memo_.size()) {
@@ -154,36 +283,32 @@ class PickleMachine {
     }
   }
   void memo_get(std::uint64_t index) {
+    if (!read_anywhere(index)) fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
     if (index < memo_.size()) return push(memo_[index]);
     if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
     fail("memo index " + std::to_string(index) + " was never stored");
   }
 
   // ---- structure checks: no cycles, bounded depth, bounded sizes ---------------------------
-  // Depth bookkeeping costs nothing for the common case: containers of plain values (depth 1)
-  // and tensors are not recorded; only containers that hold containers are.
+  // Every container carries its depth (1 + its deepest child's) and a sealed flag; a container's
+  // children all exist before it, so depths are computed once, bottom up.
   static bool is_mutable_container(const Value& v) noexcept {
     const auto k = v.kind();
     return k == Value::Kind::list || k == Value::Kind::dict || k == Value::Kind::set || k == Value::Kind::object;
   }
   static bool is_container(const Value& v) noexcept { return v.kind() == Value::Kind::tuple || is_mutable_container(v); }
 
-  std::size_t depth_of(const Value& v) const {
-    if (!is_container(v)) return 0;
-    auto it = depth_.find(v.identity());
-    return it == depth_.end() ? 1 : it->second;
+  static std::size_t depth_of(const Value& v) noexcept {
+    const Nesting* nesting = nesting_of(v);
+    return nesting ? nesting->depth : 0;
   }
   void record_depth(const Value& container, std::size_t depth) {
     if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
-    auto [it, fresh] = depth_.try_emplace(container.identity(), depth);
-    if (fresh) {
-      alive_.push_back(container);  // keeps recorded identities unique for the whole run
-    } else {
-      it->second = std::max(it->second, depth);
-    }
+    Nesting& nesting = *nesting_of(container);
+    nesting.depth = std::max(nesting.depth, static_cast<std::uint32_t>(depth));
   }
-  void seal(const Value& child) {
-    if (is_mutable_container(child) && sealed_.insert(child.identity()).second) alive_.push_back(child);
+  static void seal(const Value& child) noexcept {
+    if (is_mutable_container(child)) nesting_of(child)->sealed = true;
   }
   // Records a container made by an opcode or a hook; its depth comes from its direct children.
   void adopt(const Value& v) {
@@ -216,7 +341,7 @@ class PickleMachine {
   // Before items go into `target`: a container already placed inside another one is sealed, so
   // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
   void check_open(const Value& target) const {
-    if (sealed_.count(target.identity())) {
+    if (nesting_of(target)->sealed) {
       fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
     }
   }
@@ -330,7 +455,12 @@ class PickleMachine {
         }
         return;
       }
-      case '(': marks_.push_back(stack_.size()); return;  // MARK
+      case '(':  // MARK
+        if constexpr (call_recognizing_hooks<Hooks>) {
+          if (recognized_call()) return;
+        }
+        marks_.push_back(stack_.size());
+        return;
       case '0': (void)pop(); return;                       // POP
       case '1': (void)pop_mark(); return;                  // POP_MARK
       case '2': push(top()); return;                       // DUP
@@ -381,26 +511,11 @@ class PickleMachine {
       case 'C': push_bytes(read_le<std::uint8_t>()); return;     // SHORT_BINBYTES
       case 0x8e: push_bytes(read_le<std::uint64_t>()); return;   // BINBYTES8
       case 0x96: push_bytes(read_le<std::uint64_t>()); return;   // BYTEARRAY8
-      case ')': push(make_tuple({})); return;
+      case ')': push(empty_tuple_); return;  // one shared empty tuple, as in Python
       case 't': push(make_tuple(pop_mark())); return;
-      case 0x85: {
-        Value a = pop();
-        push(make_tuple({std::move(a)}));
-        return;
-      }
-      case 0x86: {
-        Value b = pop();
-        Value a = pop();
-        push(make_tuple({std::move(a), std::move(b)}));
-        return;
-      }
-      case 0x87: {
-        Value c = pop();
-        Value b = pop();
-        Value a = pop();
-        push(make_tuple({std::move(a), std::move(b), std::move(c)}));
-        return;
-      }
+      case 0x85: push(make_tuple(pop_items(1))); return;  // TUPLE1
+      case 0x86: push(make_tuple(pop_items(2))); return;  // TUPLE2
+      case 0x87: push(make_tuple(pop_items(3))); return;  // TUPLE3
       case ']': push(made(Value(List{}))); return;  // EMPTY_LIST
       case 'l': {  // LIST
         Value list = made(Value(List{}));
@@ -489,7 +604,7 @@ class PickleMachine {
       case 'b': {  // BUILD
         Value state = pop();
         Value& object = top();
-        if (is_mutable_container(object) && sealed_.count(object.identity())) {
+        if (is_mutable_container(object) && nesting_of(object)->sealed) {
           fail("BUILD on an object already placed in another container");
         }
         if (state.identity() != nullptr && state.identity() == object.identity()) fail("BUILD gives an object itself as state");
@@ -536,9 +651,10 @@ class PickleMachine {
   std::vector<std::size_t> marks_;
   std::vector<Value> memo_;
   std::unordered_map<std::uint64_t, Value> sparse_memo_;
-  std::unordered_map<const void*, std::size_t> depth_;
-  std::unordered_set<const void*> sealed_;
-  std::vector<Value> alive_;
+  std::vector<bool> memo_reads_;  // indices some GET names (from scan_memo_reads)
+  bool reads_unknown_ = true;     // the scan could not finish: keep every memo entry
+  const Value placeholder_;
+  const Value empty_tuple_ = Value::tuple({});
 };
 
 }  // namespace tensorfile::detail

@@ -289,7 +289,13 @@ class PickleWriter {
         break;
       case Value::Kind::string: text(v.as_string()); return;
       case Value::Kind::bytes: bytes_value(v.as_bytes()); return;
-      case Value::Kind::tuple: tuple_of(v.as_tuple(), depth); break;
+      case Value::Kind::tuple:
+        if (v.as_tuple().empty()) {  // never memoized, as Python's pickler does
+          op(')');
+          return;
+        }
+        tuple_of(v.as_tuple(), depth);
+        break;
       case Value::Kind::list:
         op(']');
         memo_put(identity);

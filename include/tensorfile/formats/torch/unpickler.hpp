@@ -14,6 +14,7 @@
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/torch/load_options.hpp"
 #include "tensorfile/formats/torch/storage_types.hpp"
+#include "tensorfile/formats/torch/tensor_record.hpp"
 
 namespace tensorfile::detail {
 
@@ -208,21 +209,29 @@ class TorchHooks {
     if (!p[2].is_string()) bad_arg("storage id", "a string key", p[2], at);
     if (!p[3].is_string()) bad_arg("storage id", "a location string", p[3], at);
     if (!p[4].is_int() || p[4].as_int() < 0) bad_arg("storage id", "a non-negative element count", p[4], at);
-    const std::string& key = p[2].as_string();
-    const std::int64_t numel = p[4].as_int();
+    const Value& storage = storage_for(p[2].as_string(), *dtype, p[3].as_string(), p[4].as_int(), at);
+    if (p.size() == 6 && !p[5].is_none()) return legacy_view(storage.as_storage(), p[5], at);
+    return storage;
+  }
 
-    auto cached = storages_.find(key);
-    if (cached == storages_.end()) {
-      Storage storage = load_storage_(key, *dtype, numel, p[3].as_string(), at);
-      cached = storages_.emplace(key, Value(StorageValue{Tensor(std::move(storage), *dtype, {numel}), p[3].as_string()})).first;
-    } else if (cached->second.as_storage().tensor.dtype() != *dtype) {
-      throw FormatError("storage " + key + " is used as " +
-                            std::string(dtype_name(cached->second.as_storage().tensor.dtype())) + " and as " +
-                            std::string(dtype_name(*dtype)) + "; expected one dtype per storage",
-                        at_(at));
-    }
-    if (p.size() == 6 && !p[5].is_none()) return legacy_view(cached->second.as_storage(), p[5], at);
-    return cached->second;  // one Value per storage: views share it
+  /// Call recognition (see PickleMachine): a `_rebuild_tensor_v2/v3` call written the way Python's
+  /// pickler writes a fresh tensor is read in one go, without its intermediate tuples.
+  using RecognizedCall = TensorRecord;
+  template <class Memo>
+  std::optional<TensorRecord> recognize_call(const Value& callable, std::span<const std::byte> bytes, std::size_t pos,
+                                             const Memo& memo) const {
+    const Global& g = callable.as_global();
+    if (g.module != "torch._utils") return std::nullopt;
+    const bool v3 = g.name == "_rebuild_tensor_v3";
+    if (!v3 && g.name != "_rebuild_tensor_v2") return std::nullopt;
+    return match_tensor_record(bytes, pos, v3, memo);
+  }
+  /// Builds what the recognized call returns; errors name the same opcodes the general path would.
+  Value finish_call(TensorRecord& r) {
+    const StorageValue& storage = storage_for(r.key, r.storage_dtype, r.location, r.numel, r.storage_at).as_storage();
+    return Value(make_tensor(storage, r.dtype.value_or(storage.tensor.dtype()), r.offset, std::move(r.sizes),
+                             std::move(r.strides), r.requires_grad,
+                             r.dtype ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2", r.call_at));
   }
 
  private:
@@ -231,35 +240,37 @@ class TorchHooks {
     where.offset = offset;
     return where;
   }
-  [[noreturn]] void bad_arg(const std::string& function, const std::string& expected, const Value& got,
+  [[noreturn]] void bad_arg(std::string_view function, std::string_view expected, const Value& got,
                             std::uint64_t at) const {
-    throw FormatError(function + " argument is a " + std::string(Value::kind_name(got.kind())) + "; expected " + expected,
+    throw FormatError(std::string(function) + " argument is a " + std::string(Value::kind_name(got.kind())) +
+                          "; expected " + std::string(expected),
                       at_(at));
   }
-  void need(const List& a, std::size_t count, const std::string& function, std::uint64_t at) const {
+  void need(const List& a, std::size_t count, std::string_view function, std::uint64_t at) const {
     if (a.size() < count) {
-      throw FormatError(function + " has " + std::to_string(a.size()) + " arguments; expected " + std::to_string(count),
+      throw FormatError(std::string(function) + " has " + std::to_string(a.size()) + " arguments; expected " +
+                            std::to_string(count),
                         at_(at));
     }
   }
-  Tensor tensor_arg(const Value& v, const std::string& function, std::uint64_t at) const {
+  Tensor tensor_arg(const Value& v, std::string_view function, std::uint64_t at) const {
     if (!v.is_tensor()) bad_arg(function, "a tensor", v, at);
     return v.as_tensor();
   }
-  bool bool_arg(const Value& v, const std::string& function, std::uint64_t at) const {
+  bool bool_arg(const Value& v, std::string_view function, std::uint64_t at) const {
     if (v.is_bool()) return v.as_bool();
     if (v.is_int()) return v.as_int() != 0;
     bad_arg(function, "a bool", v, at);
   }
-  double number_arg(const Value& v, const std::string& function, std::uint64_t at) const {
+  double number_arg(const Value& v, std::string_view function, std::uint64_t at) const {
     if (v.is_float() || v.is_int()) return v.as_float();
     bad_arg(function, "a number", v, at);
   }
-  const std::string& string_arg(const Value& v, const std::string& function, std::uint64_t at) const {
+  const std::string& string_arg(const Value& v, std::string_view function, std::uint64_t at) const {
     if (!v.is_string()) bad_arg(function, "a string", v, at);
     return v.as_string();
   }
-  Shape shape_arg(const Value& v, const std::string& function, std::uint64_t at) const {
+  Shape shape_arg(const Value& v, std::string_view function, std::uint64_t at) const {
     if (!v.is_tuple() && !v.is_list()) bad_arg(function, "a tuple of ints", v, at);
     Shape out;
     out.reserve(v.elements().size());
@@ -268,6 +279,34 @@ class TorchHooks {
       out.push_back(item.as_int());
     }
     return out;
+  }
+
+  // One Value per storage key, so that views share it.
+  const Value& storage_for(std::string_view key, DType dtype, std::string_view location, std::int64_t numel,
+                           std::uint64_t at) {
+    auto cached = storages_.find(std::string(key));
+    if (cached == storages_.end()) {
+      const std::string name(key);
+      const std::string tag(location);
+      Storage storage = load_storage_(name, dtype, numel, tag, at);
+      return storages_.emplace(name, Value(StorageValue{Tensor(std::move(storage), dtype, {numel}), tag})).first->second;
+    }
+    if (cached->second.as_storage().tensor.dtype() != dtype) {
+      throw FormatError("storage " + std::string(key) + " is used as " +
+                            std::string(dtype_name(cached->second.as_storage().tensor.dtype())) + " and as " +
+                            std::string(dtype_name(dtype)) + "; expected one dtype per storage",
+                        at_(at));
+    }
+    return cached->second;
+  }
+
+  Tensor make_tensor(const StorageValue& storage, DType dtype, std::int64_t offset, Shape sizes, Shape strides,
+                     bool requires_grad, std::string_view function, std::uint64_t at) const {
+    try {
+      return Tensor(storage.tensor.storage(), dtype, std::move(sizes), std::move(strides), offset, requires_grad);
+    } catch (const ArgumentError& error) {
+      throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
+    }
   }
 
   Value rebuild_tensor(const List& a, std::size_t fixed, bool v3, std::uint64_t at) {
@@ -284,12 +323,7 @@ class TorchHooks {
     Shape sizes = shape_arg(a[2], function, at);
     Shape strides = shape_arg(a[3], function, at);
     const bool requires_grad = fixed > 4 && bool_arg(a[4], function, at);
-    Tensor t;
-    try {
-      t = Tensor(storage.tensor.storage(), dtype, std::move(sizes), std::move(strides), a[1].as_int(), requires_grad);
-    } catch (const ArgumentError& error) {
-      throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
-    }
+    Tensor t = make_tensor(storage, dtype, a[1].as_int(), std::move(sizes), std::move(strides), requires_grad, function, at);
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
     return Value(std::move(t));
@@ -314,7 +348,7 @@ class TorchHooks {
   }
 
   Value rebuild_meta(const List& a, std::uint64_t at) {
-    const std::string function = "_rebuild_meta_tensor_no_storage";
+    constexpr std::string_view function = "_rebuild_meta_tensor_no_storage";
     need(a, 4, function, at);
     if (!a[0].is_dtype()) bad_arg(function, "a dtype", a[0], at);
     Shape sizes = shape_arg(a[1], function, at);
@@ -338,12 +372,12 @@ class TorchHooks {
                0, bool_arg(a[3], function, at));
       return Value(std::move(t));
     } catch (const ArgumentError& error) {
-      throw FormatError(function + ": " + error.reason(), at_(at));
+      throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
     }
   }
 
   Value rebuild_from_type(const List& a, std::uint64_t at) {
-    const std::string function = "_rebuild_from_type_v2";
+    constexpr std::string_view function = "_rebuild_from_type_v2";
     need(a, 4, function, at);
     if (!a[2].is_tuple()) bad_arg(function, "an argument tuple", a[2], at);
     Value inner = reduce(a[0], a[2], at);
@@ -368,7 +402,7 @@ class TorchHooks {
     }
   }
 
-  Value make_bytes(const List& a, const std::string& function, std::uint64_t at) {
+  Value make_bytes(const List& a, std::string_view function, std::uint64_t at) {
     Bytes out;
     if (a.empty()) return Value(std::move(out));
     if (a[0].is_bytes()) return a[0];
@@ -382,13 +416,13 @@ class TorchHooks {
         const auto next = static_cast<unsigned char>(text[++i]);
         out.data.push_back(static_cast<std::byte>(((c & 0x03u) << 6) | (next & 0x3Fu)));
       } else {
-        throw FormatError(function + " argument holds a character beyond latin-1", at_(at));
+        throw FormatError(std::string(function) + " argument holds a character beyond latin-1", at_(at));
       }
     }
     return Value(std::move(out));
   }
 
-  void fill_pairs(Dict& dict, const Value& pairs, const std::string& function, std::uint64_t at) const {
+  void fill_pairs(Dict& dict, const Value& pairs, std::string_view function, std::uint64_t at) const {
     if (!pairs.is_list() && !pairs.is_tuple()) bad_arg(function, "a list of pairs", pairs, at);
     for (const auto& pair : pairs.elements()) {
       if (!pair.is_tuple() || pair.as_tuple().size() != 2) bad_arg(function, "a (key, value) pair", pair, at);

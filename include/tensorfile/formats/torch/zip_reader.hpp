@@ -510,7 +510,7 @@ class ZipReader {
         fail("the local file header at byte " + std::to_string(lho) + " runs past the end of the archive", lho,
              entry.name);
       const std::byte* h = at(lho);
-      std::array<std::byte, 30 + 1024> copy{};
+      std::array<std::byte, 30 + 1024> copy;  // filled only when read_at_ is used
       if (read_at_ && size - lho >= copy.size()) {  // the name follows the fixed part; names are short
         read_at_(lho, copy);
         h = copy.data();

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// The unpickler builds `_rebuild_tensor_v2/v3` calls straight from their bytes when they look the
+// way Python's pickler writes them. These tests hold that shortcut to the opcode-by-opcode result:
+// on every torch-written fixture and on every one-byte change and truncation of several of them.
+#include <tensorfile/formats/torch/zip_reader.hpp>
+
+#include <fstream>
+
+#include "formats/recognition_differential.hpp"
+#include "formats/torch_file_builder.hpp"
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+
+namespace {
+std::vector<std::byte> pickle_of(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string raw{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto zip = detail::ZipReader::open(std::as_bytes(std::span(raw.data(), raw.size())), path);
+  const detail::ZipEntry* entry = zip.find("data.pkl");
+  REQUIRE(entry != nullptr);
+  return zip.read(*entry);
+}
+std::vector<std::filesystem::path> zip_fixtures() {
+  std::vector<std::filesystem::path> out;
+  for (const char* folder : {"torch", "torch_gen"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / folder)) {
+      if (entry.path().extension() != ".pt" || entry.path().stem() == "legacy_format") continue;
+      out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+std::string differs(std::span<const std::byte> pickle, bool strict, std::size_t* recognized = nullptr) {
+  const auto fast = tensorfile_test::run_torch_pickle(pickle, true, strict);
+  const auto slow = tensorfile_test::run_torch_pickle(pickle, false, strict);
+  if (recognized != nullptr) *recognized += fast.recognized;
+  return tensorfile_test::recognition_difference(fast, slow);
+}
+}  // namespace
+
+TEST_CASE("recognized tensor calls equal the opcode-by-opcode result on every torch fixture") {
+  std::size_t recognized = 0;
+  std::size_t fixtures = 0;
+  for (const auto& path : zip_fixtures()) {
+    CAPTURE(path.filename().string());
+    const auto pickle = pickle_of(path);
+    for (const bool strict : {true, false}) CHECK(differs(pickle, strict, &recognized).empty());
+    ++fixtures;
+  }
+  CHECK(fixtures >= 50);
+  // The first tensor of each storage class is always run by opcodes (its class is a GLOBAL, not a
+  // memo read); nearly every later one is recognised.
+  std::size_t in_big_state_dict = 0;
+  CHECK(differs(pickle_of(tensorfile_test::data_dir() / "torch_gen" / "state_dict_1100_entries.pt"), true,
+                &in_big_state_dict)
+            .empty());
+  CHECK(in_big_state_dict >= 1000);
+  CHECK(recognized > in_big_state_dict);
+}
+
+TEST_CASE("recognized tensor calls equal the opcode result under every one-byte change and truncation") {
+  std::size_t inputs = 0;
+  std::size_t recognized = 0;
+  for (const char* name : {"torch_gen/views_shared_storage.pt", "torch/state_dict_linear_bn.pt"}) {
+    const auto pickle = pickle_of(tensorfile_test::data_dir() / name);
+    CAPTURE(name);
+    for (std::size_t at = 0; at < pickle.size(); ++at) {
+      CAPTURE(at);
+      auto changed = pickle;
+      const auto original = std::to_integer<unsigned>(pickle[at]);
+      for (const unsigned replacement : {0x00u, 0xffu, original ^ 1u, (original + 1u) & 0xffu}) {
+        if (replacement == original) continue;
+        changed[at] = static_cast<std::byte>(replacement);
+        const std::string difference = differs(changed, true, &recognized);
+        if (!difference.empty()) FAIL_CHECK("byte " << at << " = " << replacement << ": " << difference);
+        ++inputs;
+      }
+      const std::string difference = differs(std::span(pickle).first(at), true);
+      if (!difference.empty()) FAIL_CHECK("truncated to " << at << " bytes: " << difference);
+    }
+  }
+  CHECK(inputs > 5000);
+  CHECK(recognized > 500);  // the changes reach recognised calls, not only the opcode path
+}
+
+namespace {
+// Two float tensors the way Python's pickler writes them: the second one's storage class, "storage"
+// tag, location and OrderedDict are memo reads, so its call is recognizable. `tail` goes after
+// both tensors, inside the outer tuple.
+std::string two_tensors(std::int32_t second_offset, const std::string& tail = {}) {
+  using tensorfile_test::PickleWriter;
+  PickleWriter w;
+  w.proto().mark();
+  w.global("torch._utils", "_rebuild_tensor_v2").put(0).mark();
+  w.mark().string("storage").put(1).global("torch", "FloatStorage").put(2).string("0").put(3).string("cpu").put(4);
+  w.integer(6).tuple().put(5).persid().put(6);
+  w.integer(0).int_tuple({2, 3}).put(7).int_tuple({3, 1}).put(8).boolean(false);
+  w.global("collections", "OrderedDict").put(9).empty_tuple().reduce().put(10).tuple().put(11).reduce().put(12);
+  w.get(0).mark();
+  w.mark().get(1).get(2).string("1").put(13).get(4).integer(4).tuple().put(14).persid().put(15);
+  w.integer(second_offset).int_tuple({2, 2}).put(16).int_tuple({2, 1}).put(17).boolean(true);
+  w.get(9).empty_tuple().reduce().put(18).tuple().put(19).reduce().put(20);
+  return w.raw(tail).tuple().stop().bytes();
+}
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+}  // namespace
+
+TEST_CASE("a tensor call written as Python writes it is recognized and equals the opcode result") {
+  const std::string pickle = two_tensors(0);
+  const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true);
+  const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false);
+  CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+  CHECK(fast.recognized == 1);  // the first call names its classes with GLOBAL: opcode path
+  REQUIRE(fast.value);
+  const Tensor& second = fast.value->at(1).as_tensor();
+  CHECK(second.sizes() == Shape{2, 2});
+  CHECK(second.strides() == Shape{2, 1});
+  CHECK(second.requires_grad());
+}
+
+TEST_CASE("a memo entry written inside a tensor call and read later sends the call to the opcode path") {
+  // GET 16 reads the second tensor's size tuple back, so that tuple must exist as a value.
+  const std::string pickle = two_tensors(0, std::string("h\x10", 2));
+  const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true);
+  const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false);
+  CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+  CHECK(fast.recognized == 0);
+  REQUIRE(fast.value);
+  CHECK(fast.value->at(2) == Value::tuple({std::int64_t{2}, std::int64_t{2}}));
+}
+
+TEST_CASE("a recognized tensor call that leaves its storage fails exactly as the opcode path does") {
+  const std::string pickle = two_tensors(1);  // 2x2 at offset 1 needs 5 of the storage's 4 elements
+  const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true);
+  const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false);
+  CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+  CHECK_FALSE(fast.value);
+  CHECK(fast.error.find("_rebuild_tensor_v2: ") != std::string::npos);
+  CHECK(fast.error.find("(at byte " + std::to_string(pickle.size() - 5) + ")") != std::string::npos);  // the last REDUCE
+}
