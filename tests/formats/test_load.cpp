@@ -397,3 +397,24 @@ TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
   CHECK(defaults.max_depth == 1000);
   CHECK(defaults.strict);
 }
+
+TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero and far-off numbers stay distinct") {
+  // Plain decimal keys take a fast path (vectors indexed by the number); "07" and a key far
+  // beyond the storages seen so far go through the general lookup. All must find their own record.
+  PickleWriter w;
+  w.proto().mark();
+  w.tensor("FloatStorage", "7", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "07", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "123456789", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "7", 1, 0, {1}, {1});
+  w.tuple().stop();
+  const std::string file = tensorfile_test::torch_zip(
+      "archive", {{"data.pkl", w.bytes()}, {"data/7", f32_bytes({7})}, {"data/07", f32_bytes({70})},
+                  {"data/123456789", f32_bytes({9})}, {"version", "3\n"}});
+  const Value v = load(as_span(file));
+  CHECK(floats(v.at(0).as_tensor()) == std::vector<float>{7});
+  CHECK(floats(v.at(1).as_tensor()) == std::vector<float>{70});
+  CHECK(floats(v.at(2).as_tensor()) == std::vector<float>{9});
+  CHECK(v.at(3).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
+  CHECK_FALSE(v.at(1).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
+}

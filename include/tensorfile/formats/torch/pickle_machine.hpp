@@ -169,18 +169,25 @@ class PickleMachine {
     };
     std::uint64_t n = 0;
     std::string_view text;
+    std::size_t puts = 0;
     while (at < bytes_.size()) {
       const auto op = std::to_integer<std::uint8_t>(bytes_[at++]);
       bool ok = true;
       switch (op) {
-        case '.': reads_unknown_ = false; return;
+        case '.':
+          reads_unknown_ = false;
+          memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
+          return;
         case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case ')': case 't': case 0x85:
         case 0x86: case 0x87: case ']': case 'l': case 'a': case 'e': case '}': case 'd': case 's': case 'u':
-        case 0x8f: case 0x90: case 0x91: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q': case 0x94:
+        case 0x8f: case 0x90: case 0x91: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q':
           break;
-        case 0x80: case 'K': case 'q': ok = skip(1); break;
+        case 0x94: ++puts; break;
+        case 'q': ++puts; ok = skip(1); break;
+        case 'r': ++puts; ok = skip(4); break;
+        case 0x80: case 'K': ok = skip(1); break;
         case 'M': ok = skip(2); break;
-        case 'J': case 'r': ok = skip(4); break;
+        case 'J': ok = skip(4); break;
         case 'G': case 0x95: ok = skip(8); break;
         case 'h': ok = le(1, n) && note(n); break;
         case 'j': ok = le(4, n) && note(n); break;

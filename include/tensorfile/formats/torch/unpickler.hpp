@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "tensorfile/backends/heap.hpp"
 #include "tensorfile/core/error.hpp"
@@ -41,6 +43,18 @@ inline bool is_known_global(std::string_view module, std::string_view name) {
     if (candidate == name) return true;
   }
   return false;
+}
+
+/// The number a storage key spells when it is a plain decimal ("0", "17"; not "017" or "-1"), as
+/// torch's keys are; lets lookups index vectors instead of hashing strings.
+inline std::optional<std::size_t> decimal_key(std::string_view key) noexcept {
+  if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  std::size_t n = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return n;
 }
 
 /// Rebuild functions whose tensors tensorfile does not model: strict loads refuse them by name.
@@ -281,23 +295,34 @@ class TorchHooks {
     return out;
   }
 
-  // One Value per storage key, so that views share it.
+  // One Value per storage key, so that views share it. The reference lasts until the next call.
   const Value& storage_for(std::string_view key, DType dtype, std::string_view location, std::int64_t numel,
                            std::uint64_t at) {
-    auto cached = storages_.find(std::string(key));
-    if (cached == storages_.end()) {
+    Value& slot = storage_slot(key);
+    if (slot.is_none()) {
       const std::string name(key);
       const std::string tag(location);
       Storage storage = load_storage_(name, dtype, numel, tag, at);
-      return storages_.emplace(name, Value(StorageValue{Tensor(std::move(storage), dtype, {numel}), tag})).first->second;
+      slot = Value(StorageValue{Tensor(std::move(storage), dtype, {numel}), tag});
+      ++storage_count_;
+      return slot;
     }
-    if (cached->second.as_storage().tensor.dtype() != dtype) {
+    if (slot.as_storage().tensor.dtype() != dtype) {
       throw FormatError("storage " + std::string(key) + " is used as " +
-                            std::string(dtype_name(cached->second.as_storage().tensor.dtype())) + " and as " +
+                            std::string(dtype_name(slot.as_storage().tensor.dtype())) + " and as " +
                             std::string(dtype_name(dtype)) + "; expected one dtype per storage",
                         at_(at));
     }
-    return cached->second;
+    return slot;
+  }
+  // Decimal keys below twice the storages seen so far index a vector (it grows with what the file
+  // holds, never with what a key claims); any other key goes to a map.
+  Value& storage_slot(std::string_view key) {
+    if (const auto n = decimal_key(key); n && *n < 2 * storage_count_ + 64) {
+      if (*n >= numbered_storages_.size()) numbered_storages_.resize(*n + 1);
+      return numbered_storages_[*n];
+    }
+    return storages_[std::string(key)];
   }
 
   Tensor make_tensor(const StorageValue& storage, DType dtype, std::int64_t offset, Shape sizes, Shape strides,
@@ -455,7 +480,9 @@ class TorchHooks {
   const LoadOptions& options_;
   ErrorLocation where_;
   LoadStorage load_storage_;
+  std::vector<Value> numbered_storages_;
   std::unordered_map<std::string, Value> storages_;
+  std::size_t storage_count_ = 0;
 };
 
 }  // namespace tensorfile::detail
