@@ -86,7 +86,7 @@ ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
 ssize_t pwrite64(int fd, const void* buf, size_t count, off_t offset) { return pwrite(fd, buf, count, offset); }
 
 ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
-  // Rare in tensorfile; forwarded through write() one buffer at a time so the same limits apply.
+  // How tensorfile writes saves; forwarded through write() one buffer at a time so the same limits apply.
   ssize_t total = 0;
   for (int i = 0; i < iovcnt; ++i) {
     const ssize_t put = write(fd, iov[i].iov_base, iov[i].iov_len);

@@ -136,6 +136,40 @@ int main(int argc, char** argv) {
     tf::save(old_value, target);  // back to an old file for the next round
     old_bytes = slurp(target);
   }
+  // 4. A save past 64 MiB takes the other path (CRCs on a second thread, records gathered into
+  //    writev calls of up to 32 MiB): failures inside and between gathers, and short writes.
+  std::vector<float> block(std::size_t{9} << 20);  // 36 MiB
+  for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<float>(i % 1000);
+  const tf::Value large = tf::make_state_dict({{"a", tf::Tensor::from_values<float>(std::span<const float>(block))},
+                                               {"b", tf::Tensor::from_values<float>(std::span<const float>(block))},
+                                               {"c", tf::Tensor::from_values<float>({1, 2})}});
+  std::size_t large_points = 0;
+  for (const unsigned long long n : {0ull, 5000ull, 20ull << 20, 36ull << 20, 50ull << 20, 72ull << 20}) {
+    reset_shim();
+    ::setenv("TENSORFILE_FAIL_ERRNO", std::to_string(ENOSPC).c_str(), 1);
+    ::setenv("TENSORFILE_FAIL_AFTER", std::to_string(n).c_str(), 1);
+    bool threw = false;
+    try {
+      tf::save(large, target);
+    } catch (const tf::IoError& e) {
+      threw = true;
+      EXPECT(e.error_number() == ENOSPC);
+    }
+    EXPECT(threw);
+    EXPECT(slurp(target) == old_bytes);
+    EXPECT(temporaries(dir) == 0);
+    ++attempts;
+    ++large_points;
+    ::unsetenv("TENSORFILE_FAIL_AFTER");
+    ::unsetenv("TENSORFILE_FAIL_ERRNO");
+  }
+  ::setenv("TENSORFILE_SHORT_WRITES", "1000003", 1);
+  tf::save(large, target);
+  ::unsetenv("TENSORFILE_SHORT_WRITES");
+  EXPECT(tf::load(target) == large);
+  EXPECT(temporaries(dir) == 0);
+  std::printf("large save (72 MiB): %zu injected-failure saves and one of short writes\n", large_points);
+
   std::printf("save faults: %d injected-failure saves (ENOSPC/EIO at %zu byte offsets, fsync EIO/ENOSPC), "
               "%llu failures injected, 3 short-write saves; old file intact and no temporary each time\n",
               attempts, points.size(), injected());

@@ -73,12 +73,17 @@ class ZipWriter {
     emit(bytes);
   }
 
-  /// Appends bytes whose CRC-32 the caller computes (see end_record(crc)).
-  void write_unchecked(std::span<const std::byte> bytes) {
+  /// Appends bytes whose CRC-32 the caller computes (see end_record(crc)) and which stay valid
+  /// until flush() (see ByteSink::write_borrowed).
+  void write_borrowed(std::span<const std::byte> bytes) {
     if (bytes.size() > left_) throw ArgumentError("record " + entries_.back().name + " is longer than announced");
     left_ -= bytes.size();
-    emit(bytes);
+    sink_.write_borrowed(bytes);
+    cursor_ += bytes.size();
   }
+
+  /// Hands borrowed bytes to the sink before their owner lets them go.
+  void flush() { sink_.flush(); }
 
   /// Closes the current record with its data descriptor.
   void end_record() { end_record(crc_); }

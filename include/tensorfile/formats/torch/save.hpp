@@ -68,12 +68,13 @@ inline void write_storage_records(ZipWriter& zip, const std::vector<SavedStorage
   } stop_on_exit{stop};
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     zip.begin_record("data/" + storages[i].key, hosts[i].size_bytes());
-    zip.write_unchecked(bytes_of(i));
+    zip.write_borrowed(bytes_of(i));
     for (std::size_t seen = ready.load(std::memory_order_acquire); seen <= i; seen = ready.load(std::memory_order_acquire)) {
       ready.wait(seen, std::memory_order_acquire);
     }
     zip.end_record(crcs[i]);
   }
+  zip.flush();  // before `hosts` (device tensors' host copies) goes
 }
 
 /// Writes the whole archive for `root` into `sink`.
