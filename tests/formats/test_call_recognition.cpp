@@ -140,3 +140,30 @@ TEST_CASE("a recognized tensor call that leaves its storage fails exactly as the
   CHECK(fast.error.find("_rebuild_tensor_v2: ") != std::string::npos);
   CHECK(fast.error.find("(at byte " + std::to_string(pickle.size() - 5) + ")") != std::string::npos);  // the last REDUCE
 }
+
+TEST_CASE("a torch 2.x _rebuild_tensor_v3 call over an UntypedStorage is recognized with its memoized dtype") {
+  using tensorfile_test::PickleWriter;
+  PickleWriter w;
+  w.proto().mark();
+  w.global("torch._utils", "_rebuild_tensor_v3").put(0).mark();
+  w.mark().string("storage").put(1).global("torch", "UntypedStorage").put(2).string("0").put(3).string("cpu").put(4);
+  w.integer(8).tuple().put(5).persid().put(6);
+  w.integer(0).int_tuple({4}).put(7).int_tuple({1}).put(8).boolean(false);
+  w.global("collections", "OrderedDict").put(9).empty_tuple().reduce().put(10).global("torch", "float16").put(11);
+  w.tuple().put(12).reduce().put(13);
+  w.get(0).mark();
+  w.mark().get(1).get(2).string("1").put(14).get(4).integer(8).tuple().put(15).persid().put(16);
+  w.integer(1).int_tuple({2}).put(17).int_tuple({1}).put(18).boolean(true);
+  w.get(9).empty_tuple().reduce().put(19).get(11).tuple().put(20).reduce().put(21);
+  const std::string pickle = w.tuple().stop().bytes();
+  const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true);
+  const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false);
+  CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+  CHECK(fast.recognized == 1);
+  REQUIRE(fast.value);
+  const Tensor& second = fast.value->at(1).as_tensor();
+  CHECK(second.dtype() == DType::Float16);
+  CHECK(second.sizes() == Shape{2});
+  CHECK(second.storage_offset() == 1);
+  CHECK(second.requires_grad());
+}
