@@ -89,7 +89,8 @@ namespace {
 // Two float tensors the way Python's pickler writes them: the second one's storage class, "storage"
 // tag, location and OrderedDict are memo reads, so its call is recognizable. `tail` goes after
 // both tensors, inside the outer tuple.
-std::string two_tensors(std::int32_t second_offset, const std::string& tail = {}) {
+// `second_shape`, when given, replaces the second tensor's size and stride tuples (raw opcodes).
+std::string two_tensors(std::int32_t second_offset, const std::string& tail = {}, const std::string& second_shape = {}) {
   using tensorfile_test::PickleWriter;
   PickleWriter w;
   w.proto().mark();
@@ -100,7 +101,13 @@ std::string two_tensors(std::int32_t second_offset, const std::string& tail = {}
   w.global("collections", "OrderedDict").put(9).empty_tuple().reduce().put(10).tuple().put(11).reduce().put(12);
   w.get(0).mark();
   w.mark().get(1).get(2).string("1").put(13).get(4).integer(4).tuple().put(14).persid().put(15);
-  w.integer(second_offset).int_tuple({2, 2}).put(16).int_tuple({2, 1}).put(17).boolean(true);
+  w.integer(second_offset);
+  if (second_shape.empty()) {
+    w.int_tuple({2, 2}).put(16).int_tuple({2, 1}).put(17);
+  } else {
+    w.raw(second_shape);
+  }
+  w.boolean(true);
   w.get(9).empty_tuple().reduce().put(18).tuple().put(19).reduce().put(20);
   return w.raw(tail).tuple().stop().bytes();
 }
@@ -166,4 +173,45 @@ TEST_CASE("a torch 2.x _rebuild_tensor_v3 call over an UntypedStorage is recogni
   CHECK(second.sizes() == Shape{2});
   CHECK(second.storage_offset() == 1);
   CHECK(second.requires_grad());
+}
+
+TEST_CASE("ints the matcher cannot read as it reads them leave the call to the opcode path") {
+  // LONG1 of length 0 is a valid 0; a LONG1 of 9 bytes is a wider int; a cut-off BININT is broken.
+  const std::string long1_zero("(K\x02\x8a\x00t(K\x01\x8a\x00t", 12);   // sizes (2, 0), strides (1, 0)
+  const std::string long1_wide("(K\x02\x8a\x09\x01\x00\x00\x00\x00\x00\x00\x00\x00t(K\x01K\x01t", 21);
+  for (const std::string& shape : {long1_zero, long1_wide}) {
+    const std::string pickle = two_tensors(0, {}, shape);
+    const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true);
+    const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false);
+    CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+  }
+  const auto zero = tensorfile_test::run_torch_pickle(bytes_of(two_tensors(0, {}, long1_zero)), true);
+  CAPTURE(zero.error);
+  REQUIRE(zero.value);
+  CHECK(zero.recognized == 1);
+  CHECK(zero.value->at(1).as_tensor().sizes() == Shape{2, 0});
+}
+
+TEST_CASE("near the stack and memo limits tensor calls run opcode by opcode, failing where they always did") {
+  std::string dims64 = "(";  // a 64-dim view of one element: 64 sizes and strides of 1
+  for (int i = 0; i < 64; ++i) dims64 += "K\x01";
+  dims64 += "t";
+  const std::string shape = dims64 + dims64;
+  const std::string pickle = two_tensors(0, {}, shape);
+  const auto loads = [&](const tensorfile::detail::PickleLimits& limits) {  // and the two paths agree
+    const auto fast = tensorfile_test::run_torch_pickle(bytes_of(pickle), true, true, limits);
+    const auto slow = tensorfile_test::run_torch_pickle(bytes_of(pickle), false, true, limits);
+    CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
+    return fast.value.has_value();
+  };
+  std::size_t failures = 0;
+  for (std::size_t max_stack = 60; max_stack <= 160; ++max_stack) {
+    CAPTURE(max_stack);
+    if (!loads({.max_stack = max_stack})) ++failures;
+  }
+  CHECK(failures > 0);  // the low limits are breached, on both paths alike
+  for (std::size_t max_memo = 10; max_memo <= 120; ++max_memo) {
+    CAPTURE(max_memo);
+    (void)loads({.max_memo = max_memo});
+  }
 }

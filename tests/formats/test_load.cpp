@@ -417,4 +417,17 @@ TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero an
   CHECK(floats(v.at(2).as_tensor()) == std::vector<float>{9});
   CHECK(v.at(3).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
   CHECK_FALSE(v.at(1).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
+
+  // A decimal key first seen beyond the fast path's reach ("64" before any storage) and seen again
+  // once in reach is still one storage.
+  PickleWriter again;
+  again.proto().mark();
+  again.tensor("FloatStorage", "64", 1, 0, {1}, {1});
+  again.tensor("FloatStorage", "0", 1, 0, {1}, {1});
+  again.tensor("FloatStorage", "64", 1, 0, {1}, {1});
+  again.tuple().stop();
+  const Value u = load(as_span(tensorfile_test::torch_zip(
+      "archive", {{"data.pkl", again.bytes()}, {"data/64", f32_bytes({64})}, {"data/0", f32_bytes({0})}, {"version", "3\n"}})));
+  CHECK(u.at(2).as_tensor().storage().shares_owner_with(u.at(0).as_tensor().storage()));
+  CHECK(floats(u.at(2).as_tensor()) == std::vector<float>{64});
 }

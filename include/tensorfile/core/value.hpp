@@ -315,10 +315,16 @@ class Dict {
       slot->second = std::move(value);
       return;
     }
+    // Whatever throws (allocation), the dict stays as it was.
     if ((items_.size() + 1) * 2 > slots_.size()) grow();
-    place(items_.size(), h);
     hashes_.push_back(h);
-    items_.emplace_back(std::move(key), std::move(value));
+    try {
+      items_.emplace_back(std::move(key), std::move(value));
+    } catch (...) {
+      hashes_.pop_back();
+      throw;
+    }
+    place(slots_, items_.size() - 1, h);
   }
   /// The value of `key`, or null.
   [[nodiscard]] const Value* find(const Value& key) const {
@@ -344,26 +350,27 @@ class Dict {
  private:
   // Open addressing with linear probing: slots_ holds item position + 1 (0 is empty), at most half
   // full; hashes_ keeps each item's hash so probes compare keys only on a hash match.
-  std::size_t home(std::size_t h) const noexcept {
+  static std::size_t home(std::size_t h, std::size_t slot_count) noexcept {
     const std::uint64_t mixed = std::uint64_t{h} * 0x9e3779b97f4a7c15ull;  // spreads sequential int keys
-    return static_cast<std::size_t>(mixed ^ (mixed >> 32)) & (slots_.size() - 1);
+    return static_cast<std::size_t>(mixed ^ (mixed >> 32)) & (slot_count - 1);
   }
   Item* find_slot(const Value& key, std::size_t h) {
     if (slots_.empty()) return nullptr;
-    for (std::size_t i = home(h);; i = (i + 1) & (slots_.size() - 1)) {
+    for (std::size_t i = home(h, slots_.size());; i = (i + 1) & (slots_.size() - 1)) {
       const std::size_t slot = slots_[i];
       if (slot == 0) return nullptr;
       if (hashes_[slot - 1] == h && items_[slot - 1].first == key) return &items_[slot - 1];
     }
   }
-  void place(std::size_t position, std::size_t h) {
-    std::size_t i = home(h);
-    while (slots_[i] != 0) i = (i + 1) & (slots_.size() - 1);
-    slots_[i] = position + 1;
+  static void place(std::vector<std::size_t>& slots, std::size_t position, std::size_t h) noexcept {
+    std::size_t i = home(h, slots.size());
+    while (slots[i] != 0) i = (i + 1) & (slots.size() - 1);
+    slots[i] = position + 1;
   }
   void grow() {
-    slots_.assign(std::max<std::size_t>(8, slots_.size() * 2), 0);
-    for (std::size_t i = 0; i < items_.size(); ++i) place(i, hashes_[i]);
+    std::vector<std::size_t> bigger(std::max<std::size_t>(8, slots_.size() * 2), 0);
+    for (std::size_t i = 0; i < items_.size(); ++i) place(bigger, i, hashes_[i]);
+    slots_.swap(bigger);
   }
 
   std::vector<Item> items_;

@@ -111,7 +111,10 @@ class AtomicFileSink final : public ByteSink {
     iov.reserve(pieces_.size());
     for (const Piece& piece : pieces_) {
       const std::byte* data = piece.borrowed != nullptr ? piece.borrowed : staging_.data() + piece.offset;
-      iov.push_back({const_cast<std::byte*>(data), piece.size});  // writev's iovec is not const-correct
+      for (std::size_t done = 0; done < piece.size; done += max_call_bytes) {  // some systems refuse > 2 GiB
+        iov.push_back({const_cast<std::byte*>(data + done),  // writev's iovec is not const-correct
+                       std::min(piece.size - done, max_call_bytes)});
+      }
     }
     write_all(iov);
     pieces_.clear();
@@ -152,6 +155,7 @@ class AtomicFileSink final : public ByteSink {
   // that the first write starts soon (a save's CRC thread must have finished a gather's records).
   static constexpr std::size_t gather_bytes = std::size_t{32} << 20;
   static constexpr std::size_t gather_pieces = 512;
+  static constexpr std::size_t max_call_bytes = std::size_t{1} << 30;
 
   struct Piece {
     const std::byte* borrowed;  // null: `size` staged bytes from `offset`
@@ -167,7 +171,11 @@ class AtomicFileSink final : public ByteSink {
         ++first;
         continue;
       }
-      const int count = static_cast<int>(std::min<std::size_t>(iov.size() - first, IOV_MAX));
+      int count = 0;  // as many pieces as fit in max_call_bytes (at least one), at most IOV_MAX
+      for (std::size_t bytes = 0; first + static_cast<std::size_t>(count) < iov.size() && count < IOV_MAX; ++count) {
+        bytes += iov[first + static_cast<std::size_t>(count)].iov_len;
+        if (bytes > max_call_bytes && count > 0) break;
+      }
       const ssize_t put = ::writev(fd_, iov.data() + first, count);
       if (put < 0) {
         if (errno == EINTR) continue;

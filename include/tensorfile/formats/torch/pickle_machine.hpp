@@ -46,6 +46,7 @@ template <class H>
 concept call_recognizing_hooks = requires(H& h, const Value& v, std::span<const std::byte> bytes,
                                           const Value* (*memo)(std::uint64_t)) {
   typename H::RecognizedCall;
+  { H::RecognizedCall::max_growth } -> std::convertible_to<std::size_t>;  // stack values or memo entries, at most
   { h.recognize_call(v, bytes, std::size_t{}, memo) } -> std::same_as<std::optional<typename H::RecognizedCall>>;
   { h.finish_call(std::declval<typename H::RecognizedCall&>()) } -> std::same_as<Value>;
 };
@@ -243,12 +244,13 @@ class PickleMachine {
 
   // ---- recognized calls ----------------------------------------------------------------------
   // At a MARK after a global: lets the hooks read the whole call. Never near a limit, so that the
-  // general path's limit errors stay exactly where they were.
+  // general path's limit errors stay exactly where they were: running the call's opcodes would
+  // push at most `margin` values or memo entries and read ints of at most 8 bytes.
   bool recognized_call() {
     if (stack_.size() <= floor() || !stack_.back().is_global()) return false;
-    constexpr std::size_t margin = 64;
+    constexpr std::size_t margin = Hooks::RecognizedCall::max_growth;
     if (stack_.size() + margin > limits_.max_stack || memo_.size() + sparse_memo_.size() + margin > limits_.max_memo ||
-        limits_.max_depth < 2 || limits_.max_container < margin) {
+        limits_.max_depth < 2 || limits_.max_container < margin || limits_.max_int_bytes < 8) {
       return false;
     }
     const auto memo = [this](std::uint64_t index) -> const Value* {
@@ -261,6 +263,7 @@ class PickleMachine {
     for (std::size_t i = 0; i < call->put_count; ++i) {
       if (read_anywhere(call->puts[i])) return false;
     }
+    // finish_call first: the call's strings may be views into memo entries, which memo_store may move.
     Value result = hooks_.finish_call(*call);
     for (std::size_t i = 0; i < call->put_count; ++i) memo_store(call->puts[i], placeholder_);
     stack_.back() = made(std::move(result));

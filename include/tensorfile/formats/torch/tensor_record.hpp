@@ -22,6 +22,10 @@ namespace tensorfile::detail {
 /// general machine, which gives the same result more slowly.
 struct TensorRecord {
   static constexpr std::size_t max_puts = 8;
+  static constexpr std::size_t max_dims = 64;  ///< longer size or stride tuples are left to the machine
+  /// Most stack values (a size tuple's ints and a few more) or memo entries running the call's opcodes
+  /// would add; the machine recognises calls only this far from its limits.
+  static constexpr std::size_t max_growth = max_dims + 16;
 
   std::string_view key;             ///< storage key, e.g. "0"
   std::string_view location;        ///< saved device tag, e.g. "cpu"
@@ -48,6 +52,9 @@ class RecordCursor {
       : bytes_(bytes), pos_(pos), memo_(memo) {}
 
   [[nodiscard]] std::size_t pos() const noexcept { return pos_; }
+  /// Whether an opcode's argument could not be read as this matcher reads it (cut off, or a
+  /// LONG1 wider than 8 bytes); a broken cursor never matches, whatever follows.
+  [[nodiscard]] bool broken() const noexcept { return broken_; }
   bool op(std::uint8_t code) {
     if (pos_ >= bytes_.size() || std::to_integer<std::uint8_t>(bytes_[pos_]) != code) return false;
     ++pos_;
@@ -65,7 +72,7 @@ class RecordCursor {
   bool text(std::string_view& out, TensorRecord& r) {
     std::uint64_t n = 0;
     if (op('X') ? le(4, n) : op(0x8c) ? le(1, n) : false) {
-      if (n > bytes_.size() - pos_) return false;
+      if (n > bytes_.size() - pos_) return fail();
       out = {reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(n)};
       pos_ += static_cast<std::size_t>(n);
       return optional_put(r);
@@ -86,7 +93,8 @@ class RecordCursor {
     if (v == nullptr || !v->is_dtype()) return std::nullopt;
     return v->as_dtype();
   }
-  /// BININT1, BININT2, BININT or a LONG1 of at most 8 bytes.
+  /// BININT1, BININT2, BININT or a LONG1 of at most 8 bytes; false without consuming anything
+  /// when the next opcode is none of these.
   bool integer(std::int64_t& out) {
     std::uint64_t u = 0;
     if (op('K')) {
@@ -100,8 +108,10 @@ class RecordCursor {
       out = static_cast<std::int32_t>(static_cast<std::uint32_t>(u));
     } else if (op(0x8a)) {
       std::uint64_t n = 0;
-      if (!le(1, n) || n == 0 || n > 8 || !le(static_cast<std::size_t>(n), u)) return false;
-      if (n < 8 && (u >> (8 * n - 1)) & 1u) u |= ~std::uint64_t{0} << (8 * n);  // sign-extend
+      if (!le(1, n)) return false;
+      if (n > 8) return fail();
+      if (!le(static_cast<std::size_t>(n), u)) return false;
+      if (n > 0 && n < 8 && (u >> (8 * n - 1)) & 1u) u |= ~std::uint64_t{0} << (8 * n);  // sign-extend
       out = static_cast<std::int64_t>(u);
     } else {
       return false;
@@ -110,12 +120,11 @@ class RecordCursor {
   }
   /// A tuple of ints: EMPTY_TUPLE, 1 to 3 ints and TUPLE1..3, or MARK, ints, TUPLE; then an optional put.
   bool int_tuple(Shape& out, TensorRecord& r) {
-    constexpr std::size_t max_dims = 64;
     out.clear();
     if (op(')')) return true;  // the empty tuple is never memoized
     const bool marked = op('(');
     std::int64_t v = 0;
-    while (out.size() < max_dims && integer(v)) out.push_back(v);
+    while (out.size() < TensorRecord::max_dims && integer(v)) out.push_back(v);
     if (marked ? !op('t') : !(out.size() >= 1 && out.size() <= 3 && op(static_cast<std::uint8_t>(0x84 + out.size())))) {
       return false;
     }
@@ -123,8 +132,12 @@ class RecordCursor {
   }
 
  private:
+  bool fail() {
+    broken_ = true;
+    return false;
+  }
   bool le(std::size_t n, std::uint64_t& out) {
-    if (n > bytes_.size() - pos_) return false;
+    if (n > bytes_.size() - pos_) return fail();
     out = 0;
     for (std::size_t i = 0; i < n; ++i) out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[pos_ + i])} << (8 * i);
     pos_ += n;
@@ -144,6 +157,7 @@ class RecordCursor {
   std::span<const std::byte> bytes_;
   std::size_t pos_;
   const Memo& memo_;
+  bool broken_ = false;
 };
 
 /// Matches, from `pos` just past the MARK that opens the argument tuple of a `_rebuild_tensor_v2`
@@ -181,7 +195,7 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   if (v3 && !(r.dtype = in.dtype())) return std::nullopt;
   if (!in.op('t') || !in.optional_put(r)) return std::nullopt;
   r.call_at = in.pos();
-  if (!in.op('R')) return std::nullopt;
+  if (!in.op('R') || in.broken()) return std::nullopt;
   r.end = in.pos();
   return r;
 }

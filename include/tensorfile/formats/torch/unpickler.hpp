@@ -316,8 +316,12 @@ class TorchHooks {
     return slot;
   }
   // Decimal keys below twice the storages seen so far index a vector (it grows with what the file
-  // holds, never with what a key claims); any other key goes to a map.
+  // holds, never with what a key claims); any other key goes to a map. A decimal key first seen
+  // out of the vector's reach stays in the map, so the map is asked first whenever it holds any.
   Value& storage_slot(std::string_view key) {
+    if (!storages_.empty()) {
+      if (auto it = storages_.find(std::string(key)); it != storages_.end()) return it->second;
+    }
     if (const auto n = decimal_key(key); n && *n < 2 * storage_count_ + 64) {
       if (*n >= numbered_storages_.size()) numbered_storages_.resize(*n + 1);
       return numbered_storages_[*n];
