@@ -10,14 +10,28 @@
 #include <catch2/catch.hpp>
 #endif
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace tensorfile_test {
 
 /// The committed test data folder (tests/data), from the build's compile definition.
 inline std::filesystem::path data_dir() { return TENSORFILE_TEST_DATA_DIR; }
+
+/// Every torch-written fixture (tests/data/torch and torch_gen, *.pt), sorted.
+inline std::vector<std::filesystem::path> torch_fixtures() {
+  std::vector<std::filesystem::path> out;
+  for (const char* folder : {"torch", "torch_gen"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(data_dir() / folder)) {
+      if (entry.path().extension() == ".pt") out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 /// A fresh scratch folder removed at the end of the test.
 class ScratchDir {

@@ -152,26 +152,37 @@ std::string hex_bytes(const std::vector<std::byte>& bytes) {
   return out;
 }
 
+namespace {
+
+// The escapes str and bytes reprs share: the quote, backslash, \n \r \t and other ASCII controls as \xNN.
+// False when `c` needs none of them.
+bool append_ascii_escape(std::string& out, char32_t c, char quote) {
+  if (c == static_cast<char32_t>(quote) || c == '\\') {
+    out += '\\';
+    out += static_cast<char>(c);
+  } else if (c == '\n') {
+    out += "\\n";
+  } else if (c == '\r') {
+    out += "\\r";
+  } else if (c == '\t') {
+    out += "\\t";
+  } else if (c < 0x20 || c == 0x7F) {
+    out += "\\x";
+    append_hex(out, static_cast<unsigned>(c), 2);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string python_str_repr(std::string_view text) {
   const bool double_quoted = text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
   const char quote = double_quoted ? '"' : '\'';
   std::string out(1, quote);
   for (const char32_t c : code_points(text)) {
-    if (c == static_cast<char32_t>(quote) || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      append_hex(out, static_cast<unsigned>(c), 2);
-    } else {  // non-ASCII as UTF-8 (Python shows printable characters as they are)
-      append_utf8(out, c);
-    }
+    if (!append_ascii_escape(out, c, quote)) append_utf8(out, c);  // Python shows printable non-ASCII as is
   }
   return out + quote;
 }
@@ -194,16 +205,8 @@ std::string python_repr(const Value& v) {
       std::string out = "b'";
       for (const std::byte b : v.as_bytes().data) {
         const auto c = std::to_integer<unsigned>(b);
-        if (c == '\'' || c == '\\') {
-          out += '\\';
-          out += static_cast<char>(c);
-        } else if (c == '\n') {
-          out += "\\n";
-        } else if (c == '\r') {
-          out += "\\r";
-        } else if (c == '\t') {
-          out += "\\t";
-        } else if (c < 0x20 || c >= 0x7F) {
+        if (append_ascii_escape(out, c, '\'')) continue;
+        if (c >= 0x80) {
           out += "\\x";
           append_hex(out, c, 2);
         } else {

@@ -16,17 +16,6 @@ using namespace tensorfile;
 
 namespace {
 
-std::vector<std::filesystem::path> torch_fixtures() {
-  std::vector<std::filesystem::path> out;
-  for (const char* folder : {"torch", "torch_gen"}) {
-    for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / folder)) {
-      if (entry.path().extension() == ".pt") out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::filesystem::path sample(const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; }
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
@@ -170,7 +159,7 @@ TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]")
   const cuda::CudaLoadOptions cufile{.use_cufile = true};
   const cuda::CudaLoadOptions separate{.single_allocation = false};
   std::size_t compared = 0;
-  for (const auto& path : torch_fixtures()) {
+  for (const auto& path : tensorfile_test::torch_fixtures()) {
     INFO(path.filename().string());
     Value on_cpu;
     try {

@@ -7,6 +7,8 @@
 // Prints the figures; exits non-zero on any violation.
 #include <tensorfile/tensorfile.hpp>
 
+#include "expect.hpp"
+
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -24,14 +26,6 @@ namespace fs = std::filesystem;
 namespace tf = tensorfile;
 
 namespace {
-int failures = 0;
-#define EXPECT(cond)                                                                   \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-      ++failures;                                                                      \
-    }                                                                                  \
-  } while (0)
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

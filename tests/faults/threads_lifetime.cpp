@@ -7,6 +7,8 @@
 // Usage: threads_lifetime DATA_DIR (tests/data). Exits non-zero on any mismatch.
 #include <tensorfile/tensorfile.hpp>
 
+#include "expect.hpp"
+
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -18,14 +20,6 @@ namespace fs = std::filesystem;
 namespace tf = tensorfile;
 
 namespace {
-std::atomic<int> failures{0};
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                             \
-    }                                                                         \
-  } while (0)
 
 std::vector<std::byte> slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

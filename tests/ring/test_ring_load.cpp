@@ -23,17 +23,6 @@ namespace {
 
 constexpr bool streamed = load_has_storage_source<LoadOptions>;
 
-std::vector<std::filesystem::path> fixtures() {
-  std::vector<std::filesystem::path> out;
-  for (const char* folder : {"torch", "torch_gen"}) {
-    for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / folder)) {
-      if (entry.path().extension() == ".pt") out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 /// Progress calls, checked for order.
 struct ProgressLog {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
@@ -70,7 +59,7 @@ TEST_CASE("ring_load_torch streams every fixture to a (fake) device and matches 
   const RingOptions direct{.ring_bytes = 64 * 1024, .slot_bytes = 16 * 1024, .threads = 2, .direct_io = true};
   const RingOptions separate{.ring_bytes = 1 << 20, .slot_bytes = 1 << 18, .threads = 4, .single_allocation = false};
   std::size_t loaded = 0;
-  for (const auto& path : fixtures()) {
+  for (const auto& path : tensorfile_test::torch_fixtures()) {
     for (const RingOptions* ring : {&small, &direct, &separate}) {
       INFO(path.filename().string() << ", slot " << ring->slot_bytes << ", single " << ring->single_allocation);
       Value on_cpu;
