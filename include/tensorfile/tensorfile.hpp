@@ -16,8 +16,8 @@
 #include "tensorfile/core/value_print.hpp"
 
 #include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/backends/heap.hpp"
-#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/backends/mmap.hpp"
 
 #include "tensorfile/io/from_buffer.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/backends/heap.hpp>: aligned, zeroed, owned host memory.
-#include <tensorfile/backends/heap.hpp>
+// Tests of <tensorfile/core/heap_backend.hpp>: aligned, zeroed, owned host memory.
+#include <tensorfile/core/heap_backend.hpp>
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/backends/meta.hpp>: a size without bytes.
-#include <tensorfile/backends/meta.hpp>
+// Tests of <tensorfile/core/meta_backend.hpp>: a size without bytes.
+#include <tensorfile/core/meta_backend.hpp>
 
 #include "tensorfile_catch.hpp"
 

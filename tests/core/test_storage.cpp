@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tests of <tensorfile/core/storage.hpp>: shared ownership, slices and the backend concept.
-#include <tensorfile/backends/heap.hpp>
-#include <tensorfile/backends/meta.hpp>
+#include <tensorfile/core/heap_backend.hpp>
+#include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/storage.hpp>
 
 #include "tensorfile_catch.hpp"

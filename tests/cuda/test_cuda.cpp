@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ring/value_map.hpp"
+#include "cuda/ring/value_map.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: the pickle machine alone, with hooks that build inert values (nothing executes);
 // then with torch's hooks twice, recognising tensor calls and running every opcode, which must agree.
-#include <tensorfile/formats/torch/pickle_machine.hpp>
+#include <tensorfile/formats/torch/detail/pickle_machine.hpp>
 
-#include "../formats/recognition_differential.hpp"
+#include "../torch/recognition_differential.hpp"
 #include "fuzz_common.hpp"
 
 #include <cstddef>

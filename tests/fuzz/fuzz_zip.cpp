@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: the zip layer (end records, zip64, central directory, local headers, inflate).
-#include <tensorfile/formats/torch/zip_reader.hpp>
+#include <tensorfile/detail/zip/reader.hpp>
 
 #include <cstddef>
 #include <cstdint>

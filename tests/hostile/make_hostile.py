@@ -13,7 +13,7 @@ TREES = os.path.join(here, "tensordict")
 
 
 class P:
-    """A pickle writer in the style of tests/formats/torch_file_builder.hpp."""
+    """A pickle writer in the style of tests/torch/torch_file_builder.hpp."""
     def __init__(self): self.b = bytearray()
     def op(self, c): self.b += bytes([c]) if isinstance(c, int) else c.encode("latin1"); return self
     def raw(self, data): self.b += data; return self

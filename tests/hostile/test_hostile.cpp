@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "formats/torch_file_builder.hpp"
+#include "torch/torch_file_builder.hpp"
 #include "hostile/hostile_outcome.hpp"
 #include "tensorfile_catch.hpp"
 

@@ -1,30 +1,4 @@
 // SPDX-License-Identifier: MIT
-// Meta backend: a size and no bytes, for shapes-and-dtypes-only tensors.
+// Forwarding header: moved to <tensorfile/core/meta_backend.hpp>; this path goes away in the next minor release.
 #pragma once
-
-#include <cstddef>
-
-#include "tensorfile/core/storage.hpp"
-
-namespace tensorfile {
-
-/// Claims `size` bytes on the meta device and holds none: data() is always null.
-class MetaBackend {
- public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "meta"; }  ///< backend name
-
-  explicit MetaBackend(std::size_t size) noexcept : size_(size) {}
-
-  [[nodiscard]] std::byte* data() const noexcept { return nullptr; }        ///< no bytes
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }   ///< bytes claimed
-  [[nodiscard]] Device device() const noexcept { return Device::meta(); }   ///< meta
-  [[nodiscard]] bool writable() const noexcept { return false; }            ///< nothing to write
-
- private:
-  std::size_t size_;
-};
-
-/// A meta Storage claiming `bytes` bytes.
-[[nodiscard]] inline Storage meta_storage(std::size_t bytes) { return Storage(MetaBackend(bytes)); }
-
-}  // namespace tensorfile
+#include "tensorfile/core/meta_backend.hpp"

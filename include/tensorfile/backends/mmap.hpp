@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "tensorfile/core/storage.hpp"
-#include "tensorfile/detail/file.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 
 namespace tensorfile {
 

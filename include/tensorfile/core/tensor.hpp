@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/backends/heap.hpp"
-#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor_view.hpp"
-#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile {
 

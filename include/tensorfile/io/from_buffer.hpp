@@ -10,7 +10,7 @@
 
 #include "tensorfile/backends/borrowed.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile {
 

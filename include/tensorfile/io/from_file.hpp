@@ -9,8 +9,8 @@
 
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/checked_math.hpp"
-#include "tensorfile/detail/file.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 
 namespace tensorfile {
 

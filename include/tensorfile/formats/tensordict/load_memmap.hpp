@@ -21,10 +21,10 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/checked_math.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/meta_json.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_json.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {

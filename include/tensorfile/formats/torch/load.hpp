@@ -13,18 +13,18 @@
 #include <vector>
 
 #include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/backends/heap.hpp"
-#include "tensorfile/backends/meta.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/byte_order.hpp"
-#include "tensorfile/detail/checked_math.hpp"
-#include "tensorfile/detail/file.hpp"
-#include "tensorfile/formats/torch/load_options.hpp"
-#include "tensorfile/formats/torch/pickle_machine.hpp"
-#include "tensorfile/formats/torch/unpickler.hpp"
-#include "tensorfile/formats/torch/zip_reader.hpp"
+#include "tensorfile/detail/bytes/byte_order.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/torch/options.hpp"
+#include "tensorfile/formats/torch/detail/pickle_machine.hpp"
+#include "tensorfile/formats/torch/detail/torch_hooks.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
 
 namespace tensorfile {
 

@@ -15,9 +15,9 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/byte_sink.hpp"
-#include "tensorfile/detail/zip_writer.hpp"
-#include "tensorfile/formats/torch/pickle_writer.hpp"
+#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/zip/writer.hpp"
+#include "tensorfile/formats/torch/detail/pickle_writer.hpp"
 
 namespace tensorfile {
 

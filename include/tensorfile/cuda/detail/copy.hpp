@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+// CUDA copies: the Tensor::to hook (host <-> device, device <-> device) and the ring's copy engine.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/cuda/backend.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/cuda/detail/runtime.hpp"
+
+namespace tensorfile::detail {
+
+/// The bytes [first, last) of its storage that a tensor's elements touch.
+struct ByteSpan {
+  std::size_t first = 0;  ///< first byte
+  std::size_t last = 0;   ///< one past the last byte (== first for an empty tensor)
+};
+
+/// The storage bytes `tensor` views (its constructor checked that they lie in the storage).
+[[nodiscard]] inline ByteSpan viewed_bytes(const Tensor& tensor) {
+  if (tensor.numel() == 0) return {};
+  std::int64_t last = tensor.storage_offset();
+  for (std::size_t d = 0; d < tensor.dim(); ++d) last += (tensor.sizes()[d] - 1) * tensor.strides()[d];
+  const auto elem = tensor.element_size();
+  return {static_cast<std::size_t>(tensor.storage_offset()) * elem, static_cast<std::size_t>(last + 1) * elem};
+}
+
+/// Tensor::to across host and CUDA devices (installed as device_copy_hook by <tensorfile/cuda.hpp>):
+/// copies the storage bytes the view touches into a new storage on `target` and keeps sizes,
+/// strides (so views stay views) and requires_grad. Synchronous: the copy is complete on return.
+/// Throws DeviceError naming the CUDA error (no device, no driver, out of memory).
+[[nodiscard]] inline Tensor cuda_copy_tensor(const Tensor& source, Device target) {
+  const Device from = source.device();
+  if ((!from.is_cpu() && !from.is_cuda()) || (!target.is_cpu() && !target.is_cuda())) {
+    throw DeviceError("cannot copy a tensor from " + from.str() + " to " + target.str() +
+                      "; expected cpu and cuda devices");
+  }
+  const ByteSpan span = viewed_bytes(source);
+  const std::size_t bytes = span.last - span.first;
+  const std::byte* src = bytes == 0 ? nullptr : source.storage().data() + span.first;
+  Storage out;
+  if (target.is_cpu()) {
+    out = heap_storage(bytes, false);
+    if (bytes != 0) {
+      const CudaDeviceGuard guard(from.index);
+      cuda_check(cudaMemcpy(out.mutable_data(), src, bytes, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy of " + std::to_string(bytes) + " bytes from " + from.str() + " to the host");
+    }
+  } else {
+    out = cuda_storage(bytes, target);  // resolves "cuda", throws when there is no device
+    const Device to = out.device();
+    if (bytes != 0) {
+      if (from.is_cpu()) {
+        const CudaDeviceGuard guard(to.index);
+        cuda_check(cudaMemcpy(out.mutable_data(), src, bytes, cudaMemcpyHostToDevice),
+                   "cudaMemcpy of " + std::to_string(bytes) + " bytes from the host to " + to.str());
+      } else {
+        cuda_check(cudaMemcpyPeer(out.mutable_data(), to.index, src, from.index, bytes),
+                   "cudaMemcpyPeer of " + std::to_string(bytes) + " bytes from " + from.str() + " to " + to.str());
+      }
+    }
+  }
+  const auto elem = static_cast<std::int64_t>(source.element_size());
+  const std::int64_t offset = bytes == 0 ? 0 : source.storage_offset() - static_cast<std::int64_t>(span.first) / elem;
+  Shape strides = bytes == 0 ? contiguous_strides(source.sizes()) : source.strides();
+  return {std::move(out), source.dtype(), source.sizes(), std::move(strides), offset, source.requires_grad()};
+}
+
+/// The ring's copy engine on one CUDA device: cudaHostAlloc'd slots, one non-blocking stream and
+/// one event per lane, cudaMemcpyAsync host to device.
+class CudaCopyEngine {
+ public:
+  /// An engine for `device` (resolved); throws DeviceError when it is missing.
+  explicit CudaCopyEngine(Device device) : ordinal_(resolve_cuda_device(device).index) {}
+  CudaCopyEngine(const CudaCopyEngine&) = delete;
+  CudaCopyEngine& operator=(const CudaCopyEngine&) = delete;
+  ~CudaCopyEngine() { drain(); }
+
+  /// `device` with its ordinal; throws DeviceError naming the CUDA error when it is missing.
+  [[nodiscard]] static Device resolve(Device device) { return resolve_cuda_device(device); }
+
+  /// `bytes` of device memory (a CudaBackend storage).
+  [[nodiscard]] Storage allocate_device(std::size_t bytes) { return cuda_storage(bytes, Device::cuda(ordinal_)); }
+
+  /// Page-locked, portable host memory (page aligned).
+  [[nodiscard]] std::byte* allocate_pinned(std::size_t bytes) {
+    const CudaDeviceGuard guard(ordinal_);
+    void* memory = nullptr;
+    cuda_check(cudaHostAlloc(&memory, bytes, cudaHostAllocPortable),
+               "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes");
+    return static_cast<std::byte*>(memory);
+  }
+  void free_pinned(std::byte* memory) noexcept { (void)cudaFreeHost(memory); }
+
+  /// One stream and one event per lane, on this engine's device.
+  void open_lanes(std::size_t count) {
+    const CudaDeviceGuard guard(ordinal_);
+    drain();
+    events_.clear();
+    streams_.clear();
+    streams_.reserve(count);
+    events_.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      streams_.emplace_back();
+      events_.emplace_back();
+    }
+  }
+
+  /// Queues a host to device copy on `lane` (from any thread).
+  void copy_async(std::size_t lane, std::byte* device, const std::byte* host, std::size_t bytes) {
+    cuda_check(cudaSetDevice(ordinal_), "cudaSetDevice");  // per thread; a no-op when already current
+    cuda_check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, streams_[lane].get()), "cudaMemcpyAsync");
+  }
+  /// Marks the end of `lane`'s queued copies.
+  void record(std::size_t lane) {
+    cuda_check(cudaEventRecord(events_[lane].get(), streams_[lane].get()), "cudaEventRecord");
+  }
+  /// Whether `lane`'s marked copies are done; throws DeviceError when one failed.
+  [[nodiscard]] bool ready(std::size_t lane) {
+    const cudaError_t status = cudaEventQuery(events_[lane].get());
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    cuda_check(status, "cudaEventQuery");
+    return true;
+  }
+  /// Blocks until `lane`'s marked copies are done; throws DeviceError when one failed.
+  void wait(std::size_t lane) { cuda_check(cudaEventSynchronize(events_[lane].get()), "cudaEventSynchronize"); }
+  /// Waits for every lane, ignoring errors.
+  void drain() noexcept {
+    for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
+  }
+
+ private:
+  int ordinal_;
+  std::vector<CudaStream> streams_;
+  std::vector<CudaEvent> events_;
+};
+
+}  // namespace tensorfile::detail

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// Optional cuFile (GPUDirect Storage): dlopen("libcufile.so.0") when present, reads straight to device memory.
+#pragma once
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/cuda/backend.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/cuda/detail/copy.hpp"
+#include "tensorfile/cuda/detail/runtime.hpp"
+#include "tensorfile/cuda/detail/ring_load.hpp"
+#include "tensorfile/cuda/detail/ring_plan.hpp"
+#include "tensorfile/cuda/detail/ring_scheduler.hpp"
+
+namespace tensorfile::detail {
+
+/// The part of cuFile's C API the loader calls, resolved at run time (no cufile.h, no link-time
+/// dependency). Layouts follow cufile.h (CUDA 11.4 and later).
+struct CuFileApi {
+  struct Status {  // CUfileError_t
+    int err;       // CUfileOpError, 0 = CU_FILE_SUCCESS
+    int cu_err;    // CUresult
+  };
+  struct Descriptor {  // CUfileDescr_t
+    int type;          // CU_FILE_HANDLE_TYPE_OPAQUE_FD = 1
+    union {
+      int fd;
+      void* handle;
+    } handle;
+    const void* fs_ops;
+  };
+  using Handle = void*;  // CUfileHandle_t
+
+  Status (*driver_open)() = nullptr;
+  Status (*handle_register)(Handle*, Descriptor*) = nullptr;
+  void (*handle_deregister)(Handle) = nullptr;
+  ssize_t (*read)(Handle, void*, std::size_t, off_t, off_t) = nullptr;
+
+  /// The API with its driver opened, loaded once per process; null when libcufile.so.0 is absent,
+  /// lacks a symbol, or its driver does not open (no GPUDirect Storage here: use the ring).
+  [[nodiscard]] static const CuFileApi* get() noexcept {
+    static const std::optional<CuFileApi> api = load();
+    return api ? &*api : nullptr;
+  }
+
+ private:
+  static std::optional<CuFileApi> load() noexcept {
+    void* library = ::dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) return std::nullopt;  // the library stays loaded once found: the driver lives in it
+    CuFileApi api;
+    const auto bind = [library](auto& function, const char* name) {
+      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
+      return function != nullptr;
+    };
+    if (!bind(api.driver_open, "cuFileDriverOpen") || !bind(api.handle_register, "cuFileHandleRegister") ||
+        !bind(api.handle_deregister, "cuFileHandleDeregister") || !bind(api.read, "cuFileRead")) {
+      ::dlclose(library);
+      return std::nullopt;
+    }
+    if (api.driver_open().err != 0) return std::nullopt;
+    return api;
+  }
+};
+
+/// One file registered with cuFile; deregistered and closed on destruction.
+class CuFileHandle {
+ public:
+  /// Opens and registers `path` (with O_DIRECT when the filesystem allows it, as GPUDirect needs);
+  /// nullopt when cuFile is unavailable or refuses the file.
+  [[nodiscard]] static std::optional<CuFileHandle> open(const std::filesystem::path& path) {
+    const CuFileApi* api = CuFileApi::get();
+    if (api == nullptr) return std::nullopt;
+    CuFileHandle file;
+    file.api_ = api;
+    file.path_ = path;
+    for (const int flags : {O_RDONLY | O_CLOEXEC | O_DIRECT, O_RDONLY | O_CLOEXEC}) {
+      do {
+        file.fd_ = ::open(path.c_str(), flags);
+      } while (file.fd_ < 0 && errno == EINTR);
+      if (file.fd_ >= 0) break;
+    }
+    if (file.fd_ < 0) return std::nullopt;
+    CuFileApi::Descriptor descriptor{};
+    descriptor.type = 1;  // CU_FILE_HANDLE_TYPE_OPAQUE_FD
+    descriptor.handle.fd = file.fd_;
+    if (api->handle_register(&file.handle_, &descriptor).err != 0) return std::nullopt;
+    file.registered_ = true;
+    return file;
+  }
+  CuFileHandle(CuFileHandle&& other) noexcept
+      : api_(other.api_), path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)),
+        handle_(std::exchange(other.handle_, nullptr)), registered_(std::exchange(other.registered_, false)) {}
+  CuFileHandle& operator=(CuFileHandle&&) = delete;
+  CuFileHandle(const CuFileHandle&) = delete;
+  CuFileHandle& operator=(const CuFileHandle&) = delete;
+  ~CuFileHandle() {
+    if (registered_) api_->handle_deregister(handle_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  /// Reads file bytes [file_offset, +bytes) to device address `device`; throws IoError,
+  /// DeviceError (a cuFile error) or FormatError (the file ends early).
+  void read_exact(std::byte* device, std::uint64_t file_offset, std::size_t bytes) const {
+    std::size_t done = 0;
+    while (done < bytes) {
+      const ssize_t got = api_->read(handle_, device + done, bytes - done, static_cast<off_t>(file_offset + done), 0);
+      if (got < 0) {
+        if (got == -1) throw IoError("cuFileRead cannot read", errno, {.file = path_, .offset = file_offset + done});
+        throw DeviceError("cuFileRead failed with cuFile error " + std::to_string(-got),
+                          {.file = path_, .offset = file_offset + done});
+      }
+      if (got == 0) {
+        throw FormatError("file ends early; expected " + std::to_string(file_offset + bytes) + " bytes, got " +
+                              std::to_string(file_offset + done),
+                          {.file = path_, .offset = file_offset + done});
+      }
+      done += static_cast<std::size_t>(got);
+    }
+  }
+
+ private:
+  CuFileHandle() = default;
+
+  const CuFileApi* api_ = nullptr;
+  std::filesystem::path path_;
+  int fd_ = -1;
+  CuFileApi::Handle handle_ = nullptr;
+  bool registered_ = false;
+};
+
+/// Streams a planned group straight from the file to device memory with cuFile, `options.threads`
+/// reads of at most slot_bytes at a time (no pinned host memory); nullopt, having done nothing,
+/// when cuFile is unavailable. Progress is reported one call at a time, from the reading threads.
+[[nodiscard]] inline std::optional<std::vector<Storage>> cufile_stream(const std::filesystem::path& path,
+                                                                       const RingGroup& group,
+                                                                       const RingOptions& options,
+                                                                       RingProgressState& progress) {
+  check_ring_options(options);
+  std::optional<CuFileHandle> file = CuFileHandle::open(path);
+  if (!file) return std::nullopt;
+  std::vector<Storage> allocations;
+  std::vector<std::byte*> bases;
+  for (const std::uint64_t bytes : group.layout.target_bytes) {
+    allocations.push_back(cuda_storage(static_cast<std::size_t>(bytes), group.device));
+    bases.push_back(bytes == 0 ? nullptr : allocations.back().mutable_data());
+  }
+  struct Piece {
+    std::uint64_t file_offset;
+    std::byte* device;
+    std::size_t bytes;
+  };
+  std::vector<Piece> pieces;
+  const std::uint64_t chunk = std::min(options.slot_bytes, options.ring_bytes);
+  for (const RingSegment& segment : group.layout.segments) {
+    for (std::uint64_t at = 0; at < segment.size; at += chunk) {
+      pieces.push_back({segment.file_offset + at, bases[segment.target] + segment.device_offset + at,
+                        static_cast<std::size_t>(std::min(chunk, segment.size - at))});
+    }
+  }
+  std::mutex progress_mutex;
+  parallel_for(pieces.size(), options.threads, [&](std::size_t i) {
+    cuda_check(cudaSetDevice(group.device.index), "cudaSetDevice");
+    file->read_exact(pieces[i].device, pieces[i].file_offset, pieces[i].bytes);
+    const std::lock_guard lock(progress_mutex);
+    progress.advance(pieces[i].bytes);
+  });
+  std::vector<Storage> out;
+  out.reserve(group.ranges.size());
+  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
+    out.push_back(allocations[group.layout.range_targets[i]].slice(
+        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
+  }
+  return out;
+}
+
+/// Streams a planned group to its CUDA device: with cuFile when asked for and available, else
+/// through the ring of pinned buffers.
+[[nodiscard]] inline std::vector<Storage> cuda_stream(const std::filesystem::path& path, const RingGroup& group,
+                                                      const RingOptions& options, bool use_cufile,
+                                                      RingProgressState& progress) {
+  if (use_cufile) {
+    if (auto storages = cufile_stream(path, group, options, progress)) return std::move(*storages);
+  }
+  return ring_stream<CudaCopyEngine>(path, group, options, progress);
+}
+
+}  // namespace tensorfile::detail

@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: MIT
+// The zip container of torch.save files: an index built from the central directory, checked against hostile input.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/zip/crc32.hpp"
+#include "tensorfile/detail/zip/inflate.hpp"
+
+namespace tensorfile::detail {
+
+/// Resource caps for ZipReader::open; the defaults suit any real torch file.
+struct ZipLimits {
+  std::uint64_t max_entries = 1'000'000;                      ///< most entries an archive may declare
+  std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
+};
+
+/// One archive member, as the central directory describes it (local-header sizes are never used).
+struct ZipEntry {
+  std::string name;                       ///< full name, archive prefix included (`archive/data.pkl`)
+  std::uint64_t local_header_offset = 0;  ///< archive offset of the local file header
+  std::uint64_t data_offset = 0;          ///< archive offset of the stored or compressed bytes
+  std::uint64_t compressed_size = 0;      ///< bytes the data takes in the archive
+  std::uint64_t size = 0;                 ///< bytes once decompressed (equals compressed_size when stored)
+  std::uint32_t crc32 = 0;                ///< CRC-32 recorded in the central directory
+  std::uint16_t method = 0;               ///< 0 = stored, 8 = deflate
+};
+
+namespace zip_impl {
+
+/// Record signatures (APPNOTE 4.3).
+inline constexpr std::uint32_t local_header_signature = 0x04034b50;
+inline constexpr std::uint32_t central_header_signature = 0x02014b50;
+inline constexpr std::uint32_t end_signature = 0x06054b50;
+inline constexpr std::uint32_t zip64_end_signature = 0x06064b50;
+inline constexpr std::uint32_t zip64_locator_signature = 0x07064b50;
+
+/// Fixed sizes of the records.
+inline constexpr std::uint64_t local_header_size = 30;
+inline constexpr std::uint64_t central_header_size = 46;
+inline constexpr std::uint64_t end_size = 22;
+inline constexpr std::uint64_t zip64_end_size = 56;
+inline constexpr std::uint64_t zip64_locator_size = 20;
+
+/// DEFLATE's best case is 258 bytes from 2 bits, so no stream inflates more than 1032 times.
+inline constexpr std::uint64_t max_deflate_ratio = 1032;
+
+/// Little-endian reads; the caller has checked the bounds.
+[[nodiscard]] inline std::uint16_t u16(const std::byte* p) noexcept {
+  return static_cast<std::uint16_t>(std::to_integer<unsigned>(p[0]) | (std::to_integer<unsigned>(p[1]) << 8));
+}
+[[nodiscard]] inline std::uint32_t u32(const std::byte* p) noexcept {
+  return static_cast<std::uint32_t>(u16(p)) | (static_cast<std::uint32_t>(u16(p + 2)) << 16);
+}
+[[nodiscard]] inline std::uint64_t u64(const std::byte* p) noexcept {
+  return static_cast<std::uint64_t>(u32(p)) | (static_cast<std::uint64_t>(u32(p + 4)) << 32);
+}
+
+/// `0x` and eight hex digits.
+[[nodiscard]] inline std::string hex32(std::uint32_t value) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string text = "0x";
+  for (int shift = 28; shift >= 0; shift -= 4) text += digits[(value >> shift) & 0xFu];
+  return text;
+}
+
+/// A name from the archive made safe to print: control and non-ASCII bytes become `\xNN`, and
+/// names longer than 256 bytes are cut.
+[[nodiscard]] inline std::string printable(std::string_view name) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string text;
+  const std::size_t shown = std::min<std::size_t>(name.size(), 256);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      text += static_cast<char>(c);
+    } else {
+      text += "\\x";
+      text += digits[c >> 4];
+      text += digits[c & 0xFu];
+    }
+  }
+  if (shown < name.size()) text += "...";
+  return text;
+}
+
+/// A name for a zip compression method, for error messages.
+[[nodiscard]] inline std::string method_name(std::uint16_t method) {
+  std::string text = std::to_string(method);
+  switch (method) {
+    case 1: return text + " (shrink)";
+    case 6: return text + " (implode)";
+    case 9: return text + " (deflate64)";
+    case 12: return text + " (bzip2)";
+    case 14: return text + " (lzma)";
+    case 93: return text + " (zstd)";
+    case 95: return text + " (xz)";
+    case 99: return text + " (AES encryption)";
+    default: return text;
+  }
+}
+
+/// What a buffer without an end-of-central-directory record seems to be.
+[[nodiscard]] inline std::string not_a_zip_reason(std::span<const std::byte> data) {
+  std::string reason = "not a zip archive: no end-of-central-directory record";
+  const auto starts_with = [&](std::size_t at, std::string_view text) {
+    return data.size() >= at + text.size() && std::memcmp(data.data() + at, text.data(), text.size()) == 0;
+  };
+  if (starts_with(0, "PK\x03\x04")) return reason + "; it starts like a zip archive, so it is probably truncated";
+  if (starts_with(0, "PYTORCH1")) return reason + "; it is the preview-release torch format";
+  if (starts_with(257, "ustar")) return reason + "; it is a tar archive (the pre-0.2 torch.save format)";
+  if (!data.empty() && data[0] == std::byte{0x80})
+    return reason + "; it starts like a pickle stream (the legacy torch.save format)";
+  return reason;
+}
+
+}  // namespace zip_impl
+
+/// An index over a zip archive held in memory (an mmap or a user buffer). Borrows the bytes: they
+/// must outlive the reader and every span it hands out. Built from the central directory only, after
+/// checking every offset and length against the archive. Copyable; const member functions are safe
+/// to call from several threads.
+class ZipReader {
+ public:
+  /// Reads `out.size()` archive bytes at `offset` into `out` (a pread, for file-backed archives).
+  using HeaderReader = std::function<void(std::uint64_t offset, std::span<std::byte> out)>;
+
+  /// Parses `archive`. `file_for_errors` only names the file in error messages. Throws FormatError
+  /// for anything malformed or ambiguous (bounds, duplicate names, overlapping entries, names outside
+  /// the prefix, local/central disagreement), UnsupportedError for encryption, multi-disk archives
+  /// and compression methods other than stored and deflate, LimitError past `limits`.
+  /// `read_at`, when given, reads local headers (bytes at an archive offset) instead of touching
+  /// them through `archive`: with a file, a pread per header costs less than a page fault per record.
+  [[nodiscard]] static ZipReader open(std::span<const std::byte> archive, std::filesystem::path file_for_errors,
+                                      const ZipLimits& limits = {}, const HeaderReader& read_at = {}) {
+    ZipReader reader;
+    reader.archive_ = archive;
+    reader.file_ = std::move(file_for_errors);
+    reader.read_at_ = read_at;
+    const EndRecords end = reader.read_end_records(limits);
+    const std::vector<std::uint64_t> header_offsets = reader.read_central_directory(end, limits);
+    reader.read_local_headers();
+    reader.index_names(header_offsets);
+    reader.check_layout(end);
+    return reader;
+  }
+
+  /// Every entry in central-directory order.
+  [[nodiscard]] const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
+
+  /// The archive prefix: the text before the first `/` of the first central-directory entry
+  /// (empty for an archive without entries).
+  [[nodiscard]] std::string_view prefix() const noexcept { return prefix_; }
+
+  /// The entry named `prefix() + "/" + name_under_prefix`, or nullptr. O(log n). The pointer lives as
+  /// long as the reader.
+  [[nodiscard]] const ZipEntry* find(std::string_view name_under_prefix) const noexcept {
+    const std::size_t skip = prefix_.size() + 1;
+    const auto key = [&](std::size_t index) { return std::string_view(entries_[index].name).substr(skip); };
+    const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name_under_prefix,
+                                     [&](std::size_t index, std::string_view name) { return key(index) < name; });
+    if (it == by_name_.end() || key(*it) != name_under_prefix) return nullptr;
+    return &entries_[*it];
+  }
+
+  /// The bytes of a stored (method 0) entry inside the archive, without copying. Throws
+  /// UnsupportedError for a compressed entry and ArgumentError for an entry of another archive.
+  [[nodiscard]] std::span<const std::byte> stored_bytes(const ZipEntry& entry) const {
+    const std::span<const std::byte> data = raw_bytes(entry);
+    if (entry.method != 0)
+      throw UnsupportedError("the entry is deflate-compressed; only stored entries can be used in place",
+                             {file_, zip_impl::printable(entry.name), entry.data_offset});
+    return data;
+  }
+
+  /// Decompresses or copies `entry` into `out`, which must be exactly `entry.size` bytes (the caller's
+  /// cap on the allocation). Throws ArgumentError for a wrong size or an entry of another archive, and
+  /// FormatError for corrupt deflate data, with the archive offset of the fault.
+  void read(const ZipEntry& entry, std::span<std::byte> out) const {
+    const std::span<const std::byte> data = raw_bytes(entry);
+    if (out.size() != entry.size)
+      throw ArgumentError("the output buffer does not match the entry size; expected " + std::to_string(entry.size) +
+                              " bytes, got " + std::to_string(out.size()),
+                          {file_, zip_impl::printable(entry.name), entry.data_offset});
+    if (entry.method == 0) {
+      if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());
+      return;
+    }
+    inflate(data, out, ErrorLocation{file_, zip_impl::printable(entry.name), entry.data_offset});
+  }
+
+  /// The contents of `entry` in a new buffer of `entry.size` bytes (bounded by the archive size for
+  /// stored entries and by ZipLimits::max_inflated_size for deflate ones). Throws like read().
+  [[nodiscard]] std::vector<std::byte> read(const ZipEntry& entry) const {
+    std::vector<std::byte> out(static_cast<std::size_t>(entry.size));
+    read(entry, out);
+    return out;
+  }
+
+  /// Checks the CRC-32 of `entry` (inflating it into a temporary buffer when compressed). torch.load
+  /// never checks CRCs; this is opt-in. A recorded CRC of 0 on a non-empty entry means the writer
+  /// skipped it (torch 2.x can) and passes. Throws FormatError on a mismatch.
+  void verify_crc(const ZipEntry& entry) const {
+    if (entry.method == 0) {
+      verify_crc(entry, stored_bytes(entry));
+    } else {
+      verify_crc(entry, read(entry));
+    }
+  }
+
+  /// Checks that `contents`, the entry's decompressed bytes, match its recorded CRC-32; see above.
+  void verify_crc(const ZipEntry& entry, std::span<const std::byte> contents) const {
+    if (contents.size() != entry.size)
+      throw ArgumentError("the contents do not match the entry size; expected " + std::to_string(entry.size) +
+                              " bytes, got " + std::to_string(contents.size()),
+                          {file_, zip_impl::printable(entry.name), entry.data_offset});
+    if (entry.crc32 == 0 && entry.size != 0) return;
+    const std::uint32_t actual = crc32(contents);
+    if (actual != entry.crc32)
+      throw FormatError(
+          "CRC-32 mismatch; expected " + zip_impl::hex32(entry.crc32) + ", got " + zip_impl::hex32(actual),
+          {file_, zip_impl::printable(entry.name), entry.data_offset});
+  }
+
+  /// The archive bytes the reader borrows.
+  [[nodiscard]] std::span<const std::byte> archive() const noexcept { return archive_; }
+
+  /// The file name used in error messages.
+  [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
+
+ private:
+  /// What the end records say: where the central directory is, its size, the entry count.
+  struct EndRecords {
+    std::uint64_t entry_count = 0;
+    std::uint64_t directory_offset = 0;
+    std::uint64_t directory_size = 0;
+    std::uint64_t start = 0;   // first byte of the end records (zip64 record, or classic record)
+    std::uint64_t record = 0;  // the record that gave the values above, for error offsets
+  };
+
+  /// A byte range an entry claims: local header through the end of its data.
+  struct Extent {
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    std::size_t index = 0;
+  };
+
+  ZipReader() = default;
+
+  [[noreturn]] void fail(const std::string& what, std::uint64_t offset, std::string_view member = {}) const {
+    throw FormatError(what, {file_, zip_impl::printable(member), offset});
+  }
+
+  [[noreturn]] void fail_unsupported(const std::string& what, std::uint64_t offset,
+                                     std::string_view member = {}) const {
+    throw UnsupportedError(what, {file_, zip_impl::printable(member), offset});
+  }
+
+  [[nodiscard]] const std::byte* at(std::uint64_t offset) const noexcept {
+    return archive_.data() + static_cast<std::size_t>(offset);
+  }
+
+  /// The data range of `entry`, re-checked so that an entry from another reader cannot reach outside.
+  [[nodiscard]] std::span<const std::byte> raw_bytes(const ZipEntry& entry) const {
+    const std::uint64_t size = archive_.size();
+    if (entry.data_offset > size || size - entry.data_offset < entry.compressed_size)
+      throw ArgumentError("the entry does not belong to this archive",
+                          {file_, zip_impl::printable(entry.name), entry.data_offset});
+    return archive_.subspan(static_cast<std::size_t>(entry.data_offset),
+                            static_cast<std::size_t>(entry.compressed_size));
+  }
+
+  [[nodiscard]] EndRecords read_end_records(const ZipLimits& limits) const {
+    using namespace zip_impl;
+    const std::uint64_t size = archive_.size();
+    if (size == 0) fail("not a zip archive: the file is empty", 0);
+
+    // The classic record is the last thing in the file but for a comment of up to 65535 bytes. A
+    // candidate counts only if its comment length reaches exactly the end of the file.
+    std::uint64_t pos = size;
+    bool found = false;
+    if (size >= end_size) {
+      const std::uint64_t lowest = size - end_size > 0xFFFF ? size - end_size - 0xFFFF : 0;
+      for (std::uint64_t candidate = size - end_size + 1; candidate-- > lowest;) {
+        if (u32(at(candidate)) == end_signature && candidate + end_size + u16(at(candidate + 20)) == size) {
+          pos = candidate;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) fail(not_a_zip_reason(archive_), size);
+
+    const std::byte* e = at(pos);
+    EndRecords end;
+    end.entry_count = u16(e + 10);
+    end.directory_size = u32(e + 12);
+    end.directory_offset = u32(e + 16);
+    end.start = pos;
+    end.record = pos;
+
+    if (pos >= zip64_locator_size && u32(at(pos - zip64_locator_size)) == zip64_locator_signature) {
+      const std::uint64_t locator = pos - zip64_locator_size;
+      const std::byte* l = at(locator);
+      const std::uint64_t record = u64(l + 8);
+      if (u32(l + 4) != 0 || u32(l + 16) > 1) fail_unsupported("multi-disk zip archives are not supported", locator);
+      if (record > locator || locator - record < zip64_end_size)
+        fail("the zip64 end-of-central-directory record at byte " + std::to_string(record) +
+                 " does not fit before its locator",
+             locator);
+      const std::byte* z = at(record);
+      if (u32(z) != zip64_end_signature)
+        fail("bad zip64 end-of-central-directory signature; expected " + hex32(zip64_end_signature) + ", got " +
+                 hex32(u32(z)),
+             record);
+      const std::uint64_t rest = u64(z + 4);
+      if (rest < zip64_end_size - 12 || rest > locator - record - 12)
+        fail("bad zip64 end-of-central-directory record size; expected 44 to " + std::to_string(locator - record - 12) +
+                 ", got " + std::to_string(rest),
+             record);
+      if (u32(z + 16) != 0 || u32(z + 20) != 0 || u64(z + 24) != u64(z + 32))
+        fail_unsupported("multi-disk zip archives are not supported", record);
+      const std::uint64_t count = u64(z + 32);
+      const std::uint64_t directory_size = u64(z + 40);
+      const std::uint64_t directory_offset = u64(z + 48);
+      // The classic record holds either the 0xFFFF... placeholder or the same value.
+      const auto agree = [&](const char* what, std::uint64_t classic, std::uint64_t placeholder, std::uint64_t zip64) {
+        if (classic != placeholder && classic != zip64)
+          fail(std::string("the zip64 end-of-central-directory record disagrees with the classic one on the ") + what +
+                   "; expected " + std::to_string(classic) + ", got " + std::to_string(zip64),
+               record);
+      };
+      agree("entry count", end.entry_count, 0xFFFF, count);
+      agree("central directory size", end.directory_size, 0xFFFFFFFF, directory_size);
+      agree("central directory offset", end.directory_offset, 0xFFFFFFFF, directory_offset);
+      end.entry_count = count;
+      end.directory_size = directory_size;
+      end.directory_offset = directory_offset;
+      end.start = record;
+      end.record = record;
+    } else if (u16(e + 4) != 0 || u16(e + 6) != 0 || u16(e + 8) != u16(e + 10)) {
+      fail_unsupported("multi-disk zip archives are not supported", pos);
+    }
+
+    const auto directory_end = checked_add_u64(end.directory_offset, end.directory_size);
+    if (!directory_end || *directory_end > end.start)
+      fail("the central directory (" + std::to_string(end.directory_size) + " bytes at byte " +
+               std::to_string(end.directory_offset) + ") runs into the end records at byte " +
+               std::to_string(end.start),
+           end.record);
+    if (end.entry_count > limits.max_entries)
+      throw LimitError("the archive declares " + std::to_string(end.entry_count) + " entries, more than the limit of " +
+                           std::to_string(limits.max_entries),
+                       {file_, {}, end.record});
+    if (end.entry_count > end.directory_size / central_header_size)
+      fail("a central directory of " + std::to_string(end.directory_size) + " bytes cannot hold " +
+               std::to_string(end.entry_count) + " entries",
+           end.record);
+    return end;
+  }
+
+  /// Reads every central-directory header; returns where each one starts, for error messages.
+  [[nodiscard]] std::vector<std::uint64_t> read_central_directory(const EndRecords& end, const ZipLimits& limits) {
+    using namespace zip_impl;
+    std::vector<std::uint64_t> header_offsets;
+    // The count was checked against the directory size, so this reserves no more than the bytes can hold.
+    entries_.reserve(static_cast<std::size_t>(end.entry_count));
+    header_offsets.reserve(static_cast<std::size_t>(end.entry_count));
+    const std::uint64_t directory_end = end.directory_offset + end.directory_size;
+    std::uint64_t pos = end.directory_offset;
+    for (std::uint64_t i = 0; i < end.entry_count; ++i) {
+      if (directory_end - pos < central_header_size)
+        fail("a central directory header runs past the end of the central directory", pos);
+      const std::byte* h = at(pos);
+      if (u32(h) != central_header_signature)
+        fail("bad central directory header signature; expected " + hex32(central_header_signature) + ", got " +
+                 hex32(u32(h)),
+             pos);
+      const std::uint16_t flags = u16(h + 8);
+      const std::uint16_t method = u16(h + 10);
+      const std::uint64_t name_length = u16(h + 28);
+      const std::uint64_t extra_length = u16(h + 30);
+      const std::uint64_t comment_length = u16(h + 32);
+      if (directory_end - pos - central_header_size < name_length + extra_length + comment_length)
+        fail("a central directory header runs past the end of the central directory", pos);
+
+      ZipEntry entry;
+      entry.name.assign(reinterpret_cast<const char*>(h + central_header_size), static_cast<std::size_t>(name_length));
+      entry.method = method;
+      entry.crc32 = u32(h + 16);
+      entry.compressed_size = u32(h + 20);
+      entry.size = u32(h + 24);
+      entry.local_header_offset = u32(h + 42);
+      std::uint32_t disk = u16(h + 34);
+      const std::string_view name = entry.name;
+
+      // Bit 0: encrypted; bit 6: strong encryption; bit 13: encrypted central directory.
+      if ((flags & 0x2041u) != 0) fail_unsupported("encrypted zip entries are not supported", pos, name);
+      read_zip64_extra(entry, disk, h + central_header_size + name_length, extra_length, pos);
+      if (disk != 0) fail_unsupported("multi-disk zip archives are not supported", pos, name);
+      if (method != 0 && method != 8)
+        fail_unsupported("unsupported zip compression method " + method_name(method) +
+                             "; only stored (0) and deflate (8) are supported",
+                         pos, name);
+      if (method == 0 && entry.compressed_size != entry.size)
+        fail("a stored entry has a compressed size of " + std::to_string(entry.compressed_size) +
+                 " bytes but a size of " + std::to_string(entry.size),
+             pos, name);
+      if (method == 8) {
+        if (entry.size > limits.max_inflated_size)
+          throw LimitError("the declared size of " + std::to_string(entry.size) + " bytes is more than the limit of " +
+                               std::to_string(limits.max_inflated_size) + " for a compressed entry",
+                           {file_, printable(name), pos});
+        if (entry.size / max_deflate_ratio > entry.compressed_size ||
+            (entry.size / max_deflate_ratio == entry.compressed_size && entry.size % max_deflate_ratio != 0))
+          fail("the declared size of " + std::to_string(entry.size) + " bytes cannot come from " +
+                   std::to_string(entry.compressed_size) + " bytes of deflate data (at most 1032 times larger)",
+               pos, name);
+      }
+
+      if (i == 0) {
+        const std::size_t slash = name.find('/');
+        if (slash == std::string_view::npos || slash == 0)
+          fail("the first entry is not inside a top-level folder, so the archive has no prefix", pos, name);
+        prefix_ = std::string(name.substr(0, slash));
+      } else if (name.size() <= prefix_.size() || name.compare(0, prefix_.size(), prefix_) != 0 ||
+                 name[prefix_.size()] != '/') {
+        fail("the entry is outside the archive prefix '" + printable(prefix_) + "/'", pos, name);
+      }
+
+      if (!is_plain_path(name)) {
+        fail("the entry name has an empty, '.' or '..' component, a backslash or a NUL byte", pos, name);
+      }
+
+      entries_.push_back(std::move(entry));
+      header_offsets.push_back(pos);
+      pos += central_header_size + name_length + extra_length + comment_length;
+    }
+    if (pos != directory_end)
+      fail("the central directory size disagrees with its entries; expected " + std::to_string(end.directory_size) +
+               " bytes, got " + std::to_string(pos - end.directory_offset),
+           end.record);
+    return header_offsets;
+  }
+
+  /// Replaces the 0xFFFFFFFF placeholders of `entry` (and 0xFFFF of `disk`) with the zip64 extra
+  /// field's values, which come in the order size, compressed size, local header offset, disk.
+  void read_zip64_extra(ZipEntry& entry, std::uint32_t& disk, const std::byte* extra, std::uint64_t length,
+                        std::uint64_t header) const {
+    using namespace zip_impl;
+    const bool need_size = entry.size == 0xFFFFFFFF;
+    const bool need_compressed = entry.compressed_size == 0xFFFFFFFF;
+    const bool need_offset = entry.local_header_offset == 0xFFFFFFFF;
+    const bool need_disk = disk == 0xFFFF;
+    const std::uint64_t needed =
+        8u * (unsigned{need_size} + unsigned{need_compressed} + unsigned{need_offset}) + 4u * unsigned{need_disk};
+    bool seen = false;
+    std::uint64_t pos = 0;
+    // A tail shorter than a field header is padding some writers leave; it is skipped.
+    while (length - pos >= 4) {
+      const std::uint16_t id = u16(extra + pos);
+      const std::uint64_t size = u16(extra + pos + 2);
+      if (length - pos - 4 < size) fail("an extra field runs past the end of the extra data", header, entry.name);
+      if (id == 0x0001) {
+        if (seen) fail("duplicate zip64 extra field", header, entry.name);
+        seen = true;
+        if (size < needed)
+          fail("the zip64 extra field is too short; expected " + std::to_string(needed) + " bytes, got " +
+                   std::to_string(size),
+               header, entry.name);
+        const std::byte* field = extra + pos + 4;
+        if (need_size) {
+          entry.size = u64(field);
+          field += 8;
+        }
+        if (need_compressed) {
+          entry.compressed_size = u64(field);
+          field += 8;
+        }
+        if (need_offset) {
+          entry.local_header_offset = u64(field);
+          field += 8;
+        }
+        if (need_disk) disk = u32(field);
+      }
+      pos += 4 + size;
+    }
+    if (needed != 0 && !seen) fail("a field is 0xFFFFFFFF but there is no zip64 extra field", header, entry.name);
+  }
+
+  void read_local_headers() {
+    using namespace zip_impl;
+    const std::uint64_t size = archive_.size();
+    for (ZipEntry& entry : entries_) {
+      const std::uint64_t lho = entry.local_header_offset;
+      if (lho > size || size - lho < local_header_size)
+        fail("the local file header at byte " + std::to_string(lho) + " runs past the end of the archive", lho,
+             entry.name);
+      const std::byte* h = at(lho);
+      std::array<std::byte, 30 + 1024> copy;  // filled only when read_at_ is used
+      if (read_at_ && size - lho >= copy.size()) {  // the name follows the fixed part; names are short
+        read_at_(lho, copy);
+        h = copy.data();
+      }
+      if (u32(h) != local_header_signature)
+        fail("bad local file header signature; expected " + hex32(local_header_signature) + ", got " + hex32(u32(h)),
+             lho, entry.name);
+      const std::uint64_t name_length = u16(h + 26);
+      const std::uint64_t extra_length = u16(h + 28);
+      if (size - lho - local_header_size < name_length + extra_length)
+        fail("the local file header runs past the end of the archive", lho, entry.name);
+      if (h == copy.data() && name_length > copy.size() - local_header_size) h = at(lho);  // a long name: map it
+      const std::string_view local_name(reinterpret_cast<const char*>(h + local_header_size),
+                                        static_cast<std::size_t>(name_length));
+      if (local_name != entry.name)
+        fail("the local file header name '" + printable(local_name) + "' differs from the central directory name", lho,
+             entry.name);
+      if (u16(h + 8) != entry.method)
+        fail("the local file header compression method " + std::to_string(u16(h + 8)) +
+                 " differs from the central directory method " + std::to_string(entry.method),
+             lho, entry.name);
+      entry.data_offset = lho + local_header_size + name_length + extra_length;
+      if (size - entry.data_offset < entry.compressed_size)
+        fail("the entry data (" + std::to_string(entry.compressed_size) + " bytes at byte " +
+                 std::to_string(entry.data_offset) + ") runs past the end of the archive",
+             entry.data_offset, entry.name);
+    }
+  }
+
+  void index_names(const std::vector<std::uint64_t>& header_offsets) {
+    by_name_.resize(entries_.size());
+    for (std::size_t i = 0; i < by_name_.size(); ++i) by_name_[i] = i;
+    // Stable, so that of two equal names the later one is reported.
+    std::stable_sort(by_name_.begin(), by_name_.end(),
+                     [&](std::size_t a, std::size_t b) { return entries_[a].name < entries_[b].name; });
+    for (std::size_t i = 1; i < by_name_.size(); ++i) {
+      if (entries_[by_name_[i - 1]].name == entries_[by_name_[i]].name) {
+        const std::size_t later = std::max(by_name_[i - 1], by_name_[i]);
+        fail("duplicate entry name", header_offsets[later], entries_[later].name);
+      }
+    }
+  }
+
+  /// No two entries may share bytes, and none may reach into the central directory or the end records.
+  void check_layout(const EndRecords& end) const {
+    std::vector<Extent> extents;
+    extents.reserve(entries_.size());
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+      extents.push_back({entries_[i].local_header_offset, entries_[i].data_offset + entries_[i].compressed_size, i});
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+
+    const auto describe = [](const Extent& x) {
+      return "(bytes " + std::to_string(x.begin) + " to " + std::to_string(x.end) + ")";
+    };
+    const std::uint64_t directory_end = end.directory_offset + end.directory_size;
+    for (std::size_t i = 0; i < extents.size(); ++i) {
+      const Extent& x = extents[i];
+      const std::string& name = entries_[x.index].name;
+      if (i > 0 && x.begin < extents[i - 1].end)
+        fail("the entry " + describe(x) + " overlaps the entry '" +
+                 zip_impl::printable(entries_[extents[i - 1].index].name) + "' " + describe(extents[i - 1]),
+             x.begin, name);
+      if (x.begin < directory_end && end.directory_offset < x.end)
+        fail("the entry " + describe(x) + " overlaps the central directory (bytes " +
+                 std::to_string(end.directory_offset) + " to " + std::to_string(directory_end) + ")",
+             x.begin, name);
+      if (x.end > end.start)
+        fail("the entry " + describe(x) + " overlaps the end records at byte " + std::to_string(end.start), x.begin,
+             name);
+    }
+  }
+
+  HeaderReader read_at_;
+  std::span<const std::byte> archive_;
+  std::filesystem::path file_;
+  std::vector<ZipEntry> entries_;
+  std::vector<std::size_t> by_name_;  // entry indices sorted by name
+  // A name made of ordinary components: nothing that could mean another place if ever used as a path.
+  static bool is_plain_path(std::string_view name) noexcept {
+    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
+    std::size_t start = 0;
+    while (start <= name.size()) {
+      const std::size_t end = std::min(name.find('/', start), name.size());
+      const std::string_view part = name.substr(start, end - start);
+      if (part.empty() || part == "." || part == "..") return false;
+      start = end + 1;
+    }
+    return true;
+  }
+
+  std::string prefix_;
+};
+
+}  // namespace tensorfile::detail

@@ -1,0 +1,670 @@
+// SPDX-License-Identifier: MIT
+// A pickle virtual machine that never executes anything: globals, calls and persistent ids go to hooks.
+#pragma once
+
+#include <bit>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/byte_order.hpp"
+
+namespace tensorfile::detail {
+
+/// Bounds a pickle may not exceed; each breach is a LimitError.
+struct PickleLimits {
+  std::size_t max_depth = 1000;                ///< nesting of containers
+  std::size_t max_memo = 1u << 22;             ///< memo entries
+  std::size_t max_stack = 1u << 22;            ///< values on the stack
+  std::size_t max_container = 1u << 26;        ///< items in one list, dict, set or tuple
+  std::size_t max_int_bytes = 128;             ///< bytes of a LONG1/LONG4 integer
+};
+
+/// What the machine asks of its user (the torch layer). Every call gets the opcode's byte offset.
+template <class H>
+concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_view s, std::uint64_t at) {
+  { h.find_class(s, s, at) } -> std::same_as<Value>;      // GLOBAL / STACK_GLOBAL
+  { h.reduce(v, owned, at) } -> std::same_as<Value>;      // REDUCE: callable, args tuple
+  { h.new_object(v, owned, at) } -> std::same_as<Value>;  // NEWOBJ: class, args tuple
+  { h.build(v, owned, at) } -> std::same_as<Value>;       // BUILD: object, state -> object
+  { h.persistent_load(owned, at) } -> std::same_as<Value>;  // BINPERSID
+};
+
+/// Hooks that may also recognise the bytes of a whole call (`callable MARK ... REDUCE`) and build
+/// its result directly: recognize_call reads without side effects and returns the memo indices the
+/// bytes write; finish_call builds the result. The machine falls back to running the opcodes
+/// whenever recognition fails or one of those memo entries is read later.
+template <class H>
+concept call_recognizing_hooks = requires(H& h, const Value& v, std::span<const std::byte> bytes,
+                                          const Value* (*memo)(std::uint64_t)) {
+  typename H::RecognizedCall;
+  { H::RecognizedCall::max_growth } -> std::convertible_to<std::size_t>;  // stack values or memo entries, at most
+  { h.recognize_call(v, bytes, std::size_t{}, memo) } -> std::same_as<std::optional<typename H::RecognizedCall>>;
+  { h.finish_call(std::declval<typename H::RecognizedCall&>()) } -> std::same_as<Value>;
+};
+
+/// Runs one pickle (protocols 0 to 5, binary opcodes and the common text ones) to its STOP.
+template <pickle_hooks Hooks>
+class PickleMachine {
+ public:
+  PickleMachine(std::span<const std::byte> bytes, Hooks& hooks, ErrorLocation where, PickleLimits limits = {})
+      : bytes_(bytes), hooks_(hooks), where_(std::move(where)), limits_(limits) {}
+
+  /// Runs from `start` to the STOP opcode and returns the one value left; `end()` then gives the
+  /// offset just past STOP (the legacy format holds several pickles back to back).
+  [[nodiscard]] Value run(std::size_t start = 0) {
+    scan_memo_reads(start);
+    pos_ = start;
+    while (true) {
+      op_at_ = pos_;
+      const auto op = static_cast<std::uint8_t>(read_byte());
+      if (op == '.') break;
+      step(op);
+    }
+    if (!marks_.empty()) fail("MARK without a matching end at STOP");
+    if (stack_.size() != 1) {
+      fail("STOP needs exactly one value on the stack; expected 1, got " + std::to_string(stack_.size()));
+    }
+    Value result = std::move(stack_.back());
+    stack_.clear();
+    memo_.clear();
+    sparse_memo_.clear();
+    return result;
+  }
+
+  /// Offset just past the STOP opcode of the last run.
+  [[nodiscard]] std::size_t end() const noexcept { return pos_; }
+
+  /// Error location of the opcode being run (for hooks that fail).
+  [[nodiscard]] ErrorLocation location(std::uint64_t offset) const {
+    ErrorLocation at = where_;
+    at.offset = offset;
+    return at;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw FormatError(what, location(op_at_)); }
+  [[noreturn]] void over(const std::string& what) const { throw LimitError(what, location(op_at_)); }
+
+  // ---- reading -------------------------------------------------------------------------------
+  std::byte read_byte() {
+    if (pos_ >= bytes_.size()) fail("pickle ends before its STOP opcode");
+    return bytes_[pos_++];
+  }
+  std::span<const std::byte> read_span(std::uint64_t n) {
+    if (n > bytes_.size() - pos_) {
+      fail("pickle ends inside an opcode argument; expected " + std::to_string(n) + " bytes, got " +
+           std::to_string(bytes_.size() - pos_));
+    }
+    auto out = bytes_.subspan(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return out;
+  }
+  template <class T>
+  T read_le() {
+    const auto raw = read_span(sizeof(T));
+    T v;
+    std::memcpy(&v, raw.data(), sizeof(T));
+    if constexpr (std::endian::native == std::endian::big) v = detail::byteswap(v);
+    return v;
+  }
+  std::string_view read_text(std::uint64_t n) {
+    const auto raw = read_span(n);
+    return {reinterpret_cast<const char*>(raw.data()), raw.size()};
+  }
+  std::string_view read_line() {
+    const std::size_t start = pos_;
+    while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
+    if (pos_ >= bytes_.size()) fail("pickle ends inside a text argument; expected a newline");
+    ++pos_;
+    return {reinterpret_cast<const char*>(bytes_.data() + start), pos_ - 1 - start};
+  }
+
+  // ---- memo scan: which memo indices does any GET read? ---------------------------------------
+  bool read_anywhere(std::uint64_t index) const noexcept {
+    return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
+  }
+  // Walks the opcodes from `start` to STOP without running them, recording each GET's index. Any
+  // surprise (an unknown opcode, a truncated argument, a huge index) keeps every memo entry instead;
+  // the run itself then reports the problem. memo_get refuses an index the scan did not see, so a
+  // scan that ever disagreed with the run would fail loudly rather than yield a placeholder.
+  void scan_memo_reads(std::size_t start) {
+    constexpr std::uint64_t dense_limit = std::uint64_t{1} << 24;
+    memo_reads_.clear();
+    reads_unknown_ = true;
+    std::size_t at = start;
+    const auto remaining = [&] { return bytes_.size() - at; };
+    const auto skip = [&](std::uint64_t n) {
+      if (n > remaining()) return false;
+      at += static_cast<std::size_t>(n);
+      return true;
+    };
+    const auto le = [&](std::size_t n, std::uint64_t& out) {
+      if (n > remaining()) return false;
+      out = 0;
+      for (std::size_t i = 0; i < n; ++i) out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[at + i])} << (8 * i);
+      at += n;
+      return true;
+    };
+    const auto line = [&](std::string_view& out) {
+      const std::size_t begin = at;
+      while (at < bytes_.size() && bytes_[at] != std::byte{'\n'}) ++at;
+      if (at >= bytes_.size()) return false;
+      out = {reinterpret_cast<const char*>(bytes_.data() + begin), at - begin};
+      ++at;
+      return true;
+    };
+    const auto note = [&](std::uint64_t index) {
+      if (index >= dense_limit) return false;
+      if (index >= memo_reads_.size()) memo_reads_.resize(static_cast<std::size_t>(index) + 1);
+      memo_reads_[static_cast<std::size_t>(index)] = true;
+      return true;
+    };
+    std::uint64_t n = 0;
+    std::string_view text;
+    std::size_t puts = 0;
+    while (at < bytes_.size()) {
+      const auto op = std::to_integer<std::uint8_t>(bytes_[at++]);
+      bool ok = true;
+      switch (op) {
+        case '.':
+          reads_unknown_ = false;
+          memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
+          return;
+        case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case ')': case 't': case 0x85:
+        case 0x86: case 0x87: case ']': case 'l': case 'a': case 'e': case '}': case 'd': case 's': case 'u':
+        case 0x8f: case 0x90: case 0x91: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q':
+          break;
+        case 0x94: ++puts; break;
+        case 'q': ++puts; ok = skip(1); break;
+        case 'r': ++puts; ok = skip(4); break;
+        case 0x80: case 'K': ok = skip(1); break;
+        case 'M': ok = skip(2); break;
+        case 'J': ok = skip(4); break;
+        case 'G': case 0x95: ok = skip(8); break;
+        case 'h': ok = le(1, n) && note(n); break;
+        case 'j': ok = le(4, n) && note(n); break;
+        case 0x8a: case 0x8c: case 'U': case 'C': ok = le(1, n) && skip(n); break;
+        case 'X': case 'B': ok = le(4, n) && skip(n); break;
+        case 0x8b: case 'T': ok = le(4, n) && n < 0x80000000u && skip(n); break;
+        case 0x8d: case 0x8e: case 0x96: ok = le(8, n) && skip(n); break;
+        case 'I': case 'L': case 'F': case 'P': case 'p': ok = line(text); break;
+        case 'c': ok = line(text) && line(text); break;
+        case 'g': {
+          std::int64_t index = -1;
+          ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), index).ec == std::errc{} &&
+               index >= 0 && note(static_cast<std::uint64_t>(index));
+          break;
+        }
+        default: ok = false;
+      }
+      if (!ok) return;
+    }
+  }
+
+  // ---- stack ---------------------------------------------------------------------------------
+  void push(Value v) {
+    if (stack_.size() >= limits_.max_stack) over("pickle stack exceeds " + std::to_string(limits_.max_stack) + " values");
+    stack_.push_back(std::move(v));
+  }
+  Value pop() {
+    if (stack_.size() <= floor()) fail("pickle stack underflow");
+    Value v = std::move(stack_.back());
+    stack_.pop_back();
+    return v;
+  }
+  Value& top() {
+    if (stack_.size() <= floor()) fail("pickle stack underflow");
+    return stack_.back();
+  }
+  std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  List pop_items(std::size_t n) {
+    if (stack_.size() - floor() < n) fail("pickle stack underflow");
+    List items(std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(n)), std::make_move_iterator(stack_.end()));
+    stack_.resize(stack_.size() - n);
+    return items;
+  }
+  List pop_mark() {
+    if (marks_.empty()) fail("opcode needs a MARK but none is open");
+    const std::size_t mark = marks_.back();
+    marks_.pop_back();
+    List items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+               std::make_move_iterator(stack_.end()));
+    stack_.resize(mark);
+    return items;
+  }
+
+  // ---- recognized calls ----------------------------------------------------------------------
+  // At a MARK after a global: lets the hooks read the whole call. Never near a limit, so that the
+  // general path's limit errors stay exactly where they were: running the call's opcodes would
+  // push at most `margin` values or memo entries and read ints of at most 8 bytes.
+  bool recognized_call() {
+    if (stack_.size() <= floor() || !stack_.back().is_global()) return false;
+    constexpr std::size_t margin = Hooks::RecognizedCall::max_growth;
+    if (stack_.size() + margin > limits_.max_stack || memo_.size() + sparse_memo_.size() + margin > limits_.max_memo ||
+        limits_.max_depth < 2 || limits_.max_container < margin || limits_.max_int_bytes < 8) {
+      return false;
+    }
+    const auto memo = [this](std::uint64_t index) -> const Value* {
+      if (index < memo_.size()) return &memo_[static_cast<std::size_t>(index)];
+      auto it = sparse_memo_.find(index);
+      return it == sparse_memo_.end() ? nullptr : &it->second;
+    };
+    auto call = hooks_.recognize_call(stack_.back(), bytes_, pos_, memo);
+    if (!call) return false;
+    for (std::size_t i = 0; i < call->put_count; ++i) {
+      if (read_anywhere(call->puts[i])) return false;
+    }
+    // finish_call first: the call's strings may be views into memo entries, which memo_store may move.
+    Value result = hooks_.finish_call(*call);
+    for (std::size_t i = 0; i < call->put_count; ++i) memo_store(call->puts[i], placeholder_);
+    stack_.back() = made(std::move(result));
+    pos_ = call->end;
+    return true;
+  }
+
+  // ---- memo ----------------------------------------------------------------------------------
+  // Python's pickler memoizes nearly every object, yet torch files read back only a few (globals,
+  // repeated strings). Values whose index no GET names get a None placeholder, so transient tuples
+  // die as soon as they are used instead of living until the end of the load.
+  void memo_put(std::uint64_t index) {
+    const Value& stored = top();  // checks the stack even when only a placeholder is kept
+    memo_store(index, read_anywhere(index) ? stored : placeholder_);
+  }
+  void memo_store(std::uint64_t index, const Value& v) {
+    if (index < memo_.size()) {
+      memo_[index] = v;
+    } else if (index == memo_.size()) {
+      if (memo_.size() >= limits_.max_memo) over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      memo_.push_back(v);
+    } else {
+      if (sparse_memo_.size() + memo_.size() >= limits_.max_memo) {
+        over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      }
+      sparse_memo_[index] = v;
+    }
+  }
+  void memo_get(std::uint64_t index) {
+    if (!read_anywhere(index)) fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
+    if (index < memo_.size()) return push(memo_[index]);
+    if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
+    fail("memo index " + std::to_string(index) + " was never stored");
+  }
+
+  // ---- structure checks: no cycles, bounded depth, bounded sizes ---------------------------
+  // Every container carries its depth (1 + its deepest child's) and a sealed flag; a container's
+  // children all exist before it, so depths are computed once, bottom up.
+  static bool is_mutable_container(const Value& v) noexcept {
+    const auto k = v.kind();
+    return k == Value::Kind::list || k == Value::Kind::dict || k == Value::Kind::set || k == Value::Kind::object;
+  }
+  static bool is_container(const Value& v) noexcept { return v.kind() == Value::Kind::tuple || is_mutable_container(v); }
+
+  static std::size_t depth_of(const Value& v) noexcept {
+    const Nesting* nesting = nesting_of(v);
+    return nesting ? nesting->depth : 0;
+  }
+  void record_depth(const Value& container, std::size_t depth) {
+    if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+    Nesting& nesting = *nesting_of(container);
+    nesting.depth = std::max(nesting.depth, static_cast<std::uint32_t>(depth));
+  }
+  static void seal(const Value& child) noexcept {
+    if (is_mutable_container(child)) nesting_of(child)->sealed = true;
+  }
+  // Records a container made by an opcode or a hook; its depth comes from its direct children.
+  void adopt(const Value& v) {
+    if (!is_container(v)) return;
+    std::size_t depth = 1;
+    const auto child = [&](const Value& c) {
+      if (!is_container(c)) return;
+      depth = std::max(depth, depth_of(c) + 1);
+      seal(c);
+    };
+    switch (v.kind()) {
+      case Value::Kind::tuple: for (const auto& c : v.as_tuple()) child(c); break;
+      case Value::Kind::list: for (const auto& c : v.as_list()) child(c); break;
+      case Value::Kind::set: for (const auto& c : v.as_set().items) child(c); break;
+      case Value::Kind::dict:
+        for (const auto& [k, c] : v.as_dict()) {
+          child(k);
+          child(c);
+        }
+        child(v.as_dict().attributes);
+        break;
+      case Value::Kind::object:
+        child(v.as_object().args);
+        child(v.as_object().state);
+        break;
+      default: break;
+    }
+    if (depth > 1) record_depth(v, depth);
+  }
+  // Before items go into `target`: a container already placed inside another one is sealed, so
+  // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
+  void check_open(const Value& target) const {
+    if (nesting_of(target)->sealed) {
+      fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
+    }
+  }
+  void insert_check(const Value& target, const Value& child, std::size_t new_size) {
+    if (new_size > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    if (!is_container(child)) return;
+    if (child.identity() == target.identity()) {
+      fail("pickle puts a " + std::string(Value::kind_name(target.kind())) + " inside itself");
+    }
+    record_depth(target, depth_of(child) + 1);
+    seal(child);
+  }
+  Value made(Value v) {
+    adopt(v);
+    return v;
+  }
+
+  // As Python: mutable containers are not hashable, so they are never keys or set items.
+  void check_hashable(const Value& v, const char* role) const {
+    if (is_mutable_container(v) && !v.is_object()) {
+      fail(std::string(role) + " is an unhashable " + std::string(Value::kind_name(v.kind())));
+    }
+  }
+
+  // ---- opcodes -------------------------------------------------------------------------------
+  void append_items(Value& target, List items) {
+    if (!target.is_list()) fail("APPEND on a " + std::string(Value::kind_name(target.kind())) + "; expected a list");
+    check_open(target);
+    List& list = target.as_list();
+    for (auto& item : items) {
+      insert_check(target, item, list.size() + 1);
+      list.push_back(std::move(item));
+    }
+  }
+  void set_items(Value& target, List items) {
+    if (!target.is_dict()) fail("SETITEM on a " + std::string(Value::kind_name(target.kind())) + "; expected a dict");
+    if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
+    check_open(target);
+    Dict& dict = target.as_dict();
+    for (std::size_t i = 0; i < items.size(); i += 2) {
+      check_hashable(items[i], "dict key");
+      insert_check(target, items[i], dict.size() + 1);
+      insert_check(target, items[i + 1], dict.size() + 1);
+      dict.set(std::move(items[i]), std::move(items[i + 1]));
+    }
+  }
+  void add_items(Value& target, List items) {
+    if (!target.is_set() || target.as_set().frozen) fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
+    check_open(target);
+    for (auto& item : items) {
+      check_hashable(item, "set item");
+      insert_check(target, item, target.as_set().items.size() + 1);
+      target.as_set().items.push_back(std::move(item));
+    }
+  }
+  Value make_tuple(List items) {
+    if (items.size() > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    return made(Value::tuple(std::move(items)));
+  }
+  Value make_int_from_le(std::span<const std::byte> raw) {
+    if (raw.size() > limits_.max_int_bytes) {
+      over("integer of " + std::to_string(raw.size()) + " bytes exceeds " + std::to_string(limits_.max_int_bytes));
+    }
+    if (raw.size() <= 8) {
+      std::uint64_t u = 0;
+      for (std::size_t i = 0; i < raw.size(); ++i) u |= std::uint64_t{std::to_integer<std::uint8_t>(raw[i])} << (8 * i);
+      if (!raw.empty() && raw.size() < 8 && (std::to_integer<std::uint8_t>(raw.back()) & 0x80u)) {
+        u |= ~std::uint64_t{0} << (8 * raw.size());  // sign-extend
+      }
+      return Value(static_cast<std::int64_t>(u));
+    }
+    BigInt big;
+    big.bytes.resize(raw.size());
+    std::memcpy(big.bytes.data(), raw.data(), raw.size());
+    // Normalise: drop redundant sign bytes; a value that fits 64 bits becomes a plain int.
+    while (big.bytes.size() > 1) {
+      const auto last = big.bytes.back();
+      const auto prev_sign = big.bytes[big.bytes.size() - 2] & 0x80u;
+      if ((last == 0x00 && !prev_sign) || (last == 0xFF && prev_sign)) {
+        big.bytes.pop_back();
+      } else {
+        break;
+      }
+    }
+    if (big.bytes.size() <= 8) return make_int_from_le(std::as_bytes(std::span(big.bytes)));
+    return Value(std::move(big));
+  }
+  Value parse_text_int(std::string_view line) {
+    if (line == "00") return Value(false);
+    if (line == "01") return Value(true);
+    if (!line.empty() && line.back() == 'L') line.remove_suffix(1);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc{} || end != line.data() + line.size()) fail("invalid text integer \"" + std::string(line) + "\"");
+    return Value(v);
+  }
+  std::string decode_string(std::string_view raw) { return std::string(raw); }
+
+  void step(std::uint8_t op) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        const auto version = std::to_integer<int>(read_byte());
+        if (version > 5) fail("unsupported pickle protocol " + std::to_string(version) + "; expected 0 to 5");
+        return;
+      }
+      case 0x95: {  // FRAME: a length hint; the frame's opcodes follow inline
+        const auto length = read_le<std::uint64_t>();
+        if (length > bytes_.size() - pos_) {
+          fail("FRAME of " + std::to_string(length) + " bytes runs past the pickle's end; expected at most " +
+               std::to_string(bytes_.size() - pos_));
+        }
+        return;
+      }
+      case '(':  // MARK
+        if constexpr (call_recognizing_hooks<Hooks>) {
+          if (recognized_call()) return;
+        }
+        marks_.push_back(stack_.size());
+        return;
+      case '0': (void)pop(); return;                       // POP
+      case '1': (void)pop_mark(); return;                  // POP_MARK
+      case '2': push(top()); return;                       // DUP
+      case 'N': push(Value()); return;
+      case 0x88: push(Value(true)); return;
+      case 0x89: push(Value(false)); return;
+      case 'J': push(Value(std::int64_t{read_le<std::int32_t>()})); return;   // BININT
+      case 'K': push(Value(std::int64_t{read_le<std::uint8_t>()})); return;   // BININT1
+      case 'M': push(Value(std::int64_t{read_le<std::uint16_t>()})); return;  // BININT2
+      case 0x8a: {  // LONG1
+        const auto n = read_le<std::uint8_t>();
+        push(make_int_from_le(read_span(n)));
+        return;
+      }
+      case 0x8b: {  // LONG4
+        const auto n = read_le<std::int32_t>();
+        if (n < 0) fail("LONG4 with negative length " + std::to_string(n));
+        push(make_int_from_le(read_span(static_cast<std::uint64_t>(n))));
+        return;
+      }
+      case 'I': push(parse_text_int(read_line())); return;  // INT
+      case 'L': push(parse_text_int(read_line())); return;  // LONG (text)
+      case 'G': {  // BINFLOAT: big-endian double
+        auto bits = read_le<std::uint64_t>();
+        if constexpr (std::endian::native == std::endian::little) bits = detail::byteswap(bits);
+        push(Value(std::bit_cast<double>(bits)));
+        return;
+      }
+      case 'F': {  // FLOAT (text)
+        const std::string text(read_line());
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size()) fail("invalid text float \"" + text + "\"");
+        push(Value(v));
+        return;
+      }
+      case 'X': push(Value(decode_string(read_text(read_le<std::uint32_t>())))); return;  // BINUNICODE
+      case 0x8c: push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINUNICODE
+      case 0x8d: push(Value(decode_string(read_text(read_le<std::uint64_t>())))); return; // BINUNICODE8
+      case 'T': {  // BINSTRING (Python 2 str, read as text like torch's encoding='utf-8')
+        const auto n = read_le<std::int32_t>();
+        if (n < 0) fail("BINSTRING with negative length " + std::to_string(n));
+        push(Value(decode_string(read_text(static_cast<std::uint64_t>(n)))));
+        return;
+      }
+      case 'U': push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINSTRING
+      case 'B': push_bytes(read_le<std::uint32_t>()); return;    // BINBYTES
+      case 'C': push_bytes(read_le<std::uint8_t>()); return;     // SHORT_BINBYTES
+      case 0x8e: push_bytes(read_le<std::uint64_t>()); return;   // BINBYTES8
+      case 0x96: push_bytes(read_le<std::uint64_t>()); return;   // BYTEARRAY8
+      case ')': push(empty_tuple_); return;  // one shared empty tuple, as in Python
+      case 't': push(make_tuple(pop_mark())); return;
+      case 0x85: push(make_tuple(pop_items(1))); return;  // TUPLE1
+      case 0x86: push(make_tuple(pop_items(2))); return;  // TUPLE2
+      case 0x87: push(make_tuple(pop_items(3))); return;  // TUPLE3
+      case ']': push(made(Value(List{}))); return;  // EMPTY_LIST
+      case 'l': {  // LIST
+        Value list = made(Value(List{}));
+        append_items(list, pop_mark());
+        push(std::move(list));
+        return;
+      }
+      case 'a': {  // APPEND
+        Value item = pop();
+        append_items(top(), List{std::move(item)});
+        return;
+      }
+      case 'e': {  // APPENDS
+        List items = pop_mark();
+        append_items(top(), std::move(items));
+        return;
+      }
+      case '}': push(made(Value(Dict{}))); return;  // EMPTY_DICT
+      case 'd': {  // DICT
+        Value dict = made(Value(Dict{}));
+        set_items(dict, pop_mark());
+        push(std::move(dict));
+        return;
+      }
+      case 's': {  // SETITEM
+        Value value = pop();
+        Value key = pop();
+        set_items(top(), List{std::move(key), std::move(value)});
+        return;
+      }
+      case 'u': {  // SETITEMS
+        List items = pop_mark();
+        set_items(top(), std::move(items));
+        return;
+      }
+      case 0x8f: push(made(Value(Set{}))); return;  // EMPTY_SET
+      case 0x90: {  // ADDITEMS
+        List items = pop_mark();
+        add_items(top(), std::move(items));
+        return;
+      }
+      case 0x91: {  // FROZENSET
+        Value set = Value(Set{});
+        adopt(set);
+        add_items(set, pop_mark());
+        set.as_set().frozen = true;
+        push(std::move(set));
+        return;
+      }
+      case 'c': {  // GLOBAL
+        const std::string module(read_line());
+        const std::string name(read_line());
+        push(made(hooks_.find_class(module, name, op_at_)));
+        return;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        Value name = pop();
+        Value module = pop();
+        if (!module.is_string() || !name.is_string()) fail("STACK_GLOBAL needs two strings");
+        push(made(hooks_.find_class(module.as_string(), name.as_string(), op_at_)));
+        return;
+      }
+      case 'R': {  // REDUCE
+        Value args = pop();
+        Value callable = pop();
+        if (!args.is_tuple()) fail("REDUCE needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
+        push(made(hooks_.reduce(callable, std::move(args), op_at_)));
+        return;
+      }
+      case 0x81: {  // NEWOBJ
+        Value args = pop();
+        Value cls = pop();
+        if (!args.is_tuple()) fail("NEWOBJ needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
+        push(made(hooks_.new_object(cls, std::move(args), op_at_)));
+        return;
+      }
+      case 0x92: {  // NEWOBJ_EX
+        Value kwargs = pop();
+        Value args = pop();
+        Value cls = pop();
+        if (!args.is_tuple() || !kwargs.is_dict()) fail("NEWOBJ_EX needs an argument tuple and a keyword dict");
+        if (!kwargs.as_dict().empty()) fail("NEWOBJ_EX with keyword arguments is not supported");
+        push(made(hooks_.new_object(cls, std::move(args), op_at_)));
+        return;
+      }
+      case 'b': {  // BUILD
+        Value state = pop();
+        Value& object = top();
+        if (is_mutable_container(object) && nesting_of(object)->sealed) {
+          fail("BUILD on an object already placed in another container");
+        }
+        if (state.identity() != nullptr && state.identity() == object.identity()) fail("BUILD gives an object itself as state");
+        seal(state);
+        const std::size_t depth = depth_of(state) + 1;
+        if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+        Value built = hooks_.build(object, std::move(state), op_at_);
+        if (is_container(built) && depth > 1) record_depth(built, depth);
+        object = std::move(built);
+        return;
+      }
+      case 'Q': {  // BINPERSID
+        Value pid = pop();
+        push(made(hooks_.persistent_load(std::move(pid), op_at_)));
+        return;
+      }
+      case 'P': push(made(hooks_.persistent_load(Value(std::string(read_line())), op_at_))); return;  // PERSID
+      case 'q': memo_put(read_le<std::uint8_t>()); return;      // BINPUT
+      case 'r': memo_put(read_le<std::uint32_t>()); return;     // LONG_BINPUT
+      case 0x94: memo_put(memo_.size() + sparse_memo_.size()); return;  // MEMOIZE
+      case 'h': memo_get(read_le<std::uint8_t>()); return;      // BINGET
+      case 'j': memo_get(read_le<std::uint32_t>()); return;     // LONG_BINGET
+      case 'p': memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // PUT
+      case 'g': memo_get(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // GET
+      default: {
+        static constexpr char hex[] = "0123456789abcdef";
+        fail(std::string("unsupported pickle opcode 0x") + hex[op >> 4] + hex[op & 15]);
+      }
+    }
+  }
+
+  void push_bytes(std::uint64_t n) {
+    const auto raw = read_span(n);
+    push(Value(Bytes{{raw.begin(), raw.end()}}));
+  }
+
+  std::span<const std::byte> bytes_;
+  Hooks& hooks_;
+  ErrorLocation where_;
+  PickleLimits limits_;
+  std::size_t pos_ = 0;
+  std::size_t op_at_ = 0;
+  std::vector<Value> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<Value> memo_;
+  std::unordered_map<std::uint64_t, Value> sparse_memo_;
+  std::vector<bool> memo_reads_;  // indices some GET names (from scan_memo_reads)
+  bool reads_unknown_ = true;     // the scan could not finish: keep every memo entry
+  const Value placeholder_;
+  const Value empty_tuple_ = Value::tuple({});
+};
+
+}  // namespace tensorfile::detail

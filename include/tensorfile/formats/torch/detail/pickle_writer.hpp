@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+// Writes a Value as torch.save's data.pkl: pickle protocol 2, tensors as persistent storage ids.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/torch/detail/storage_types.hpp"
+
+namespace tensorfile::detail {
+
+/// One distinct storage met while pickling: its key ("0", "1"...), in first-use order.
+struct SavedStorage {
+  Storage storage;   ///< the bytes to write as data/<key>
+  DType dtype;       ///< the element type it is saved as (one per storage)
+  std::string key;   ///< record name under data/
+};
+
+/// Emits protocol-2 opcodes for a Value tree. Tensors that share a storage share one record;
+/// a tensor or container reached twice is written once and referenced from the memo after that.
+class PickleWriter {
+ public:
+  /// Pickles `root` to data.pkl bytes; storages() then lists the records to write.
+  std::string dump(const Value& root) {
+    out_.clear();
+    op(0x80);
+    byte(2);
+    value(root, 0);
+    op('.');
+    return std::move(out_);
+  }
+
+  /// The storages met, in first-use order.
+  [[nodiscard]] const std::vector<SavedStorage>& storages() const noexcept { return storages_; }
+
+ private:
+  static constexpr std::size_t max_depth = 10000;
+  static constexpr std::size_t batch = 1000;  // items per APPENDS/SETITEMS, as CPython writes them
+
+  void op(int code) { out_.push_back(static_cast<char>(code)); }
+  void byte(std::uint32_t v) { out_.push_back(static_cast<char>(v & 0xFF)); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) byte(v >> (8 * i));
+  }
+
+  void memo_put(const void* identity) {
+    const auto index = static_cast<std::uint32_t>(memo_.size());
+    memo_.emplace(identity, index);
+    if (index < 256) {
+      op('q');
+      byte(index);
+    } else {
+      op('r');
+      u32(index);
+    }
+  }
+  bool memo_get(const void* identity) {
+    auto it = memo_.find(identity);
+    if (it == memo_.end()) return false;
+    if (it->second < 256) {
+      op('h');
+      byte(it->second);
+    } else {
+      op('j');
+      u32(it->second);
+    }
+    return true;
+  }
+
+  void global(std::string_view module, std::string_view name) {
+    const std::string text = std::string(module) + "\n" + std::string(name) + "\n";
+    auto it = globals_.find(text);
+    if (it != globals_.end()) {
+      memo_get(it->second);
+      return;
+    }
+    op('c');
+    out_ += text;
+    auto& slot = globals_[text];
+    slot = &slot;  // a stable address stands for this global in the memo
+    memo_put(&slot);
+  }
+
+  static bool is_layout(std::string_view name) {
+    return name == "strided" || name == "sparse_coo" || name == "sparse_csr" || name == "sparse_csc" ||
+           name == "sparse_bsr" || name == "sparse_bsc" || name == "_mkldnn" || name == "jagged";
+  }
+
+  void integer(std::int64_t v) {
+    if (v >= 0 && v < 256) {
+      op('K');
+      byte(static_cast<std::uint32_t>(v));
+    } else if (v >= 0 && v < 65536) {
+      op('M');
+      byte(static_cast<std::uint32_t>(v));
+      byte(static_cast<std::uint32_t>(v >> 8));
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      op('J');
+      u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
+    } else {
+      op(0x8a);  // LONG1: the shortest two's complement
+      std::vector<std::uint8_t> bytes;
+      auto u = static_cast<std::uint64_t>(v);
+      for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(u >> (8 * i)));
+      while (bytes.size() > 1 && ((bytes.back() == 0x00 && !(bytes[bytes.size() - 2] & 0x80)) ||
+                                  (bytes.back() == 0xFF && (bytes[bytes.size() - 2] & 0x80)))) {
+        bytes.pop_back();
+      }
+      byte(static_cast<std::uint32_t>(bytes.size()));
+      for (auto b : bytes) byte(b);
+    }
+  }
+  void big_integer(const BigInt& v) {
+    if (v.bytes.size() < 256) {
+      op(0x8a);
+      byte(static_cast<std::uint32_t>(v.bytes.size()));
+    } else {
+      op(0x8b);
+      u32(static_cast<std::uint32_t>(v.bytes.size()));
+    }
+    for (auto b : v.bytes) byte(b);
+  }
+  void floating(double v) {
+    op('G');
+    const auto bits = std::bit_cast<std::uint64_t>(v);
+    for (int i = 7; i >= 0; --i) byte(static_cast<std::uint32_t>(bits >> (8 * i)));  // big-endian
+  }
+  void text(std::string_view s) {
+    op('X');
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_ += s;
+  }
+  void tuple_of(const List& items, std::size_t depth) {
+    if (items.empty()) {
+      op(')');
+      return;
+    }
+    if (items.size() <= 3) {
+      for (const auto& item : items) value(item, depth + 1);
+      op(0x84 + static_cast<int>(items.size()));  // TUPLE1..3
+      return;
+    }
+    op('(');
+    for (const auto& item : items) value(item, depth + 1);
+    op('t');
+  }
+  void batched(const List& items, int single, int many, std::size_t depth) {
+    for (std::size_t start = 0; start < items.size(); start += batch) {
+      const std::size_t n = std::min(batch, items.size() - start);
+      if (n == 1) {
+        value(items[start], depth + 1);
+        op(single);
+        continue;
+      }
+      op('(');
+      for (std::size_t i = start; i < start + n; ++i) value(items[i], depth + 1);
+      op(many);
+    }
+  }
+  void dict_items(const Dict& dict, std::size_t depth) {
+    const auto& items = dict.items();
+    for (std::size_t start = 0; start < items.size(); start += batch) {
+      const std::size_t n = std::min(batch, items.size() - start);
+      if (n > 1) op('(');
+      for (std::size_t i = start; i < start + n; ++i) {
+        value(items[i].first, depth + 1);
+        value(items[i].second, depth + 1);
+      }
+      op(n == 1 ? 's' : 'u');
+    }
+  }
+  void bytes_value(const Bytes& b) {
+    // As CPython's protocol 2 does: _codecs.encode(<latin-1 text>, 'latin1').
+    global("_codecs", "encode");
+    std::string latin;
+    for (auto c : b.data) {
+      const auto v = std::to_integer<unsigned>(c);
+      if (v < 0x80) {
+        latin.push_back(static_cast<char>(v));
+      } else {
+        latin.push_back(static_cast<char>(0xC0 | (v >> 6)));
+        latin.push_back(static_cast<char>(0x80 | (v & 0x3F)));
+      }
+    }
+    text(latin);
+    text("latin1");
+    op(0x86);
+    op('R');
+  }
+
+  std::string storage_key(const Tensor& t) {
+    const Storage& s = t.storage();
+    // Views of one storage share its data pointer; empty storages have none, so their owner decides.
+    const void* identity = s.data() != nullptr ? static_cast<const void*>(s.data()) : s.owner();
+    auto [it, fresh] = storage_index_.try_emplace(StorageIdentity{identity, s.size_bytes()}, storages_.size());
+    if (!fresh) {
+      const SavedStorage& saved = storages_[it->second];
+      if (saved.dtype != t.dtype()) {
+        throw ArgumentError("cannot save tensors that view one storage as " + std::string(dtype_name(saved.dtype)) +
+                            " and as " + std::string(dtype_name(t.dtype())));
+      }
+      return saved.key;
+    }
+    if (s.size_bytes() % element_size(t.dtype()) != 0) {
+      throw ArgumentError("storage of " + std::to_string(s.size_bytes()) + " bytes is not a whole number of " +
+                          std::string(dtype_name(t.dtype())) + " elements");
+    }
+    storages_.push_back(SavedStorage{s, t.dtype(), std::to_string(storages_.size())});
+    return storages_.back().key;
+  }
+
+  void persistent_storage(const Tensor& t) {
+    const auto legacy_name = storage_type_name(t.dtype());
+    const std::string key = storage_key(t);
+    const std::int64_t count = static_cast<std::int64_t>(t.storage().size_bytes()) /
+                               (legacy_name ? static_cast<std::int64_t>(element_size(t.dtype())) : 1);
+    op('(');
+    text("storage");
+    if (legacy_name) {
+      global("torch", *legacy_name);
+    } else {
+      global("torch", "UntypedStorage");
+    }
+    text(key);
+    text(t.device().is_cuda() ? t.device().str() : "cpu");
+    integer(count);
+    op('t');
+    op('Q');
+  }
+
+  void shape(const Shape& dims) {
+    List items;
+    items.reserve(dims.size());
+    for (auto d : dims) items.emplace_back(d);
+    tuple_of(items, 0);
+  }
+
+  void tensor(const Tensor& t) {
+    if (t.device().is_meta()) {
+      global("torch._utils", "_rebuild_meta_tensor_no_storage");
+      op('(');
+      global("torch", dtype_name(t.dtype()));
+      shape(t.sizes());
+      shape(t.strides());
+      op(t.requires_grad() ? 0x88 : 0x89);
+      op('t');
+      op('R');
+      return;
+    }
+    const bool classic = storage_type_name(t.dtype()).has_value();
+    global("torch._utils", classic ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+    op('(');
+    persistent_storage(t);
+    integer(t.storage_offset());
+    shape(t.sizes());
+    shape(t.strides());
+    op(t.requires_grad() ? 0x88 : 0x89);
+    global("collections", "OrderedDict");
+    op(')');
+    op('R');
+    if (!classic) global("torch", dtype_name(t.dtype()));
+    op('t');
+    op('R');
+  }
+
+  void value(const Value& v, std::size_t depth) {
+    if (depth > max_depth) throw LimitError("value nests deeper than " + std::to_string(max_depth) + " levels");
+    const void* identity = v.identity();
+    if (identity != nullptr && memo_get(identity)) return;
+    switch (v.kind()) {
+      case Value::Kind::none: op('N'); return;
+      case Value::Kind::boolean: op(v.as_bool() ? 0x88 : 0x89); return;
+      case Value::Kind::integer: integer(v.as_int()); return;
+      case Value::Kind::big_integer: big_integer(v.as_big_int()); return;
+      case Value::Kind::floating: floating(v.as_float()); return;
+      case Value::Kind::complex:
+        global("builtins", "complex");
+        floating(v.as_complex().real());
+        floating(v.as_complex().imag());
+        op(0x86);
+        op('R');
+        break;
+      case Value::Kind::string: text(v.as_string()); return;
+      case Value::Kind::bytes: bytes_value(v.as_bytes()); return;
+      case Value::Kind::tuple:
+        if (v.as_tuple().empty()) {  // never memoized, as Python's pickler does
+          op(')');
+          return;
+        }
+        tuple_of(v.as_tuple(), depth);
+        break;
+      case Value::Kind::list:
+        op(']');
+        memo_put(identity);
+        batched(v.as_list(), 'a', 'e', depth);
+        return;
+      case Value::Kind::dict: {
+        const Dict& dict = v.as_dict();
+        if (dict.ordered) {
+          global("collections", "OrderedDict");
+          op(')');
+          op('R');
+        } else {
+          op('}');
+        }
+        memo_put(identity);
+        dict_items(dict, depth);
+        if (dict.ordered && dict.attributes.is_dict() && !dict.attributes.as_dict().empty()) {
+          value(dict.attributes, depth + 1);
+          op('b');
+        }
+        return;
+      }
+      case Value::Kind::set:
+        global("builtins", v.as_set().frozen ? "frozenset" : "set");
+        op(']');
+        batched(v.as_set().items, 'a', 'e', depth);
+        op(0x85);
+        op('R');
+        break;
+      case Value::Kind::tensor:
+        if (v.is_parameter()) {
+          global("torch._utils", "_rebuild_parameter");
+          tensor(v.as_tensor().requires_grad() ? Tensor(v.as_tensor()).set_requires_grad(false) : v.as_tensor());
+          op(v.as_tensor().requires_grad() ? 0x88 : 0x89);
+          global("collections", "OrderedDict");
+          op(')');
+          op('R');
+          op(0x87);
+          op('R');
+        } else {
+          tensor(v.as_tensor());
+        }
+        break;
+      case Value::Kind::storage: persistent_storage(v.as_storage().tensor); return;
+      case Value::Kind::device: {
+        global("torch", "device");
+        const Device d = v.as_device();
+        text(d.kind == Device::Kind::CPU ? "cpu" : d.kind == Device::Kind::CUDA ? "cuda" : "meta");
+        if (d.index >= 0) {
+          integer(d.index);
+          op(0x86);
+        } else {
+          op(0x85);
+        }
+        op('R');
+        return;
+      }
+      case Value::Kind::dtype: global("torch", dtype_name(v.as_dtype())); return;
+      case Value::Kind::global: {
+        const Global& g = v.as_global();
+        if (g.module == "torch" && is_layout(g.name)) {  // layouts travel as _get_layout('torch.<name>')
+          global("torch.serialization", "_get_layout");
+          text("torch." + g.name);
+          op(0x85);
+          op('R');
+          return;
+        }
+        global(g.module, g.name);
+        return;
+      }
+      case Value::Kind::object: {
+        const Object& o = v.as_object();
+        global(o.module, o.name);
+        value(o.args.is_tuple() ? o.args : Value::tuple({}), depth + 1);
+        op(o.newobj ? 0x81 : 'R');
+        memo_put(identity);
+        if (!o.state.is_none()) {
+          value(o.state, depth + 1);
+          op('b');
+        }
+        return;
+      }
+    }
+    if (identity != nullptr) memo_put(identity);
+  }
+
+  std::string out_;
+  std::unordered_map<const void*, std::uint32_t> memo_;
+  std::unordered_map<std::string, const void*> globals_;
+  std::vector<SavedStorage> storages_;
+  struct StorageIdentity {
+    const void* address;
+    std::size_t bytes;
+    friend bool operator==(const StorageIdentity&, const StorageIdentity&) = default;
+  };
+  struct StorageIdentityHash {
+    std::size_t operator()(const StorageIdentity& id) const noexcept {
+      return std::hash<const void*>{}(id.address) ^ (id.bytes * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  std::unordered_map<StorageIdentity, std::size_t, StorageIdentityHash> storage_index_;
+};
+
+}  // namespace tensorfile::detail

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// Options of torch-file loading: map_location in all of torch's forms, mmap, strictness, limits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/storage.hpp"
+
+namespace tensorfile {
+
+/// Where loaded storages go, in any of torch.load's map_location forms:
+/// - nothing: the device tag saved in the file ("cpu", "cuda:0", "meta")
+/// - a Device or device string: every storage goes there
+/// - a tag map {"cuda:1": "cuda:0"}: exact-string remap; tags not listed keep their own value
+/// - a callable (storage, saved tag) -> optional storage: called once per storage with a CPU
+///   storage holding the bytes; returning nullopt falls back to the saved tag
+class MapLocation {
+ public:
+  /// The callable form.
+  using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
+
+  MapLocation() = default;                                              ///< restore saved tags
+  MapLocation(Device device) : how_(device.str()) {}                    ///< everything to `device`
+  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}  ///< "cpu", "cuda:1", "meta"
+  MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+  MapLocation(std::map<std::string, std::string> tags) : how_(std::move(tags)) {}  ///< tag remap
+  MapLocation(Function function) : how_(std::move(function)) {}        ///< callable
+
+  /// The tag a storage saved under `saved` goes to, before any callable is asked.
+  [[nodiscard]] std::string target_tag(const std::string& saved) const {
+    if (const auto* fixed = std::get_if<std::string>(&how_)) return *fixed;
+    if (const auto* tags = std::get_if<std::map<std::string, std::string>>(&how_)) {
+      auto it = tags->find(saved);
+      return it == tags->end() ? saved : it->second;
+    }
+    return saved;
+  }
+  /// The callable form, or null.
+  [[nodiscard]] const Function* function() const noexcept { return std::get_if<Function>(&how_); }
+  /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
+  [[nodiscard]] bool all_meta() const noexcept {
+    const auto* fixed = std::get_if<std::string>(&how_);
+    return fixed != nullptr && *fixed == "meta";
+  }
+
+ private:
+  std::variant<std::monostate, std::string, std::map<std::string, std::string>, Function> how_;
+};
+
+/// One storage record of a zip torch file, as LoadOptions::storage_source sees it before it is read.
+struct StorageRecord {
+  std::string_view key;                ///< record name under data/ ("0", "1", ...)
+  std::string_view member;             ///< the archive member holding it ("archive/data/0"), for messages
+  std::string_view location;           ///< device tag saved in the file ("cpu", "cuda:0")
+  DType dtype = DType::UInt8;          ///< element type of the storage
+  std::uint64_t file_offset = 0;       ///< offset of the record's first byte in the file
+  std::uint64_t size = 0;              ///< bytes in the record
+  bool raw = false;                    ///< stored uncompressed and little-endian: the file bytes are the storage as is
+};
+
+/// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap = true})`.
+struct LoadOptions {
+  MapLocation map_location{};       ///< where storages go (see MapLocation)
+  bool mmap = false;                ///< storages are views into one mapping of the file (path input) or of the caller's buffer (span input): no data copied
+  bool mmap_shared = false;         ///< with mmap: MAP_SHARED, writes reach the file (default: MAP_PRIVATE copy-on-write)
+  bool strict = true;               ///< unknown globals are an error; false: kept as opaque Object records
+  bool verify_crc = false;          ///< check every zip record's CRC-32 (torch does not)
+  std::size_t max_depth = 1000;     ///< most nesting of containers
+  std::size_t max_memo = 1u << 22;  ///< most pickle memo entries
+  std::size_t max_container = 1u << 26;  ///< most items in one container
+  std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
+  /// Advanced (<tensorfile/cuda.hpp> streams records with it): asked once per storage record of a zip
+  /// file before it is read; a Storage it returns (of the record's size) is used as is, map_location
+  /// not applied; nullopt reads and places the record as usual. Not called for legacy files.
+  std::function<std::optional<Storage>(const StorageRecord&)> storage_source{};
+};
+
+}  // namespace tensorfile

@@ -1,0 +1,490 @@
+#!/usr/bin/python3
+"""Tests of the tensorfile program (tools/tensorfile); the Python standard library is all they need.
+
+    python3 tests/tools/cli_tests.py SUITE --tensorfile BUILD/tools/tensorfile/tensorfile \\
+        --data tests/data --golden tests/tools/golden [--regenerate]
+
+Suites (CTest runs each as cli.<suite>):
+  golden    inspect's tree and JSON (--json --hash) for every fixture in tests/data/torch/*.pt and
+            tests/data/tensordict/*, against the files in tests/tools/golden/; inspect --json without
+            --hash must equal the golden JSON less its sha256 fields
+  usage     --help of each command, --version, and exit status 2 for wrong command lines, 1 for
+            file errors with the library's message on stderr
+  verify    every fixture verifies clean; crafted bad files (truncated, CRC flipped, view out of
+            bounds, record size mismatch, short tensordict leaf, missing or broken meta.json...)
+            each fail with the error named
+  progress  convert's progress bar is drawn on a pseudo-terminal, and not on a pipe or with --quiet
+  convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
+            fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals
+
+Regenerating the golden files after an intended change of inspect's output:
+
+    python3 tests/tools/cli_tests.py golden --regenerate --tensorfile BUILD/tools/tensorfile/tensorfile \\
+        --data tests/data --golden tests/tools/golden
+
+then review `git diff tests/tools/golden` before committing.
+"""
+import argparse
+import json
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+TIMEOUT_S = 300
+
+
+class Failures:
+    def __init__(self):
+        self.items = []
+
+    def check(self, ok, what):
+        if not ok:
+            self.items.append(what)
+        return ok
+
+
+def run(tool, *args, cwd=None, env=None):
+    return subprocess.run([tool, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, errors="replace", timeout=TIMEOUT_S, check=False)
+
+
+def torch_fixtures(data):
+    folder = os.path.join(data, "torch")
+    return sorted(os.path.join("torch", n) for n in os.listdir(folder) if n.endswith(".pt"))
+
+
+def tensordict_fixtures(data):
+    folder = os.path.join(data, "tensordict")
+    return sorted(os.path.join("tensordict", n) for n in os.listdir(folder)
+                  if os.path.isdir(os.path.join(folder, n)))
+
+
+def without_hashes(text):
+    obj = json.loads(text)
+    for t in obj["tensors"]:
+        t.pop("sha256", None)
+    return obj
+
+
+# ---- golden -------------------------------------------------------------------------------------
+
+def suite_golden(opts, failures):
+    """inspect's output for every fixture, run from the data folder so paths print as torch/x.pt."""
+    for rel in torch_fixtures(opts.data) + tensordict_fixtures(opts.data):
+        outputs = {".txt": run(opts.tensorfile, "inspect", rel, cwd=opts.data),
+                   ".json": run(opts.tensorfile, "inspect", "--json", "--hash", rel, cwd=opts.data)}
+        for suffix, result in outputs.items():
+            golden = os.path.join(opts.golden, rel + suffix)
+            if not failures.check(result.returncode == 0 and result.stderr == "",
+                                  f"inspect {rel} ({suffix}): exit {result.returncode}: {result.stderr}"):
+                continue
+            if opts.regenerate:
+                os.makedirs(os.path.dirname(golden), exist_ok=True)
+                with open(golden, "w", encoding="utf-8", newline="") as f:
+                    f.write(result.stdout)
+                continue
+            try:
+                with open(golden, encoding="utf-8", newline="") as f:
+                    expected = f.read()
+            except FileNotFoundError:
+                failures.check(False, f"{golden} is missing (run with --regenerate)")
+                continue
+            failures.check(result.stdout == expected,
+                           f"inspect {rel} ({suffix}) differs from {golden}:\n--- got\n{result.stdout}--- expected\n"
+                           f"{expected}")
+        plain = run(opts.tensorfile, "inspect", "--json", rel, cwd=opts.data)
+        if outputs[".json"].returncode == 0:
+            failures.check(plain.returncode == 0 and json.loads(plain.stdout) == without_hashes(outputs[".json"].stdout),
+                           f"inspect --json {rel}: differs from --json --hash beyond sha256:\n{plain.stdout}")
+
+
+# ---- usage and exit statuses ----------------------------------------------------------------------
+
+def suite_usage(opts, failures):
+    tool = opts.tensorfile
+    fixture = os.path.join(opts.data, "torch", "t_float32_2x3.pt")
+
+    def expect(args, status, stdout_has=None, stderr_has=None):
+        result = run(tool, *args)
+        shown = " ".join(["tensorfile", *args])
+        ok = failures.check(result.returncode == status,
+                            f"{shown}: exit {result.returncode}, expected {status}\n{result.stdout}{result.stderr}")
+        if ok and stdout_has is not None:
+            failures.check(stdout_has in result.stdout, f"{shown}: stdout lacks {stdout_has!r}:\n{result.stdout}")
+        if ok and stderr_has is not None:
+            failures.check(stderr_has in result.stderr, f"{shown}: stderr lacks {stderr_has!r}:\n{result.stderr}")
+        return result
+
+    expect([], 2, stderr_has="usage: tensorfile COMMAND")
+    expect(["--help"], 0, stdout_has="commands:\n  inspect ")
+    expect(["--version"], 0, stdout_has="tensorfile ")
+    expect(["frobnicate"], 2, stderr_has="tensorfile: unknown command 'frobnicate'\nRun 'tensorfile --help' for usage.")
+    for command in ("inspect", "convert", "verify", "bench"):
+        expect([command, "--help"], 0, stdout_has=f"usage: tensorfile {command} [options] ")
+        expect([command, "-h"], 0, stdout_has="  -h, --help")
+    expect(["inspect"], 2, stderr_has="tensorfile inspect: expected 1 operand (PATH), got 0")
+    expect(["inspect", fixture, fixture], 2, stderr_has="expected 1 operand (PATH), got 2")
+    expect(["inspect", "--bogus", fixture], 2, stderr_has="tensorfile inspect: unknown option '--bogus'\n"
+                                                         "Run 'tensorfile inspect --help' for usage.")
+    expect(["inspect", "--json=1", fixture], 2, stderr_has="option '--json' takes no value")
+    expect(["convert", fixture], 2, stderr_has="expected 2 operands (IN OUT), got 1")
+    expect(["convert", fixture, "out", "--to", "zip"], 2, stderr_has="--to must be pt or memmap, got 'zip'")
+    expect(["convert", fixture, "out", "--map-location", "gpu"], 2,
+           stderr_has="--map-location: unknown device \"gpu\"")
+    expect(["bench", fixture, "--repeat", "0"], 2, stderr_has="option '--repeat' needs a whole number from 1 to 1000")
+    expect(["bench", fixture, "--device", "cpu"], 2, stderr_has="--device takes a CUDA device (cuda:N), got 'cpu'")
+    # Without CUDA built in, the library's DeviceError, as it words it.
+    expect(["bench", fixture, "--device", "cuda:0"], 1,
+           stderr_has="tensorfile: cannot move a tensor to cuda:0: tensorfile was built without CUDA")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        missing = os.path.join(scratch, "missing.pt")
+        for command in ("inspect", "verify", "bench"):
+            result = expect([command, missing], 1)
+            failures.check(result.stderr.startswith(f"tensorfile: {missing}: ") and
+                           "No such file or directory" in result.stderr,
+                           f"{command} of a missing file: message not in the library's shape: {result.stderr!r}")
+        text = os.path.join(scratch, "notes.txt")
+        with open(text, "w") as f:
+            f.write("not a tensor file\n")
+        expect(["inspect", text], 1, stderr_has=f"tensorfile: {text}: not a torch file; expected a zip archive or "
+                                                 "a pickle, got bytes 6e 6f 74 20 (at byte 0)")
+        expect(["convert", fixture, os.path.join(scratch, "td")], 1,
+               stderr_has="the root is of type Tensor; expected a dict, or a list of tensors")
+        result = expect(["inspect", fixture], 0)
+        failures.check(result.stderr == "", f"inspect wrote to stderr: {result.stderr!r}")
+
+
+# ---- verify ----------------------------------------------------------------------------------------
+
+def zip_members(data):
+    """(name, central header offset, local header offset, data offset, size) of each zip entry."""
+    end = data.rfind(b"PK\x05\x06")
+    count, _, directory = struct.unpack_from("<HII", data, end + 10)
+    members, at = [], directory
+    for _ in range(count):
+        flags, _, _, _, _, _, size, name_len, extra_len, comment_len = struct.unpack_from("<HHHHIIIHHH", data, at + 8)
+        local = struct.unpack_from("<I", data, at + 42)[0]
+        name = data[at + 46:at + 46 + name_len].decode()
+        local_name, local_extra = struct.unpack_from("<HH", data, local + 26)
+        members.append({"name": name, "central": at, "local": local, "flags": flags, "size": size,
+                        "data": local + 30 + local_name + local_extra})
+        at += 46 + name_len + extra_len + comment_len
+    return members
+
+
+def patch_member(data, suffix, change, fix_crc=True):
+    """`data` with the record whose name ends in `suffix` replaced by change(bytes) (same length); its
+    CRC-32 is updated everywhere the archive records it unless fix_crc is False."""
+    data = bytearray(data)
+    member = next(m for m in zip_members(bytes(data)) if m["name"].endswith(suffix))
+    start, size = member["data"], member["size"]
+    new = change(bytes(data[start:start + size]))
+    assert len(new) == size, "a patch must keep the record's length"
+    data[start:start + size] = new
+    if fix_crc:
+        crc = zlib.crc32(new)
+        struct.pack_into("<I", data, member["central"] + 16, crc)
+        if struct.unpack_from("<I", data, member["local"] + 14)[0] != 0:
+            struct.pack_into("<I", data, member["local"] + 14, crc)
+        if member["flags"] & 8:  # a data descriptor follows the data, with or without its signature
+            at = start + size
+            struct.pack_into("<I", data, at + 4 if data[at:at + 4] == b"PK\x07\x08" else at, crc)
+    return bytes(data)
+
+
+def replace_once(pattern, replacement):
+    def change(old):
+        assert old.count(pattern) == 1, f"{pattern!r} must occur once in the record"
+        return old.replace(pattern, replacement)
+    return change
+
+
+def suite_verify(opts, failures):
+    tool = opts.tensorfile
+    for rel in torch_fixtures(opts.data) + tensordict_fixtures(opts.data):
+        result = run(tool, "verify", rel, cwd=opts.data)
+        failures.check(result.returncode == 0 and result.stdout.startswith(f"{rel}: OK: ") and result.stderr == "",
+                       f"verify {rel}: exit {result.returncode}\n{result.stdout}{result.stderr}")
+
+    with open(os.path.join(opts.data, "torch", "t_float32_2x3.pt"), "rb") as f:
+        good = f.read()  # data.pkl: ('storage', FloatStorage, '0', 'cpu', 6), offset 0, size (2, 3), stride (3, 1)
+    with open(os.path.join(opts.data, "torch", "legacy_format.pt"), "rb") as f:
+        legacy = f.read()
+    flip = lambda old: bytes([old[0] ^ 0xFF]) + old[1:]  # noqa: E731
+    crafted = {
+        "truncated.pt": (good[:len(good) // 2], ["not a zip archive: no end-of-central-directory record; it starts "
+                                                 "like a zip archive, so it is probably truncated"]),
+        "crc_flipped.pt": (patch_member(good, "data/0", flip, fix_crc=False),
+                           ["t_float32_2x3/data/0: CRC-32 mismatch; expected 0x91e79017"]),
+        "two_crcs_flipped.pt": (patch_member(patch_member(good, "data/0", flip, fix_crc=False), "/version",
+                                             replace_once(b"3\n", b"3 "), fix_crc=False),
+                                ["data/0: CRC-32 mismatch", "version: CRC-32 mismatch", "2 errors found"]),
+        "view_out_of_bounds.pt": (patch_member(good, "data.pkl", replace_once(b"QK\x00K\x02K\x03", b"QK\x01K\x02K\x03")),
+                                  ["view with sizes (2, 3), strides (3, 1) and offset 1 leaves its storage; "
+                                   "expected at most 24 bytes, got 28"]),
+        "record_size_mismatch.pt": (patch_member(good, "data.pkl", replace_once(b"K\x06t", b"K\x07t")),
+                                    ["storage 0 declares 7 float32 elements; expected 28 bytes in its record, got 24"]),
+        "legacy_truncated.pt": (legacy[:-8], ["file ends inside storage"]),
+        "empty.pt": (b"", ["file is empty"]),
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, (content, messages) in crafted.items():
+            path = os.path.join(scratch, name)
+            with open(path, "wb") as f:
+                f.write(content)
+            result = run(tool, "verify", path)
+            ok = failures.check(result.returncode == 1 and result.stdout == "",
+                                f"verify {name}: exit {result.returncode}, expected 1\n{result.stdout}{result.stderr}")
+            for message in messages if ok else []:
+                failures.check(message in result.stderr, f"verify {name}: stderr lacks {message!r}:\n{result.stderr}")
+            if ok:
+                failures.check(result.stderr.startswith(f"tensorfile: {path}"),
+                               f"verify {name}: not the library's message shape: {result.stderr!r}")
+
+        # inspect reads no tensor data, so a flipped data byte passes it; verify reads everything.
+        result = run(tool, "inspect", os.path.join(scratch, "crc_flipped.pt"))
+        failures.check(result.returncode == 0, f"inspect of a file with a bad CRC: exit {result.returncode}")
+
+        source = os.path.join(opts.data, "tensordict", "s01_basic")
+        trees = {
+            "short_leaf": (lambda t: os.truncate(os.path.join(t, "nested", "b.memmap"), 2), ["b.memmap"]),
+            "missing_meta": (lambda t: os.remove(os.path.join(t, "nested", "deeper", "meta.json")), ["meta.json"]),
+            "broken_meta": (lambda t: open(os.path.join(t, "meta.json"), "w").write('{"a": {"device": '),
+                            ["meta.json"]),
+            "missing_leaf": (lambda t: os.remove(os.path.join(t, "a.memmap")), ["a.memmap"]),
+        }
+        for name, (damage, messages) in trees.items():
+            tree = os.path.join(scratch, name)
+            shutil.copytree(source, tree)
+            damage(tree)
+            result = run(tool, "verify", tree)
+            ok = failures.check(result.returncode == 1,
+                                f"verify {name}: exit {result.returncode}, expected 1\n{result.stdout}{result.stderr}")
+            for message in messages if ok else []:
+                failures.check(message in result.stderr, f"verify {name}: stderr lacks {message!r}:\n{result.stderr}")
+        # A short leaf is only found by reading the tree for real: inspect (meta) opens no data file.
+        result = run(tool, "inspect", os.path.join(scratch, "short_leaf"))
+        failures.check(result.returncode == 0, f"inspect of a tree with a short leaf: exit {result.returncode}")
+        result = run(tool, "inspect", "--hash", os.path.join(scratch, "short_leaf"))
+        failures.check(result.returncode == 1, f"inspect --hash of a tree with a short leaf: exit {result.returncode}")
+
+
+# ---- progress bar -------------------------------------------------------------------------------
+
+def run_on_terminal(argv, env):
+    """Runs argv with stdin, stdout and stderr on a new pseudo-terminal; returns (status, output)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child
+        try:
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    output = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], TIMEOUT_S)
+        if not ready:
+            os.kill(pid, 9)
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace")
+
+
+def suite_progress(opts, failures):
+    fixture = os.path.join(opts.data, "torch", "state_dict_linear_bn.pt")
+    now = dict(os.environ, TENSORFILE_PROGRESS_DELAY_MS="0")  # draw at once: the fixtures convert in milliseconds
+    with tempfile.TemporaryDirectory() as scratch:
+        for out in ("out.pt", "out_tree"):
+            target = os.path.join(scratch, out)
+            status, output = run_on_terminal([opts.tensorfile, "convert", fixture, target], now)
+            failures.check(status == 0, f"convert to {out} on a terminal: exit {status}\n{output}")
+            failures.check(f"writing {out}" in output and "100%  72 B / 72 B" in output and "\r" in output,
+                           f"convert to {out} on a terminal drew no complete bar:\n{output!r}")
+
+            status, output = run_on_terminal([opts.tensorfile, "convert", "--quiet", fixture, target], now)
+            failures.check(status == 0 and output == "", f"convert --quiet on a terminal printed {output!r}")
+
+            status, output = run_on_terminal([opts.tensorfile, "convert", fixture, target], dict(os.environ))
+            failures.check(status == 0 and output == "",
+                           f"convert on a terminal, done in under a second, printed {output!r}")
+
+            result = subprocess.run([opts.tensorfile, "convert", fixture, target], env=now, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, timeout=TIMEOUT_S, check=False)
+            failures.check(result.returncode == 0 and result.stdout == "" and result.stderr == "",
+                           f"convert on a pipe printed {result.stdout!r} {result.stderr!r}")
+
+
+# ---- convert -------------------------------------------------------------------------------------
+
+def describe(tool, path):
+    result = run(tool, "inspect", "--json", "--hash", path)
+    if result.returncode != 0:
+        raise RuntimeError(f"inspect {path}: {result.stderr}")
+    return json.loads(result.stdout)
+
+
+def contiguous_strides(shape):
+    strides, step = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return strides
+
+
+def as_tensordict_keeps_it(description):
+    """What a tensordict tree keeps of a description: each tensor a contiguous copy of its own, no
+    requires_grad; values as they are."""
+    out = dict(description, format="torch-zip")
+    out["tensors"] = [dict(t, stride=contiguous_strides(t["shape"]), storage_offset=0, requires_grad=False, storage=i)
+                      for i, t in enumerate(description["tensors"])]
+    return out
+
+
+def without_unsupported(description):
+    return dict(description, values=[v for v in description["values"] if v["type"] != "unsupported"])
+
+
+def differences(a, b):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+    import compare_reference  # noqa: E402  (tests/interop, the standard library only)
+    problems = []
+    compare_reference.compare(a, b, "", problems.append)
+    return problems
+
+
+# Fixtures that have no tensordict form, with the refusal convert gives.
+NO_TENSORDICT_FORM = {
+    "meta.pt": "the root is of type Tensor",
+    "nested_containers.pt": "/bytes: a value of type bytes has no tensordict form",
+    "noncontig_view.pt": "the root is of type Tensor",
+    "subclass.pt": "the root is a __main__.MyT, which is not data; nothing to write",
+    "t_float32_2x3.pt": "the root is of type Tensor",
+    "t_float32_2x3_buffer.pt": "the root is of type Tensor",
+    "torch_objects.pt": "/device: a value of type device has no tensordict form",
+    "whole_module.pt": "the root is a torch.nn.modules.linear.Linear, which is not data",
+}
+# Fixtures whose objects a clean re-save leaves out, by path.
+LEFT_OUT = {
+    "numpy_objects.pt": ["/np_scalar", "/np_int", "/np_array"],
+    "quantized.pt": ["/q_per_tensor", "/q_per_channel"],
+    "sparse.pt": ["/coo", "/csr"],
+    "torch_objects.pt": ["/layout"],
+}
+
+
+def suite_convert(opts, failures):
+    tool = opts.tensorfile
+    with tempfile.TemporaryDirectory() as scratch:
+        for rel in torch_fixtures(opts.data):
+            name = os.path.basename(rel)
+            source = os.path.join(opts.data, rel)
+            original = describe(tool, source)
+            # torch -> torch: everything that is data, views and sharing included.
+            resaved = os.path.join(scratch, name)
+            result = run(tool, "convert", source, resaved)
+            if name in ("subclass.pt", "whole_module.pt"):
+                failures.check(result.returncode == 1 and NO_TENSORDICT_FORM[name] in result.stderr,
+                               f"convert {rel} (code at the root): exit {result.returncode}: {result.stderr}")
+                continue
+            if not failures.check(result.returncode == 0, f"convert {rel} {name}: {result.stderr}"):
+                continue
+            for path in LEFT_OUT.get(name, []):
+                failures.check(f"tensorfile convert: left out {path}: " in result.stderr,
+                               f"convert {rel}: no word on stderr about leaving out {path}:\n{result.stderr}")
+            expected = dict(without_unsupported(original), format="torch-zip")
+            for problem in differences(expected, describe(tool, resaved)):
+                failures.check(False, f"torch -> torch {rel}: {problem}")
+
+            # torch -> tensordict -> torch: data, names and values; not views, sharing or requires_grad.
+            tree = os.path.join(scratch, name[:-3] + "_tree")
+            result = run(tool, "convert", source, tree)
+            if name in NO_TENSORDICT_FORM:
+                failures.check(result.returncode == 1 and NO_TENSORDICT_FORM[name] in result.stderr,
+                               f"convert {rel} to a tree: exit {result.returncode}, expected the refusal "
+                               f"{NO_TENSORDICT_FORM[name]!r}: {result.stderr}")
+                continue
+            if not failures.check(result.returncode == 0 and os.path.isfile(os.path.join(tree, "meta.json")),
+                                  f"convert {rel} to a tree: {result.stderr}"):
+                continue
+            back = os.path.join(scratch, name[:-3] + "_back.pt")
+            result = run(tool, "convert", tree, back)
+            if not failures.check(result.returncode == 0, f"convert the tree of {rel} back: {result.stderr}"):
+                continue
+            expected = as_tensordict_keeps_it(without_unsupported(original))
+            for problem in differences(expected, as_tensordict_keeps_it(describe(tool, back))):
+                failures.check(False, f"torch -> tensordict -> torch {rel}: {problem}")
+            # The tree itself describes the same (as a tensordict).
+            for problem in differences(dict(expected, format="tensordict"), as_tensordict_keeps_it(describe(tool, tree))
+                                       | {"format": "tensordict"}):
+                failures.check(False, f"torch -> tensordict {rel}: {problem}")
+
+        for rel in tensordict_fixtures(opts.data):
+            source = os.path.join(opts.data, rel)
+            out = os.path.join(scratch, os.path.basename(rel) + ".pt")
+            result = run(tool, "convert", source, out)
+            if not failures.check(result.returncode == 0, f"convert {rel} to torch: {result.stderr}"):
+                continue
+            expected = dict(without_unsupported(describe(tool, source)), format="torch-zip")
+            for problem in differences(expected, describe(tool, out)):
+                failures.check(False, f"tensordict -> torch {rel}: {problem}")
+            again = os.path.join(scratch, os.path.basename(rel) + "_again")
+            result = run(tool, "convert", source, again, "--to", "memmap")
+            failures.check(result.returncode == 0 and not differences(describe(tool, source), describe(tool, again)),
+                           f"tensordict -> tensordict {rel}: {result.stderr}")
+        pickled = run(tool, "convert", os.path.join(opts.data, "tensordict", "s05_nontensor"),
+                      os.path.join(scratch, "nt.pt"))
+        failures.check("tensorfile convert: left out /obj: pickled NonTensorData" in pickled.stderr,
+                       f"convert s05_nontensor: no word about the pickled leaf:\n{pickled.stderr}")
+
+        # --to follows the name unless given; an existing tree is replaced.
+        source = os.path.join(opts.data, "torch", "state_dict_linear_bn.pt")
+        for out, to, is_dir in (("a.pth", None, False), ("b", None, True), ("c.pt", "memmap", True),
+                                ("d", "pt", False)):
+            target = os.path.join(scratch, "naming", out)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            result = run(tool, "convert", source, target, *(["--to", to] if to else []))
+            failures.check(result.returncode == 0 and os.path.isdir(target) == is_dir and os.path.exists(target),
+                           f"convert to {out} (--to {to}): exit {result.returncode}, directory {os.path.isdir(target)}")
+        result = run(tool, "convert", source, os.path.join(scratch, "naming", "b"))
+        failures.check(result.returncode == 0, f"converting over an existing tree: {result.stderr}")
+
+
+SUITES = {"golden": suite_golden, "usage": suite_usage, "verify": suite_verify, "progress": suite_progress,
+          "convert": suite_convert}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("suite", choices=sorted(SUITES))
+    ap.add_argument("--tensorfile", required=True, help="the tensorfile program")
+    ap.add_argument("--data", required=True, help="tests/data")
+    ap.add_argument("--golden", required=True, help="tests/tools/golden")
+    ap.add_argument("--regenerate", action="store_true", help="golden: rewrite the golden files")
+    opts = ap.parse_args()
+    opts.tensorfile = os.path.abspath(opts.tensorfile)
+    opts.data = os.path.abspath(opts.data)
+    opts.golden = os.path.abspath(opts.golden)
+    failures = Failures()
+    SUITES[opts.suite](opts, failures)
+    for failure in failures.items:
+        print("FAIL:", failure)
+    print(f"{opts.suite}: {len(failures.items)} failure(s)" if failures.items else f"{opts.suite}: all passed")
+    return 1 if failures.items else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: MIT
+// Tests of <tensorfile/formats/torch/load.hpp> on files written by real torch 1.13 and on crafted ones.
+#include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "torch/torch_file_builder.hpp"
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+using tensorfile_test::PickleWriter;
+
+namespace {
+std::filesystem::path sample(const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; }
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+std::span<const std::byte> as_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::vector<float> floats(const Tensor& t) {
+  std::vector<float> out;
+  for (float v : t.view<const float>()) out.push_back(v);
+  return out;
+}
+std::string f32_bytes(std::initializer_list<float> values) {
+  std::string out(values.size() * 4, '\0');
+  std::memcpy(out.data(), std::data(values), out.size());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("load reads a tensor written by torch", "[load]") {
+  const Value v = load(sample("t_float32_2x3.pt"));
+  REQUIRE(v.is_tensor());
+  const Tensor& t = v.as_tensor();
+  CHECK(t.dtype() == DType::Float32);
+  CHECK(t.sizes() == Shape{2, 3});
+  CHECK(t.strides() == Shape{3, 1});
+  CHECK(floats(t) == std::vector<float>{0, 1, 2, 3, 4, 5});
+  CHECK(t.storage().kind() == "heap");
+  CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
+  SECTION("the buffer-saved copy (prefix archive/) is the same tensor") {
+    CHECK(load(sample("t_float32_2x3_buffer.pt")) == v);
+  }
+}
+
+TEST_CASE("load keeps views sharing one storage", "[load]") {
+  const Value v = load(sample("shared_views.pt"));
+  const Tensor& base = v["base"].as_tensor();
+  for (const char* key : {"row1", "tail", "t", "again"}) {
+    INFO(key);
+    CHECK(v[key].as_tensor().storage().shares_owner_with(base.storage()));
+  }
+  CHECK(v["row1"].as_tensor().storage_offset() == 4);
+  CHECK(v["tail"].as_tensor().storage_offset() == 5);
+  CHECK(v["t"].as_tensor().strides() == Shape{1, 4});
+  CHECK(floats(v["tail"].as_tensor()) == std::vector<float>{5, 6, 7, 8});
+}
+
+TEST_CASE("load reads state_dicts and optimizer checkpoints", "[load]") {
+  const Value sd = load(sample("state_dict_linear_bn.pt"));
+  REQUIRE(sd.is_dict());
+  CHECK(sd.as_dict().ordered);
+  CHECK(sd.size() == 7);
+  CHECK(sd["1.num_batches_tracked"].as_tensor().dim() == 0);
+  CHECK(sd["1.num_batches_tracked"].as_tensor().item<std::int64_t>() == 0);
+  const Value* metadata = sd.as_dict().metadata();
+  REQUIRE(metadata != nullptr);
+  CHECK((*metadata)["1"]["version"].as_int() == 2);
+  CHECK((*metadata)[""]["version"].as_int() == 1);
+  const auto tensors = named_tensors(sd);
+  REQUIRE(tensors.size() == 7);
+  CHECK(tensors[0].first == "0.weight");
+
+  const Value opt = load(sample("optimizer_sgd.pt"));
+  CHECK(opt["param_groups"][0]["lr"].as_float() == 0.1);
+  CHECK(opt["param_groups"][0]["foreach"].is_none());
+  CHECK(opt["state"][0]["momentum_buffer"].as_tensor().sizes() == Shape{1, 2});
+  CHECK(named_tensors(opt)[1].first == "state/1/momentum_buffer");
+}
+
+TEST_CASE("load reads parameters, 0-d and empty tensors, bare storages, meta tensors", "[load]") {
+  const Value p = load(sample("parameter.pt"));
+  CHECK(to_string(p).find("Parameter") != std::string::npos);
+  const Value z = load(sample("zero_dim_empty.pt"));
+  for (const auto& [path, t] : named_tensors(z)) {
+    INFO(path);
+    CHECK((t.dim() == 0 || t.numel() == 0));
+  }
+  const Value s = load(sample("storage_and_tensor.pt"));
+  REQUIRE(s.is_list());
+  CHECK(s[0].is_storage());
+  CHECK(s[0].as_storage().tensor.storage().shares_owner_with(s[1].as_tensor().storage()));
+  const Value m = load(sample("meta.pt"));
+  CHECK(m.as_tensor().device().is_meta());
+}
+
+TEST_CASE("load reads the legacy format and pickle protocol 4", "[load]") {
+  const Value legacy = load(sample("legacy_format.pt"));
+  CHECK(legacy["a"].as_tensor().dtype() == DType::Float32);
+  CHECK(legacy["b"].as_tensor().dtype() == DType::Int64);
+  CHECK(load(tensorfile_test::data_dir() / "torch_gen" / "pickle_protocol_4.pt") ==
+        load(tensorfile_test::data_dir() / "torch_gen" / "pickle_protocol_2.pt"));
+  CHECK(load(tensorfile_test::data_dir() / "torch_gen" / "zip_deflated.pt") ==
+        load(tensorfile_test::data_dir() / "torch_gen" / "version_record_first.pt"));
+}
+
+TEST_CASE("map_location takes every form torch.load takes", "[load][map_location]") {
+  const auto path = sample("fake_cuda0.pt");  // storages tagged cuda:0, written on a CPU machine
+  SECTION("nothing: restore the saved tag, which needs CUDA") {
+    CHECK_THROWS_AS(load(path), DeviceError);
+  }
+  SECTION("a device string or Device") {
+    const Value v = load(path, {.map_location = "cpu"});
+    for (const auto& [name, t] : named_tensors(v)) CHECK(t.device().is_cpu());
+    CHECK(load(path, {.map_location = Device::cpu()}) == v);
+    const Value meta = load(path, {.map_location = "meta"});
+    for (const auto& [name, t] : named_tensors(meta)) CHECK(t.device().is_meta());
+  }
+  SECTION("a tag map: exact remap, others keep their tag") {
+    CHECK_NOTHROW(load(path, {.map_location = std::map<std::string, std::string>{{"cuda:0", "cpu"}}}));
+    CHECK_THROWS_AS(load(path, {.map_location = std::map<std::string, std::string>{{"cuda:1", "cpu"}}}), DeviceError);
+  }
+  SECTION("a callable, once per storage, with CPU bytes and the saved tag") {
+    std::vector<std::string> seen;
+    const MapLocation keep_on_host = MapLocation::Function([&](const Storage& s, std::string_view tag) {
+      seen.emplace_back(tag);
+      CHECK(s.device().is_cpu());
+      return std::optional<Storage>(s);
+    });
+    const Value v = load(path, {.map_location = keep_on_host});
+    CHECK(!seen.empty());
+    for (const auto& tag : seen) CHECK(tag == "cuda:0");
+    const MapLocation decline = MapLocation::Function([](const Storage&, std::string_view) { return std::optional<Storage>(); });
+    CHECK_THROWS_AS(load(path, {.map_location = decline}), DeviceError);  // nullopt: the saved tag, cuda:0
+  }
+  SECTION("an unknown tag") {
+    REQUIRE_THROWS_WITH(load(path, {.map_location = std::map<std::string, std::string>{{"cuda:0", "mps"}}}),
+                        Catch::Matchers::Contains("don't know how to restore a storage tagged \"mps\""));
+  }
+}
+
+TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
+  const Value heap = load(sample("shared_views.pt"));
+  const Value mapped = load(sample("shared_views.pt"), {.mmap = true});
+  CHECK(mapped == heap);
+  const Tensor& base = mapped["base"].as_tensor();
+  CHECK(base.storage().kind() == "mmap_private");
+  CHECK(reinterpret_cast<std::uintptr_t>(base.raw_data()) % 64 == 0);  // records are 64-byte aligned
+  // Every tensor points into the same mapping: same owner, pointers inside one file-sized range.
+  for (const auto& [path, t] : named_tensors(mapped)) CHECK(t.storage().shares_owner_with(base.storage()));
+  SECTION("MAP_SHARED writes reach the file") {
+    const tensorfile_test::ScratchDir dir;
+    const auto copy = dir / "t.pt";
+    std::filesystem::copy_file(sample("t_float32_2x3.pt"), copy);
+    {
+      const Value v = load(copy, {.mmap = true, .mmap_shared = true});
+      v.as_tensor().data<float>()[0] = 42.0f;
+    }
+    CHECK(floats(load(copy).as_tensor())[0] == 42.0f);
+    {
+      const Value v = load(copy, {.mmap = true});  // private: copy-on-write
+      v.as_tensor().data<float>()[0] = 7.0f;
+    }
+    CHECK(floats(load(copy).as_tensor())[0] == 42.0f);
+  }
+}
+
+TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]") {
+  const std::string bytes = slurp(sample("state_dict_linear_bn.pt"));
+  const Value from_path = load(sample("state_dict_linear_bn.pt"));
+  CHECK(load(as_span(bytes)) == from_path);
+  std::istringstream stream(bytes);
+  CHECK(load(stream) == from_path);
+  const Value borrowed = load(as_span(bytes), {.mmap = true});
+  const Tensor& w = borrowed["0.weight"].as_tensor();
+  CHECK(w.raw_data() >= reinterpret_cast<const std::byte*>(bytes.data()));
+  CHECK(w.raw_data() < reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+  CHECK_FALSE(w.is_writable());
+}
+
+TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {
+  REQUIRE_THROWS_WITH(load(sample("whole_module.pt")),
+                      "tensorfile: " + sample("whole_module.pt").string() +
+                          ": whole_module/data.pkl: global torch.nn.modules.linear.Linear is not allowed; only tensors, "
+                          "containers and plain values load in strict mode (set .strict = false to keep it as an "
+                          "opaque object) (at byte 2)");
+  const Value module = load(sample("whole_module.pt"), {.strict = false});
+  REQUIRE(module.is_object());
+  CHECK(module.as_object().name == "Linear");
+  CHECK(module.as_object().newobj);
+  CHECK(module.as_object().state["_parameters"]["weight"].is_parameter());
+  REQUIRE_THROWS_WITH(load(sample("quantized.pt")),
+                      Catch::Matchers::Contains("quantized tensors (torch._utils._rebuild_qtensor) are not supported"));
+  REQUIRE_THROWS_WITH(load(sample("sparse.pt")),
+                      Catch::Matchers::Contains("sparse tensors (torch._utils._rebuild_sparse_tensor) are not supported"));
+  CHECK(load(sample("sparse.pt"), {.strict = false}).is_dict());
+  CHECK_THROWS_AS(load(sample("numpy_objects.pt")), UnsupportedError);
+}
+
+TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load][safety]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    const auto path = dir / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const auto one_tensor = [](std::int32_t numel, std::int32_t offset, std::vector<std::int32_t> size,
+                             std::vector<std::int32_t> stride) {
+    return PickleWriter().proto().tensor("FloatStorage", "0", numel, offset, size, stride).stop().bytes();
+  };
+  const std::string six = f32_bytes({0, 1, 2, 3, 4, 5});
+
+  SECTION("a crafted file that is valid loads") {
+    const Value v = load(as_span(tensorfile_test::torch_file(one_tensor(6, 0, {2, 3}, {3, 1}), six)));
+    CHECK(floats(v.as_tensor()) == std::vector<float>{0, 1, 2, 3, 4, 5});
+  }
+  SECTION("numel must match the record size exactly (CVE-2026-24747)") {
+    const auto path = write("big.pt", tensorfile_test::torch_file(one_tensor(1000, 0, {1000}, {1}), six));
+    REQUIRE_THROWS_WITH(load(path), "tensorfile: " + path.string() +
+                                        ": archive/data.pkl: storage 0 declares 1000 float32 elements; expected 4000 "
+                                        "bytes in its record, got 24 (at byte 89)");
+  }
+  SECTION("views must stay inside their storage") {
+    const auto path = write("stride.pt", tensorfile_test::torch_file(one_tensor(6, 0, {3, 3}, {500, 1}), six));
+    REQUIRE_THROWS_WITH(load(path), "tensorfile: " + path.string() +
+                                        ": archive/data.pkl: _rebuild_tensor_v2: view with sizes (3, 3), strides "
+                                        "(500, 1) and offset 0 leaves its storage; expected at most 24 bytes, got "
+                                        "4012 (at byte 148)");
+    CHECK_THROWS_AS(load(as_span(tensorfile_test::torch_file(one_tensor(6, 7, {1}, {1}), six))), FormatError);
+    CHECK_THROWS_AS(load(as_span(tensorfile_test::torch_file(one_tensor(6, 0, {-1}, {1}), six))), FormatError);
+    CHECK_THROWS_AS(load(as_span(tensorfile_test::torch_file(one_tensor(6, -1, {1}, {1}), six))), FormatError);
+  }
+  SECTION("missing records and version") {
+    const std::string pickle = one_tensor(6, 0, {6}, {1});
+    const auto no_data = write("nodata.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"version", "3\n"}}));
+    REQUIRE_THROWS_WITH(load(no_data), "tensorfile: " + no_data.string() +
+                                           ": archive/data.pkl: storage record archive/data/0 is missing (at byte 89)");
+    const auto no_version = write("noversion.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}}));
+    REQUIRE_THROWS_WITH(load(no_version),
+                        "tensorfile: " + no_version.string() + ": archive/version: the archive has no version record");
+    const auto bad_version = write("v11.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}, {"version", "11\n"}}));
+    REQUIRE_THROWS_WITH(load(bad_version), Catch::Matchers::Contains("unsupported file format version \"11\"; expected 1 to 10"));
+  }
+  SECTION("malformed pickles") {
+    const auto run = [&](const std::string& pickle) { return load(as_span(tensorfile_test::torch_file(pickle, six))); };
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).bytes()),
+                        "tensorfile: archive/data.pkl: pickle ends before its STOP opcode (at byte 7)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).integer(2).stop().bytes()),
+                        "tensorfile: archive/data.pkl: STOP needs exactly one value on the stack; expected 1, got 2 (at byte 12)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().get(3).stop().bytes()),
+                        "tensorfile: archive/data.pkl: memo index 3 was never stored (at byte 2)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().append().stop().bytes()),
+                        "tensorfile: archive/data.pkl: pickle stack underflow (at byte 2)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().mark().integer(1).stop().bytes()),
+                        "tensorfile: archive/data.pkl: MARK without a matching end at STOP (at byte 8)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0xFF).bytes()),
+                        "tensorfile: archive/data.pkl: unsupported pickle opcode 0xff (at byte 2)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().op('X').raw(std::string("\xff\xff\xff\x7f", 4)).bytes()),
+                        "tensorfile: archive/data.pkl: pickle ends inside an opcode argument; expected 2147483647 bytes, got 0 (at byte 2)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).empty_dict().setitem().stop().bytes()),
+                        "tensorfile: archive/data.pkl: pickle stack underflow (at byte 8)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).integer(2).integer(3).setitem().stop().bytes()),
+                        "tensorfile: archive/data.pkl: SETITEM on a int; expected a dict (at byte 17)");
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().global("os", "system").string("ls").tuple().reduce().stop().bytes()),
+                        Catch::Matchers::Contains("global os.system is not allowed"));
+  }
+  SECTION("a container may not hold itself, and nesting is bounded") {
+    const auto run = [&](const std::string& pickle, LoadOptions options = {}) {
+      return load(as_span(tensorfile_test::torch_file(pickle, six)), options);
+    };
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).get(0).append().stop().bytes()),
+                        "tensorfile: archive/data.pkl: pickle puts a list inside itself (at byte 7)");
+    // x = []; y = [x]; x.append(y): x is sealed once inside y.
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).empty_list().get(0).append().put(1).op('0')
+                                .get(0).get(1).append().stop().bytes()),
+                        "tensorfile: archive/data.pkl: pickle modifies a list after placing it in another container (at byte 16)");
+    PickleWriter deep;
+    deep.proto();
+    for (int i = 0; i < 20; ++i) deep.empty_list();
+    for (int i = 0; i < 19; ++i) deep.append();
+    deep.stop();
+    CHECK_NOTHROW(run(deep.bytes()));
+    REQUIRE_THROWS_WITH(run(deep.bytes(), {.max_depth = 10}), "tensorfile: archive/data.pkl: nesting exceeds 10 levels (at byte 31)");
+  }
+  SECTION("not a torch file, TorchScript, tar, empty") {
+    const auto text = write("notes.txt", "hello world");
+    REQUIRE_THROWS_WITH(load(text), "tensorfile: " + text.string() +
+                                        ": not a torch file; expected a zip archive or a pickle, got bytes 68 65 6c 6c (at byte 0)");
+    const auto empty = write("empty.pt", "");
+    REQUIRE_THROWS_WITH(load(empty), "tensorfile: " + empty.string() + ": file is empty; expected a torch file");
+    const auto script = write("script.pt", tensorfile_test::torch_zip("m", {{"data.pkl", "\x80\x02N."}, {"constants.pkl", "\x80\x02N."}, {"version", "3"}}));
+    REQUIRE_THROWS_WITH(load(script), Catch::Matchers::Contains("TorchScript archive"));
+    std::string tar(512, '\0');
+    tar.replace(257, 5, "ustar");
+    REQUIRE_THROWS_WITH(load(as_span(tar)), Catch::Matchers::Contains("pre-2017 tar format"));
+    REQUIRE_THROWS_WITH(load(as_span(std::string("\x80\x02K\x01.", 5))),
+                        "tensorfile: not a torch file: a pickle without torch's legacy magic number (at byte 0)");
+  }
+}
+
+TEST_CASE("Values print as a tree with dtypes and shapes", "[load][print]") {
+  const Value v = load(sample("state_dict_linear_bn.pt"));
+  CHECK(to_string(v).starts_with("OrderedDict{\n  '0.weight': Tensor float32 [2, 3]\n"));
+  CHECK(fmt::format("{}", v).ends_with("} with _metadata"));
+}
+
+// torch 2.x forms, crafted opcode by opcode as ../shared/formats/torch-save.md describes them
+// (no torch 2.x is installed where the tests run).
+TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
+  const auto v3 = [](const std::string& dtype, std::int32_t bytes, std::vector<std::int32_t> size,
+                     const std::string& metadata_key = "") {
+    PickleWriter p;
+    p.proto().global("torch._utils", "_rebuild_tensor_v3").mark();
+    p.mark().string("storage").global("torch", "UntypedStorage").string("0").string("cpu").integer(bytes).tuple().persid();
+    p.integer(0).int_tuple(size).int_tuple({1}).boolean(false);
+    p.global("collections", "OrderedDict").empty_tuple().reduce();
+    p.global("torch", dtype);
+    if (!metadata_key.empty()) p.empty_dict().string(metadata_key).boolean(true).setitem();
+    return p.tuple().reduce().stop().bytes();
+  };
+  const auto zip = [](const std::string& pickle, const std::string& record, const std::string& order = "little") {
+    return tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {".format_version", "1"},
+                                                  {".storage_alignment", "64"}, {"byteorder", order},
+                                                  {"data/0", record}, {"version", "3\n"},
+                                                  {".data/serialization_id", std::string(40, '0')}});
+  };
+  SECTION("_rebuild_tensor_v3 over an UntypedStorage with the new dtypes") {
+    const std::string u16("\x01\x00\x02\x00\xff\xff", 6);
+    const Value a = load(as_span(zip(v3("uint16", 6, {3}), u16)));
+    CHECK(a.as_tensor().dtype() == DType::UInt16);
+    CHECK(a.as_tensor().data<const std::uint16_t>()[2] == 0xFFFF);
+    const Value b = load(as_span(zip(v3("float8_e4m3fn", 2, {2}), std::string("\x38\x7e", 2))));
+    CHECK(b.as_tensor().dtype() == DType::Float8_e4m3fn);
+    CHECK(to_string(b.as_tensor()) == "tensor([  1., 448.], dtype=torch.float8_e4m3fn)");
+    REQUIRE_THROWS_WITH(load(as_span(zip(v3("uint32", 6, {2}), u16))),
+                        Catch::Matchers::Contains("leaves its storage; expected at most 6 bytes, got 8"));
+  }
+  SECTION("conj and neg metadata are applied") {
+    const std::string c64 = f32_bytes({1, 2});  // 1+2j
+    const Value conj = load(as_span(zip(v3("complex64", 8, {1}, "conj"), c64)));
+    CHECK(conj.as_tensor().data<const std::complex<float>>()[0] == std::complex<float>(1, -2));
+    const Value neg = load(as_span(zip(v3("float32", 4, {1}, "neg"), f32_bytes({3}))));
+    CHECK(neg.as_tensor().item<float>() == -3.0f);
+  }
+  SECTION("byteorder big is honoured by swapping each element") {
+    const Value be = load(as_span(zip(
+        PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
+        std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
+    CHECK(be.as_tensor().data<const std::int32_t>()[0] == 1);
+    CHECK(be.as_tensor().data<const std::int32_t>()[1] == 256);
+    REQUIRE_THROWS_WITH(load(as_span(zip(PickleWriter().proto().none().stop().bytes(), "", "middle"))),
+                        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
+  }
+  SECTION("_rebuild_parameter_with_state and _rebuild_from_type_v2") {
+    PickleWriter p;
+    p.proto().global("torch._utils", "_rebuild_parameter_with_state").mark();
+    p.tensor("FloatStorage", "0", 1, 0, {1}, {1}).boolean(true);
+    p.global("collections", "OrderedDict").empty_tuple().reduce().empty_dict().tuple().reduce().stop();
+    const Value param = load(as_span(zip(p.bytes(), f32_bytes({5}))));
+    CHECK(param.is_parameter());
+    CHECK(param.as_tensor().requires_grad());
+    PickleWriter q;
+    q.proto().global("torch._tensor", "_rebuild_from_type_v2").mark();
+    q.global("torch._utils", "_rebuild_tensor_v2").global("torch", "Tensor").mark();
+    q.storage("FloatStorage", "0", 1).integer(0).int_tuple({1}).int_tuple({1}).boolean(false);
+    q.global("collections", "OrderedDict").empty_tuple().reduce().tuple();
+    q.empty_dict().tuple().reduce().stop();
+    CHECK(load(as_span(zip(q.bytes(), f32_bytes({5})))).as_tensor().item<float>() == 5.0f);
+  }
+}
+
+TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
+  const std::string six = f32_bytes({0, 1, 2, 3, 4, 5});
+  const auto run = [&](const std::string& pickle, LoadOptions options = {}) {
+    return load(as_span(tensorfile_test::torch_file(pickle, six)), options);
+  };
+  PickleWriter memo;
+  memo.proto().none();
+  for (int i = 0; i < 5; ++i) memo.put(static_cast<std::uint8_t>(i));
+  memo.stop();
+  CHECK_NOTHROW(run(memo.bytes(), {.max_memo = 5}));
+  REQUIRE_THROWS_WITH(run(memo.bytes(), {.max_memo = 4}), "tensorfile: archive/data.pkl: pickle memo exceeds 4 entries (at byte 11)");
+  PickleWriter wide;
+  wide.proto().empty_list().mark();
+  for (int i = 0; i < 5; ++i) wide.integer(i);
+  wide.op('e').stop();
+  CHECK_NOTHROW(run(wide.bytes(), {.max_container = 5}));
+  REQUIRE_THROWS_WITH(run(wide.bytes(), {.max_container = 4}), "tensorfile: archive/data.pkl: container exceeds 4 items (at byte 29)");
+  const std::string big = PickleWriter().proto().tensor("FloatStorage", "0", 6, 0, {6}, {1}).stop().bytes();
+  REQUIRE_THROWS_WITH(run(big, {.max_total_bytes = 16}), "tensorfile: archive/data.pkl: storages exceed 16 bytes (at byte 89)");
+  REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0x8a).raw(std::string(1, '\xc8')).raw(std::string(200, '\x01')).stop().bytes()),
+                      "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
+  const LoadOptions defaults;
+  CHECK(defaults.max_depth == 1000);
+  CHECK(defaults.strict);
+}
+
+TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero and far-off numbers stay distinct") {
+  // Plain decimal keys take a fast path (vectors indexed by the number); "07" and a key far
+  // beyond the storages seen so far go through the general lookup. All must find their own record.
+  PickleWriter w;
+  w.proto().mark();
+  w.tensor("FloatStorage", "7", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "07", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "123456789", 1, 0, {1}, {1});
+  w.tensor("FloatStorage", "7", 1, 0, {1}, {1});
+  w.tuple().stop();
+  const std::string file = tensorfile_test::torch_zip(
+      "archive", {{"data.pkl", w.bytes()}, {"data/7", f32_bytes({7})}, {"data/07", f32_bytes({70})},
+                  {"data/123456789", f32_bytes({9})}, {"version", "3\n"}});
+  const Value v = load(as_span(file));
+  CHECK(floats(v.at(0).as_tensor()) == std::vector<float>{7});
+  CHECK(floats(v.at(1).as_tensor()) == std::vector<float>{70});
+  CHECK(floats(v.at(2).as_tensor()) == std::vector<float>{9});
+  CHECK(v.at(3).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
+  CHECK_FALSE(v.at(1).as_tensor().storage().shares_owner_with(v.at(0).as_tensor().storage()));
+
+  // A decimal key first seen beyond the fast path's reach ("64" before any storage) and seen again
+  // once in reach is still one storage.
+  PickleWriter again;
+  again.proto().mark();
+  again.tensor("FloatStorage", "64", 1, 0, {1}, {1});
+  again.tensor("FloatStorage", "0", 1, 0, {1}, {1});
+  again.tensor("FloatStorage", "64", 1, 0, {1}, {1});
+  again.tuple().stop();
+  const Value u = load(as_span(tensorfile_test::torch_zip(
+      "archive", {{"data.pkl", again.bytes()}, {"data/64", f32_bytes({64})}, {"data/0", f32_bytes({0})}, {"version", "3\n"}})));
+  CHECK(u.at(2).as_tensor().storage().shares_owner_with(u.at(0).as_tensor().storage()));
+  CHECK(floats(u.at(2).as_tensor()) == std::vector<float>{64});
+}

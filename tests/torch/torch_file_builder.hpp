@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// Test helpers that craft torch files byte by byte: a small pickle writer and a stored-zip writer.
+#pragma once
+
+#include <tensorfile/detail/zip/crc32.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tensorfile_test {
+
+/// Appends pickle opcodes; each method returns *this so streams read like the disassembly.
+class PickleWriter {
+ public:
+  PickleWriter& proto(int version = 2) { return op(0x80).byte(static_cast<std::uint8_t>(version)); }
+  PickleWriter& global(const std::string& module, const std::string& name) { return op('c').text(module + "\n" + name + "\n"); }
+  PickleWriter& mark() { return op('('); }
+  PickleWriter& tuple() { return op('t'); }
+  PickleWriter& empty_tuple() { return op(')'); }
+  PickleWriter& empty_dict() { return op('}'); }
+  PickleWriter& empty_list() { return op(']'); }
+  PickleWriter& append() { return op('a'); }
+  PickleWriter& setitem() { return op('s'); }
+  PickleWriter& setitems() { return op('u'); }
+  PickleWriter& reduce() { return op('R'); }
+  PickleWriter& build() { return op('b'); }
+  PickleWriter& persid() { return op('Q'); }
+  PickleWriter& none() { return op('N'); }
+  PickleWriter& boolean(bool v) { return op(v ? 0x88 : 0x89); }
+  PickleWriter& stop() { return op('.'); }
+  PickleWriter& put(std::uint8_t index) { return op('q').byte(index); }
+  PickleWriter& get(std::uint8_t index) { return op('h').byte(index); }
+  PickleWriter& integer(std::int32_t v) {
+    op('J');
+    for (int i = 0; i < 4; ++i) byte(static_cast<std::uint8_t>(static_cast<std::uint32_t>(v) >> (8 * i)));
+    return *this;
+  }
+  PickleWriter& string(const std::string& s) {
+    op('X');
+    for (int i = 0; i < 4; ++i) byte(static_cast<std::uint8_t>(s.size() >> (8 * i)));
+    return text(s);
+  }
+  PickleWriter& int_tuple(const std::vector<std::int32_t>& values) {
+    mark();
+    for (auto v : values) integer(v);
+    return tuple();
+  }
+  /// ('storage', torch.<type>, key, location, numel) BINPERSID
+  PickleWriter& storage(const std::string& type, const std::string& key, std::int32_t numel,
+                        const std::string& location = "cpu") {
+    return mark().string("storage").global("torch", type).string(key).string(location).integer(numel).tuple().persid();
+  }
+  /// _rebuild_tensor_v2(storage, offset, size, stride, False, OrderedDict())
+  PickleWriter& tensor(const std::string& type, const std::string& key, std::int32_t numel, std::int32_t offset,
+                       const std::vector<std::int32_t>& size, const std::vector<std::int32_t>& stride) {
+    global("torch._utils", "_rebuild_tensor_v2").mark();
+    storage(type, key, numel).integer(offset).int_tuple(size).int_tuple(stride).boolean(false);
+    return global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
+  }
+  PickleWriter& raw(const std::string& bytes) { return text(bytes); }
+  PickleWriter& op(int code) { return byte(static_cast<std::uint8_t>(code)); }
+
+  [[nodiscard]] const std::string& bytes() const { return bytes_; }
+
+ private:
+  PickleWriter& byte(std::uint8_t b) {
+    bytes_.push_back(static_cast<char>(b));
+    return *this;
+  }
+  PickleWriter& text(const std::string& s) {
+    bytes_ += s;
+    return *this;
+  }
+  std::string bytes_;
+};
+
+/// A zip of stored entries under `prefix/`, in the given order, with correct CRCs and a classic EOCD.
+inline std::string torch_zip(const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& records) {
+  std::string out;
+  std::string central;
+  const auto u16 = [](std::string& s, std::uint32_t v) {
+    s.push_back(static_cast<char>(v & 0xFF));
+    s.push_back(static_cast<char>((v >> 8) & 0xFF));
+  };
+  const auto u32 = [&](std::string& s, std::uint32_t v) {
+    u16(s, v & 0xFFFF);
+    u16(s, v >> 16);
+  };
+  for (const auto& [name, data] : records) {
+    const std::string full = prefix + "/" + name;
+    const auto crc = tensorfile::detail::crc32(std::as_bytes(std::span(data.data(), data.size())));
+    const auto offset = static_cast<std::uint32_t>(out.size());
+    u32(out, 0x04034b50);
+    u16(out, 20);
+    u16(out, 0);
+    u16(out, 0);
+    u16(out, 0);
+    u16(out, 0);
+    u32(out, crc);
+    u32(out, static_cast<std::uint32_t>(data.size()));
+    u32(out, static_cast<std::uint32_t>(data.size()));
+    u16(out, static_cast<std::uint32_t>(full.size()));
+    u16(out, 0);
+    out += full + data;
+    u32(central, 0x02014b50);
+    u16(central, 20);
+    u16(central, 20);
+    u16(central, 0);
+    u16(central, 0);
+    u16(central, 0);
+    u16(central, 0);
+    u32(central, crc);
+    u32(central, static_cast<std::uint32_t>(data.size()));
+    u32(central, static_cast<std::uint32_t>(data.size()));
+    u16(central, static_cast<std::uint32_t>(full.size()));
+    u16(central, 0);
+    u16(central, 0);
+    u16(central, 0);
+    u16(central, 0);
+    u32(central, 0);
+    u32(central, offset);
+    central += full;
+  }
+  const auto central_offset = static_cast<std::uint32_t>(out.size());
+  out += central;
+  u32(out, 0x06054b50);
+  u16(out, 0);
+  u16(out, 0);
+  u16(out, static_cast<std::uint32_t>(records.size()));
+  u16(out, static_cast<std::uint32_t>(records.size()));
+  u32(out, static_cast<std::uint32_t>(central.size()));
+  u32(out, central_offset);
+  u16(out, 0);
+  return out;
+}
+
+/// A one-tensor torch file: data.pkl from `pickle`, record data/0 of `record`, version 3.
+inline std::string torch_file(const std::string& pickle, const std::string& record) {
+  return torch_zip("archive", {{"data.pkl", pickle}, {"data/0", record}, {"version", "3\n"}});
+}
+
+}  // namespace tensorfile_test

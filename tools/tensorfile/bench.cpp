@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+// tensorfile bench: load times, GB/s and peak memory of heap, mmap, meta (and device) loads of one file.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <tensorfile/core/meta_backend.hpp>
+#include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/tensordict/load_memmap.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+
+#include "commands.hpp"
+#include "formats.hpp"
+
+namespace tensorfile::cli {
+
+namespace {
+
+constexpr std::array bench_options{
+    OptionSpec{"device", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
+    OptionSpec{"repeat", "N", "loads per mode (default 3)"},
+};
+
+/// The host storages of a loaded tree, each once.
+std::vector<Storage> host_storages(const std::vector<Tensor>& tensors) {
+  std::map<std::pair<const std::byte*, std::size_t>, Storage> unique;
+  for (const Tensor& t : tensors) {
+    if (t.device().is_cpu()) unique.emplace(std::make_pair(t.storage().data(), t.storage().size_bytes()), t.storage());
+  }
+  std::vector<Storage> out;
+  for (auto& [key, storage] : unique) out.push_back(std::move(storage));
+  return out;
+}
+
+std::vector<Tensor> tensors_of(const Value& v) {
+  std::vector<Tensor> out;
+  for (auto& [path, t] : named_tensors(v)) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<Tensor> tensors_of(const TensorDict& td) {
+  std::vector<Tensor> out;
+  td.for_each_leaf([&](const NestedKey&, const Entry& leaf) {
+    if (leaf.is_tensor()) out.push_back(leaf.as_tensor());
+    if (leaf.is_nested_tensor()) {
+      out.push_back(leaf.as_nested_tensor().values);
+      out.push_back(leaf.as_nested_tensor().nested_sizes);
+    }
+  });
+  return out;
+}
+
+/// Reads one byte of every page of every storage, so a mapping is made resident.
+void touch(const std::vector<Tensor>& tensors) {
+  for (const Storage& s : host_storages(tensors)) {
+    const auto* p = reinterpret_cast<const volatile unsigned char*>(s.data());
+    for (std::size_t i = 0; i < s.size_bytes(); i += 4096) (void)p[i];  // a volatile read is never left out
+  }
+}
+
+/// Resets the peak resident size (Linux >= 4.0); false where that is not possible.
+bool reset_peak_memory() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+std::uint64_t peak_memory_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+std::string duration_text(double seconds) {
+  if (seconds < 1e-3) return fmt::format("{:.1f} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.2f} ms", seconds * 1e3);
+  return fmt::format("{:.3f} s", seconds);
+}
+
+struct Mode {
+  std::string name;
+  bool reads_data;            // GB/s is meaningful
+  std::function<void()> run;  // one load (and what the mode does with it)
+};
+
+struct Result {
+  std::vector<double> seconds;
+  std::uint64_t peak = 0;
+};
+
+Result measure(const Mode& mode, std::int64_t repeat, bool& peak_reset) {
+  Result result;
+  peak_reset = reset_peak_memory() && peak_reset;
+  for (std::int64_t i = 0; i < repeat; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    mode.run();
+    result.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  result.peak = peak_memory_bytes();
+  return result;
+}
+
+}  // namespace
+
+const CommandSpec bench_spec{
+    .name = "bench",
+    .operands = "PATH",
+    .min_operands = 1,
+    .max_operands = 1,
+    .options = bench_options,
+    .summary = "Time loading a torch file or tensordict tree: heap, mmap, meta (and a device), GB/s and peak memory.",
+    .details =
+        "Modes: heap (every byte read into memory; for a tensordict tree, mapped then copied), mmap (views of a\n"
+        "mapping, nothing read yet), mmap+touch (the mapping made resident, one byte a page), meta (shapes and\n"
+        "dtypes only), and with --device the load straight to that device. Each runs --repeat times; the table\n"
+        "shows the first, best and median time, GB/s of the best (10^9 bytes of tensor data a second) and the\n"
+        "peak resident memory during the mode (getrusage, reset between modes where Linux allows it).\n"
+        "The first run of the first mode may read from disk; later ones usually from the page cache.\n"
+        "\n"
+        "Without CUDA support built in, --device cuda:N prints the library's DeviceError and exits 1.",
+};
+
+int run_bench(const Args& args) {
+  const std::string& shown = args.operands()[0];
+  const std::filesystem::path path = shown;
+  const std::int64_t repeat = args.value("repeat") ? parse_integer(*args.value("repeat"), "repeat", 1, 1000) : 3;
+  std::optional<Device> device;
+  if (const auto text = args.value("device")) {
+    try {
+      device = Device::parse(*text);
+    } catch (const ArgumentError& error) {
+      throw UsageError("--device: " + error.reason());
+    }
+    if (!device->is_cuda()) throw UsageError(fmt::format("--device takes a CUDA device (cuda:N), got '{}'", *text));
+    (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
+  }
+
+  const InputFormat format = detect_format(path);
+  std::vector<Mode> modes;
+  std::uint64_t data_bytes = 0;
+  std::size_t tensor_count = 0;
+  if (format == InputFormat::tensordict) {
+    const auto load_tree = [path](MemmapLoadOptions options) {
+      options.access = MemmapAccess::read_only;
+      return load_memmap(path, options);
+    };
+    const TensorDict shapes = load_tree({.device = Device::meta()});
+    for (const Tensor& t : tensors_of(shapes)) data_bytes += t.nbytes();
+    tensor_count = tensors_of(shapes).size();
+    modes.push_back({"heap (copy)", true, [=] { (void)load_tree({}).clone(); }});
+    modes.push_back({"mmap", false, [=] { (void)load_tree({}); }});
+    modes.push_back({"mmap+touch", true, [=] { touch(tensors_of(load_tree({}))); }});
+    modes.push_back({"meta", false, [=] { (void)load_tree({.device = Device::meta()}); }});
+    if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.device = *device}); }});
+  } else {
+    const auto load_file = [path](MapLocation where, bool mmap) {
+      return load(path, {.map_location = std::move(where), .mmap = mmap});
+    };
+    LoadOptions sizes{.map_location = MapLocation::Function([&data_bytes](const Storage& bytes, std::string_view) {
+                        data_bytes += bytes.size_bytes();
+                        return std::optional<Storage>(meta_storage(bytes.size_bytes()));
+                      }),
+                      .mmap = true};
+    tensor_count = tensors_of(load(path, sizes)).size();
+    modes.push_back({"heap", true, [=] { (void)load_file(Device::cpu(), false); }});
+    modes.push_back({"mmap", false, [=] { (void)load_file(Device::cpu(), true); }});
+    modes.push_back({"mmap+touch", true, [=] { touch(tensors_of(load_file(Device::cpu(), true))); }});
+    modes.push_back({"meta", false, [=] { (void)load_file(Device::meta(), true); }});
+    if (device) modes.push_back({device->str(), true, [=] { (void)load_file(*device, false); }});
+  }
+
+  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, format_name(format), tensor_count,
+             tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
+  fmt::print("{:<12}  {:>10}  {:>10}  {:>10}  {:>8}  {:>10}\n", "mode", "first", "best", "median", "GB/s", "peak RSS");
+  bool peak_reset = true;
+  for (const Mode& mode : modes) {
+    Result r = measure(mode, repeat, peak_reset);
+    const double first = r.seconds.front();
+    std::sort(r.seconds.begin(), r.seconds.end());
+    const double best = r.seconds.front();
+    const double median = r.seconds[r.seconds.size() / 2];
+    const std::string rate = mode.reads_data && best > 0 && data_bytes > 0
+                                 ? fmt::format("{:.2f}", static_cast<double>(data_bytes) / best / 1e9)
+                                 : std::string("-");
+    fmt::print("{:<12}  {:>10}  {:>10}  {:>10}  {:>8}  {:>10}\n", mode.name, duration_text(first), duration_text(best),
+               duration_text(median), rate, human_bytes(r.peak));
+  }
+  if (!peak_reset) fmt::print("(peak RSS could not be reset between modes: each is the peak since the start)\n");
+  return exit_ok;
+}
+
+}  // namespace tensorfile::cli

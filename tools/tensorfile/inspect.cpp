@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// tensorfile inspect: what a torch file or tensordict tree holds, as a tree or as JSON, without reading tensor data.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include <tensorfile/core/meta_backend.hpp>
+#include <tensorfile/formats/tensordict/load_memmap.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+
+#include "commands.hpp"
+#include "describe.hpp"
+#include "formats.hpp"
+
+namespace tensorfile::cli {
+
+namespace {
+
+constexpr std::array inspect_options{
+    OptionSpec{"json", "", "print one JSON object instead of the tree"},
+    OptionSpec{"hash", "", "add the SHA-256 of every tensor's values (reads all tensor data)"},
+};
+
+/// Loads a torch file for describing: mapped, never strict, and (without hashes) reading no tensor data.
+Description describe_torch_file(const std::filesystem::path& path, InputFormat format, bool hashes) {
+  StorageTags tags;
+  LoadOptions options{.mmap = true, .strict = false};
+  if (format == InputFormat::torch_zip || hashes) {
+    // Told each storage's saved tag; the bytes handed over are a view of the mapping (zip) that no one reads
+    // unless hashing. Legacy files copy their bytes first, so they only come here when hashing anyway.
+    options.map_location = MapLocation::Function([&tags, hashes](const Storage& bytes, std::string_view tag) {
+      Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
+      tags.add(chosen, tag);
+      return std::optional<Storage>(chosen);
+    });
+  } else {
+    options.map_location = Device::meta();
+    // The library hands a legacy storage's tag only to a map_location callable, and only after copying its bytes.
+    tags.fallback = "?";
+  }
+  return describe_value(load(path, options), tags, hashes);
+}
+
+std::string header_line(const std::string& shown, InputFormat format, const std::filesystem::path& path) {
+  switch (format) {
+    case InputFormat::torch_zip: {
+      const ZipFacts facts = read_zip_facts(path);
+      return fmt::format("{}: torch-zip, version {}, {} records, archive prefix \"{}\"{}", shown,
+                         facts.version.empty() ? "?" : facts.version, facts.records, facts.prefix,
+                         facts.byteorder == "big" ? ", big-endian data" : "");
+    }
+    case InputFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
+    case InputFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
+    case InputFormat::other: break;
+  }
+  return shown;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+/// Long values cut for the tree (inspect --json has them whole).
+std::string shortened(const std::string& text) {
+  constexpr std::size_t most = 100;
+  if (text.size() <= most) return text;
+  std::size_t cut = most - 20;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;  // not inside a UTF-8 sequence
+  return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
+}
+
+std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : path; }
+
+/// The tree for people: containers as headings, leaves in aligned columns, then totals and shared storages.
+std::string render_tree(const Description& d, const std::string& header) {
+  const auto left_of = [](const TreeNode& node) { return std::string(2 * node.depth, ' ') + node.label; };
+  std::size_t left = 0;
+  std::size_t type = 0;
+  std::size_t shape = 0;
+  std::size_t tag = 0;
+  std::size_t bytes = 0;
+  for (const TreeNode& node : d.tree) {
+    if (node.kind == TreeNode::Kind::container) continue;
+    left = std::max(left, std::max<std::size_t>(left_of(node).size(), 6));
+    if (node.kind == TreeNode::Kind::value) {
+      type = std::max(type, d.values[node.index].type.size());
+      continue;
+    }
+    const TensorRecord& r = d.tensors[node.index];
+    type = std::max(type, dtype_name(r.tensor.dtype()).size());
+    shape = std::max(shape, shape_text(r.tensor.sizes()).size());
+    tag = std::max(tag, r.tag.size());
+    bytes = std::max(bytes, human_bytes(r.tensor.nbytes()).size());
+  }
+  left = std::min<std::size_t>(left, 60);
+
+  std::vector<std::size_t> users(d.storage_bytes.size(), 0);
+  for (const TensorRecord& r : d.tensors) {
+    if (r.storage) ++users[*r.storage];
+  }
+
+  std::string out = header + "\n";
+  for (const TreeNode& node : d.tree) {
+    if (node.kind == TreeNode::Kind::container) {
+      out += fmt::format("{}{}{}\n", left_of(node), node.label.empty() ? "" : ": ", node.text);
+      continue;
+    }
+    const std::string name = node.depth == 0 && node.label.empty() ? "(root)" : left_of(node);
+    if (node.kind == TreeNode::Kind::value) {
+      const ValueRecord& r = d.values[node.index];
+      out += fmt::format("{:<{}}  {:<{}}  {}\n", name, left, r.type, type, shortened(r.text));
+      continue;
+    }
+    const TensorRecord& r = d.tensors[node.index];
+    std::string line =
+        fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}  ", name, left, dtype_name(r.tensor.dtype()), type,
+                    shape_text(r.tensor.sizes()), shape, r.tag, tag, human_bytes(r.tensor.nbytes()), bytes);
+    if (r.storage) {
+      line += fmt::format("storage #{}{}", *r.storage, users[*r.storage] > 1 ? " (shared)" : "");
+    } else {
+      line += "no data (saved on meta)";
+    }
+    if (r.parameter) line += "  Parameter";
+    if (r.tensor.requires_grad()) line += "  requires_grad";
+    if (r.sha256) line += "  sha256 " + *r.sha256;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+
+  std::uint64_t total = 0;
+  for (const std::uint64_t b : d.storage_bytes) total += b;
+  const auto meta = static_cast<std::size_t>(
+      std::count_if(d.tensors.begin(), d.tensors.end(), [](const TensorRecord& r) { return !r.has_record; }));
+  out += fmt::format("{} tensor{} on {} storage{}, {} of data{}", d.tensors.size(), d.tensors.size() == 1 ? "" : "s",
+                     d.storage_bytes.size(), d.storage_bytes.size() == 1 ? "" : "s", human_bytes(total),
+                     total >= 1024 ? fmt::format(" ({} B)", total) : "");
+  if (meta != 0) out += fmt::format(", {} saved on meta without data", meta);
+  out += fmt::format("; {} other value{}\n", d.values.size(), d.values.size() == 1 ? "" : "s");
+  for (std::size_t id = 0; id < users.size(); ++id) {
+    if (users[id] < 2) continue;
+    std::string paths;
+    std::size_t listed = 0;
+    for (const TensorRecord& r : d.tensors) {
+      if (r.storage != id) continue;
+      if (listed++ == 8) {
+        paths += ", ...";
+        break;
+      }
+      paths += (paths.empty() ? "" : ", ") + shown_path(r.path);
+    }
+    out += fmt::format("storage #{} ({}) is shared by {} tensors: {}\n", id, human_bytes(d.storage_bytes[id]),
+                       users[id], paths);
+  }
+  if (std::any_of(d.tensors.begin(), d.tensors.end(), [](const TensorRecord& r) { return r.tag == "?"; })) {
+    out += "device tags marked ? are not read from legacy files without --hash\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+const CommandSpec inspect_spec{
+    .name = "inspect",
+    .operands = "PATH",
+    .min_operands = 1,
+    .max_operands = 1,
+    .options = inspect_options,
+    .summary =
+        "Show what a torch.save file (zip or legacy) or a tensordict memmap directory holds: every tensor's\n"
+        "dtype, shape, device tag, bytes and storage, the other values, totals, and the format.",
+    .details =
+        "The format is detected from the contents, never from the name. No tensor data is read unless --hash\n"
+        "is given (the file is mapped; torch files load on the meta device, tensordict leaves are not opened).\n"
+        "\n"
+        "--json prints {\"format\": \"torch-zip\" | \"torch-legacy\" | \"tensordict\", \"tensors\": [{\"path\",\n"
+        "\"dtype\", \"shape\", \"stride\", \"storage_offset\", \"requires_grad\", \"device\", \"storage\",\n"
+        "\"sha256\" (with --hash)}], \"values\": [{\"path\", \"type\", \"value\"}]}: a path is \"\" for the root and\n"
+        "\"/\" + key or index per level (\"~\" and \"/\" in keys escaped as ~0 and ~1); \"device\" is where the\n"
+        "tensor loads with map_location \"cpu\" (\"meta\" for tensors saved without data); \"storage\" is an id\n"
+        "shared by the tensors of one storage; sha256 hashes the values in C order, little-endian.\n"
+        "The JSON follows tests/interop/torch_reference.py, which prints the same for real torch.",
+};
+
+int run_inspect(const Args& args) {
+  const std::string& shown = args.operands()[0];
+  const std::filesystem::path path = shown;
+  const bool hashes = args.flag("hash");
+  const InputFormat format = detect_format(path);
+  Description description;
+  if (format == InputFormat::tensordict) {
+    MemmapLoadOptions options{.access = MemmapAccess::read_only};
+    if (!hashes) options.device = Device::meta();
+    description = describe_tensordict(load_memmap(path, options), hashes);
+  } else {
+    description = describe_torch_file(path, format, hashes);
+  }
+  const std::string out = args.flag("json") ? description_json(description, format_name(format), hashes) + "\n"
+                                            : render_tree(description, header_line(shown, format, path));
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return exit_ok;
+}
+
+}  // namespace tensorfile::cli
