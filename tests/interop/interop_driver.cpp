@@ -4,7 +4,9 @@
 #include <tensorfile/tensorfile.hpp>
 
 #include <cstdio>
+#include <cstdint>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +46,10 @@ int main(int argc, char** argv) {
   if (args.empty()) return usage();
   try {
     if (args[0] == "read" && (args.size() == 3 || args.size() == 4)) {
-      tensorfile::FromFileOptions options{.dtype = tensorfile::parse_dtype(args[2])};
-      if (args.size() == 4) options.size = std::stoll(args[3]);
+      // Built in one expression: assigning the optional afterwards trips GCC 12's -Wmaybe-uninitialized at -O3.
+      const tensorfile::FromFileOptions options{
+          .size = args.size() == 4 ? std::optional<std::int64_t>(std::stoll(args[3])) : std::nullopt,
+          .dtype = tensorfile::parse_dtype(args[2])};
       const auto t = tensorfile::from_file(args[1], options);
       std::cout << t.numel() << " " << to_hex(t.raw_data(), t.nbytes()) << "\n";
       return 0;

@@ -61,7 +61,7 @@ struct Device {
   /// torch's spelling: "cpu", "cuda:1", "meta".
   [[nodiscard]] std::string str() const {
     std::string out = kind == Kind::CPU ? "cpu" : kind == Kind::CUDA ? "cuda" : "meta";
-    if (index >= 0) out += ":" + std::to_string(index);
+    if (index >= 0) out.append(":").append(std::to_string(index));
     return out;
   }
 

@@ -169,7 +169,7 @@ class TensorPrinter {
         bool finite = std::isfinite(re);
         if (complex) {
           const double im = element_as_double(dtype, p, true);
-          text += (std::signbit(im) ? "-" : "+") + float_text(std::fabs(im), imag.style()) + "j";
+          text.append(std::signbit(im) ? "-" : "+").append(float_text(std::fabs(im), imag.style())).append("j");
           finite = finite && std::isfinite(im);
         }
         if (finite) width_ = std::max(width_, text.size());  // as torch: nan and inf do not widen columns

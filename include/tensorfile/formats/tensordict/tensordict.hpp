@@ -551,13 +551,13 @@ class TensorDict {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   static constexpr std::size_t linear_limit = 8;  // below this many keys, lookups scan
 
-  static std::string quoted(std::string_view key) { return "\"" + std::string(key) + "\""; }
+  static std::string quoted(std::string_view key) { return std::string("\"").append(key).append("\""); }
 
   std::string key_list() const {
     if (items_.empty()) return "no key (it is empty)";
     std::string out;
-    for (std::size_t i = 0; i < items_.size() && i < 10; ++i) out += (i ? ", " : "") + quoted(items_[i].key);
-    if (items_.size() > 10) out += ", ... (" + std::to_string(items_.size()) + " keys)";
+    for (std::size_t i = 0; i < items_.size() && i < 10; ++i) out.append(i ? ", " : "").append(quoted(items_[i].key));
+    if (items_.size() > 10) out.append(", ... (").append(std::to_string(items_.size())).append(" keys)");
     return out;
   }
 

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Fails when a header under include/tensorfile includes a tensorfile header of a higher layer or of another format.
+"""Check the layering of tensorfile's public headers.
+
+Layers, low to high (a header may include its own layer and the layers below it):
+  detail/**                       the leaf layer: only detail/** and core/error.hpp
+  core/                           dtype, device, storage, tensor, value, print
+  backends/                       storage owners (mmap, borrowed)
+  io/, formats/<X>/               siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
+                                  (formats/<X>/detail/ counts as formats/<X>/; formats/format.hpp, if present,
+                                  is shared by every format and includes only core/ and detail/)
+  cuda/                           the device backend and streaming loader
+  tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out)
+  version.hpp                     includes nothing, included by anyone
+
+Forwarding headers (kept at moved public paths for one release) are exempt as includers.
+
+Usage: check_layers.py [INCLUDE_DIR]      check the tree (default: include/ next to tests/)
+       check_layers.py --self-test        check a temporary tree with known good and bad includes
+"""
+
+import pathlib
+import re
+import sys
+import tempfile
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](tensorfile/[^">]+)[">]')
+FORWARDING_MARK = "Forwarding header"
+
+DETAIL, CORE, BACKENDS, SIBLINGS, CUDA, UMBRELLA = range(6)
+LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/ and formats/",
+               CUDA: "cuda/", UMBRELLA: "the umbrella headers"}
+
+
+def classify(header):
+    """(rank, group) of a header path such as 'tensorfile/core/tensor.hpp'; None when it is in no layer.
+
+    group separates the siblings of one rank: 'io', 'formats-root', 'formats/<X>'."""
+    parts = header.split("/")
+    if len(parts) < 2 or parts[0] != "tensorfile":
+        return None
+    rest = parts[1:]
+    if len(rest) == 1:
+        if rest[0] == "version.hpp":
+            return (None, "version")
+        if rest[0] in ("tensorfile.hpp", "cuda.hpp"):
+            return (UMBRELLA, rest[0])
+        return None
+    top = rest[0]
+    if top == "detail":
+        return (DETAIL, "detail")
+    if top == "core":
+        return (CORE, "core")
+    if top == "backends":
+        return (BACKENDS, "backends")
+    if top == "io":
+        return (SIBLINGS, "io")
+    if top == "formats":
+        if len(rest) == 2:
+            return (SIBLINGS, "formats-root")
+        return (SIBLINGS, "formats/" + rest[1])
+    if top == "cuda":
+        return (CUDA, "cuda")
+    return None
+
+
+def rule_broken(includer, included):
+    """The rule that `includer` including `included` breaks, or None when the include is allowed."""
+    src, dst = classify(includer), classify(included)
+    if src is None:
+        return f"{includer} is in no layer (detail/, core/, backends/, io/, formats/<X>/, cuda/ or the root)"
+    if dst is None:
+        return f"{included} is in no layer (detail/, core/, backends/, io/, formats/<X>/, cuda/ or the root)"
+    (src_rank, src_group), (dst_rank, dst_group) = src, dst
+    if src_group == "version":
+        return "version.hpp includes nothing"
+    if dst_group == "version":
+        return None
+    if src_rank == DETAIL:
+        if dst_rank == DETAIL or included == "tensorfile/core/error.hpp":
+            return None
+        return "detail/ may include only detail/ and tensorfile/core/error.hpp"
+    if src_group == "formats-root" and dst_rank not in (DETAIL, CORE):
+        return "formats/format.hpp may include only core/ and detail/"
+    if src_group == "tensorfile.hpp" and dst_group in ("cuda", "cuda.hpp"):
+        return "tensorfile.hpp leaves CUDA out (that is tensorfile/cuda.hpp)"
+    if dst_rank > src_rank:
+        return f"{LAYER_NAMES[src_rank]} may not include a higher layer ({LAYER_NAMES[dst_rank]})"
+    if dst_rank == src_rank == SIBLINGS and src_group != dst_group:
+        if src_group.startswith("formats/") and dst_group == "formats-root":
+            return None
+        if src_group.startswith("formats/") and dst_group.startswith("formats/"):
+            return f"{src_group}/ may not include another format ({dst_group}/)"
+        return f"{src_group}/ and {dst_group}/ are siblings and may not include each other"
+    if dst_rank == src_rank == UMBRELLA and src_group == "tensorfile.hpp":
+        return "tensorfile.hpp leaves CUDA out (that is tensorfile/cuda.hpp)"
+    return None
+
+
+def check(include_dir):
+    """Print each violation as file:line: rule and a summary line; return the includers, one per violation."""
+    include_dir = pathlib.Path(include_dir)
+    headers = sorted(p for p in (include_dir / "tensorfile").rglob("*") if p.suffix in (".hpp", ".h"))
+    includes = 0
+    violations = []
+    for path in headers:
+        includer = path.relative_to(include_dir).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if FORWARDING_MARK in "\n".join(text.splitlines()[:5]):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            match = INCLUDE_RE.match(line)
+            if not match:
+                continue
+            includes += 1
+            included = match.group(1)
+            broken = rule_broken(includer, included)
+            if broken is None and not (include_dir / included).is_file():
+                broken = f"{included} does not exist"
+            if broken is not None:
+                violations.append(includer)
+                print(f"{path}:{number}: includes {included}: {broken}")
+    print(f"checked {includes} includes in {len(headers)} headers: {len(violations)} violations")
+    return violations
+
+
+SELF_TEST_TREE = {
+    # path: (included headers, expected violations)
+    "tensorfile/version.hpp": ([], 0),
+    "tensorfile/detail/bytes/a.hpp": (["tensorfile/detail/posix/b.hpp", "tensorfile/core/error.hpp"], 0),
+    "tensorfile/detail/posix/b.hpp": (["tensorfile/core/tensor.hpp"], 1),
+    "tensorfile/core/error.hpp": ([], 0),
+    "tensorfile/core/tensor.hpp": (["tensorfile/core/error.hpp", "tensorfile/detail/bytes/a.hpp",
+                                    "tensorfile/backends/mmap.hpp"], 1),
+    "tensorfile/backends/mmap.hpp": (["tensorfile/core/tensor.hpp", "tensorfile/io/from_file.hpp"], 1),
+    "tensorfile/io/from_file.hpp": (["tensorfile/backends/mmap.hpp", "tensorfile/formats/x/load.hpp"], 1),
+    "tensorfile/formats/format.hpp": (["tensorfile/core/tensor.hpp", "tensorfile/backends/mmap.hpp"], 1),
+    "tensorfile/formats/x/load.hpp": (["tensorfile/formats/format.hpp", "tensorfile/formats/x/detail/p.hpp",
+                                       "tensorfile/formats/y/load.hpp", "tensorfile/version.hpp"], 1),
+    "tensorfile/formats/x/detail/p.hpp": (["tensorfile/formats/x/load.hpp", "tensorfile/cuda/backend.hpp",
+                                           "tensorfile/formats/x/missing.hpp"], 2),
+    "tensorfile/formats/y/load.hpp": (["tensorfile/io/from_file.hpp"], 1),
+    "tensorfile/formats/y/old.hpp": (["tensorfile/cuda/backend.hpp"], 0),  # a forwarding header
+    "tensorfile/cuda/backend.hpp": (["tensorfile/formats/x/load.hpp", "tensorfile/tensorfile.hpp"], 1),
+    "tensorfile/tensorfile.hpp": (["tensorfile/formats/y/load.hpp", "tensorfile/cuda/backend.hpp"], 1),
+    "tensorfile/cuda.hpp": (["tensorfile/tensorfile.hpp", "tensorfile/cuda/backend.hpp"], 0),
+    "tensorfile/misc/z.hpp": (["tensorfile/core/error.hpp"], 1),
+}
+
+
+def self_test():
+    """Build a tree with known violations and require the check to find exactly those."""
+    expected = {header: count for header, (_, count) in SELF_TEST_TREE.items() if count}
+    with tempfile.TemporaryDirectory() as root:
+        for header, (included, _) in SELF_TEST_TREE.items():
+            path = pathlib.Path(root) / header
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines = ["// SPDX-License-Identifier: MIT"]
+            if header.endswith("/old.hpp"):
+                lines.append("// Forwarding header: moved to <tensorfile/cuda/backend.hpp>.")
+            lines += [f'#include "{name}"' for name in included]
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        reported = check(root)
+    found = {header: reported.count(header) for header in set(reported)}
+    if found != expected:
+        print(f"self-test FAILED: expected violations per header {expected}, found {found}")
+        return 1
+    print(f"self-test passed: the {len(reported)} planted violations were all reported, and nothing else")
+    return 0
+
+
+def main(argv):
+    if len(argv) > 1 and argv[1] == "--self-test":
+        return self_test()
+    include_dir = argv[1] if len(argv) > 1 else pathlib.Path(__file__).resolve().parents[2] / "include"
+    return 1 if check(include_dir) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
