@@ -4,9 +4,7 @@
 add_library(tensorfile_strict INTERFACE)
 target_compile_options(tensorfile_strict INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
-  $<$<BOOL:${TENSORFILE_WERROR}>:-Werror>
-  # GCC 12 reports std::string copies in its own headers as overlapping at -O2/-O3 (GCC bug 105329).
-  $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+  $<$<BOOL:${TENSORFILE_WERROR}>:-Werror>)
 if(TENSORFILE_SANITIZE)
   target_compile_options(tensorfile_strict INTERFACE -fsanitize=${TENSORFILE_SANITIZE} -fno-omit-frame-pointer
     -fno-sanitize-recover=all)
