@@ -4,9 +4,7 @@
 #include <tensorfile/tensorfile.hpp>
 
 #include <cstdio>
-#include <cstdint>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +44,11 @@ int main(int argc, char** argv) {
   if (args.empty()) return usage();
   try {
     if (args[0] == "read" && (args.size() == 3 || args.size() == 4)) {
-      // Built in one expression: assigning the optional afterwards trips GCC 12's -Wmaybe-uninitialized at -O3.
-      const tensorfile::FromFileOptions options{
-          .size = args.size() == 4 ? std::optional<std::int64_t>(std::stoll(args[3])) : std::nullopt,
-          .dtype = tensorfile::parse_dtype(args[2])};
-      const auto t = tensorfile::from_file(args[1], options);
+      // One call per case: an options struct whose optional size is set on one path only trips GCC 12's
+      // -Wmaybe-uninitialized at -O3 (it copies the disengaged optional's payload).
+      const auto dtype = tensorfile::parse_dtype(args[2]);
+      const auto t = args.size() == 4 ? tensorfile::from_file(args[1], {.size = std::stoll(args[3]), .dtype = dtype})
+                                      : tensorfile::from_file(args[1], {.dtype = dtype});
       std::cout << t.numel() << " " << to_hex(t.raw_data(), t.nbytes()) << "\n";
       return 0;
     }
