@@ -165,6 +165,22 @@ TEST_CASE("Views share the storage", "[tensor][views]") {
                         "tensorfile: cannot expand dimension 1 of size 4 to 8; only size-1 dimensions expand");
     REQUIRE_THROWS_WITH(base.expand({4}), "tensorfile: expand to (4,) has fewer dimensions than (3, 4)");
   }
+  SECTION("shapes whose element count overflows or goes negative are refused (a wrapped numel once let copies write past their buffer)") {
+    const Tensor row = arange_f32(4, {1, 4});
+    REQUIRE_THROWS_WITH(row.expand({3, 6148914691236517206, 4}),
+                        "tensorfile: sizes (3, 6148914691236517206, 4) hold more elements than int64 counts");
+    REQUIRE_THROWS_WITH(row.expand({-5, 4}), "tensorfile: expand to (-5, 4) has a negative size");
+    REQUIRE_THROWS_WITH(row.expand({-2, 1, 4}), "tensorfile: expand cannot deduce new leading dimension 0");
+    // Python's t[0:10:sys.maxsize] has one element; the stride is never used to step.
+    const Tensor one = base.slice(0, 0, 10, INT64_MAX);
+    CHECK(one.sizes() == Shape{1, 4});
+    CHECK(values_of(one) == std::vector<float>{0, 1, 2, 3});
+    CHECK(base.slice(1, 1, 4, INT64_MAX - 1).sizes() == Shape{3, 1});
+    // An empty tensor may have other sizes whose product overflows; it still has no elements.
+    const Tensor empty = Tensor::zeros({0}, DType::Float32).unsqueeze(0).expand({INT64_MAX, INT64_MAX, 0});
+    CHECK(empty.numel() == 0);
+    CHECK(empty.contiguous().numel() == 0);
+  }
 }
 
 TEST_CASE("contiguous and clone copy values in C order", "[tensor]") {

@@ -187,7 +187,10 @@ class Tensor {
 
   /// Number of elements (1 for a 0-d tensor).
   [[nodiscard]] std::int64_t numel() const noexcept {
-    std::int64_t n = 1;
+    for (auto s : sizes_) {
+      if (s == 0) return 0;  // before multiplying: the other sizes of an empty tensor may overflow together
+    }
+    std::int64_t n = 1;  // fits: every non-empty tensor's sizes were checked when it was made
     for (auto s : sizes_) n *= s;
     return n;
   }
@@ -283,8 +286,13 @@ class Tensor {
     end = std::max(clamp(end), start);
     Tensor out = *this;
     out.offset_ += start * strides_[d];
-    out.sizes_[d] = (end - start + step - 1) / step;
-    out.strides_[d] *= step;
+    out.sizes_[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
+    if (out.sizes_[d] > 1) {  // a stride only matters where it is used to step
+      const auto stride = detail::checked_mul(strides_[d], step);
+      if (!stride) throw ArgumentError("slice step " + std::to_string(step) + " overflows the stride");
+      out.strides_[d] = *stride;
+    }
+    out.check_bounds();
     return out;
   }
 
@@ -369,6 +377,7 @@ class Tensor {
       }
       const std::int64_t own = sizes_[d - lead];
       if (sizes[d] == -1) sizes[d] = own;
+      if (sizes[d] < 0) throw ArgumentError("expand to " + detail::shape_string(sizes) + " has a negative size");
       if (sizes[d] == own) {
         strides[d] = strides_[d - lead];
       } else if (own != 1) {
@@ -379,6 +388,7 @@ class Tensor {
     Tensor out = *this;
     out.sizes_ = std::move(sizes);
     out.strides_ = std::move(strides);
+    out.check_bounds();  // numel() must still fit int64: copies and printing size their loops by it
     return out;
   }
 
