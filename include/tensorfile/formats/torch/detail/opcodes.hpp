@@ -116,7 +116,7 @@ struct OpInfo {
   OpMemo memo = OpMemo::none;
 };
 
-namespace op_table {
+namespace op_table {  // builds op_info
 constexpr OpInfo plain(OpArg arg = OpArg::none) { return {true, arg, OpMemo::none}; }
 constexpr void set(std::array<OpInfo, 256>& t, Op op, OpInfo info) { t[static_cast<std::uint8_t>(op)] = info; }
 constexpr std::array<OpInfo, 256> make() {
