@@ -269,9 +269,7 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
   INFO("peak resident growth " << growth_kib << " KiB");
   CHECK(growth_kib < 200 * 1024);  // 64 MiB ring + the runtime's own; never the 512 MiB of data
   CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
-  if constexpr (detail::load_has_storage_source<LoadOptions>) {
-    std::set<const void*> owners;
-    for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) owners.insert(t.storage().owner());
-    CHECK(owners.size() == 1);  // one device allocation for the file
-  }
+  std::set<const void*> owners;
+  for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) owners.insert(t.storage().owner());
+  CHECK(owners.size() == 1);  // one device allocation for the file
 }

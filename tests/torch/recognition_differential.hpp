@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Differential check of the unpickler's call recognition: one torch pickle run as load() runs it
+// Differential check of the pickle machine's call recognition: one torch pickle run as load() runs it
 // (tensor calls recognised and built directly) and with every opcode executed must give equal
 // values with the same sharing, strides and offsets, or the very same error.
 #pragma once

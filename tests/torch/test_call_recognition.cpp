@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The unpickler builds `_rebuild_tensor_v2/v3` calls straight from their bytes when they look the
+// The pickle machine builds `_rebuild_tensor_v2/v3` calls straight from their bytes when they look the
 // way Python's pickler writes them. These tests hold that shortcut to the opcode-by-opcode result:
 // on every torch-written fixture and on every one-byte change and truncation of several of them.
 #include <tensorfile/detail/zip/reader.hpp>

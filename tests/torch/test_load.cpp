@@ -10,6 +10,7 @@
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile::detail::Op;
 using tensorfile_test::PickleWriter;
 
 namespace {
@@ -258,7 +259,7 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
                         "tensorfile: archive/data.pkl: MARK without a matching end at STOP (at byte 8)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0xFF).bytes()),
                         "tensorfile: archive/data.pkl: unsupported pickle opcode 0xff (at byte 2)");
-    REQUIRE_THROWS_WITH(run(PickleWriter().proto().op('X').raw(std::string("\xff\xff\xff\x7f", 4)).bytes()),
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(Op::binunicode).raw(std::string("\xff\xff\xff\x7f", 4)).bytes()),
                         "tensorfile: archive/data.pkl: pickle ends inside an opcode argument; expected 2147483647 bytes, got 0 (at byte 2)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).empty_dict().setitem().stop().bytes()),
                         "tensorfile: archive/data.pkl: pickle stack underflow (at byte 8)");
@@ -274,7 +275,7 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).get(0).append().stop().bytes()),
                         "tensorfile: archive/data.pkl: pickle puts a list inside itself (at byte 7)");
     // x = []; y = [x]; x.append(y): x is sealed once inside y.
-    REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).empty_list().get(0).append().put(1).op('0')
+    REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).empty_list().get(0).append().put(1).op(Op::pop)
                                 .get(0).get(1).append().stop().bytes()),
                         "tensorfile: archive/data.pkl: pickle modifies a list after placing it in another container (at byte 16)");
     PickleWriter deep;
@@ -386,12 +387,12 @@ TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
   PickleWriter wide;
   wide.proto().empty_list().mark();
   for (int i = 0; i < 5; ++i) wide.integer(i);
-  wide.op('e').stop();
+  wide.op(Op::appends).stop();
   CHECK_NOTHROW(run(wide.bytes(), {.max_container = 5}));
   REQUIRE_THROWS_WITH(run(wide.bytes(), {.max_container = 4}), "tensorfile: archive/data.pkl: container exceeds 4 items (at byte 29)");
   const std::string big = PickleWriter().proto().tensor("FloatStorage", "0", 6, 0, {6}, {1}).stop().bytes();
   REQUIRE_THROWS_WITH(run(big, {.max_total_bytes = 16}), "tensorfile: archive/data.pkl: storages exceed 16 bytes (at byte 89)");
-  REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0x8a).raw(std::string(1, '\xc8')).raw(std::string(200, '\x01')).stop().bytes()),
+  REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(Op::long1).raw(std::string(1, '\xc8')).raw(std::string(200, '\x01')).stop().bytes()),
                       "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
   const LoadOptions defaults;
   CHECK(defaults.max_depth == 1000);

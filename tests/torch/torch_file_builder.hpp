@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tensorfile/detail/zip/crc32.hpp>
+#include <tensorfile/formats/torch/detail/opcodes.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -12,34 +13,36 @@
 
 namespace tensorfile_test {
 
+using tensorfile::detail::Op;
+
 /// Appends pickle opcodes; each method returns *this so streams read like the disassembly.
 class PickleWriter {
  public:
-  PickleWriter& proto(int version = 2) { return op(0x80).byte(static_cast<std::uint8_t>(version)); }
-  PickleWriter& global(const std::string& module, const std::string& name) { return op('c').text(module + "\n" + name + "\n"); }
-  PickleWriter& mark() { return op('('); }
-  PickleWriter& tuple() { return op('t'); }
-  PickleWriter& empty_tuple() { return op(')'); }
-  PickleWriter& empty_dict() { return op('}'); }
-  PickleWriter& empty_list() { return op(']'); }
-  PickleWriter& append() { return op('a'); }
-  PickleWriter& setitem() { return op('s'); }
-  PickleWriter& setitems() { return op('u'); }
-  PickleWriter& reduce() { return op('R'); }
-  PickleWriter& build() { return op('b'); }
-  PickleWriter& persid() { return op('Q'); }
-  PickleWriter& none() { return op('N'); }
-  PickleWriter& boolean(bool v) { return op(v ? 0x88 : 0x89); }
-  PickleWriter& stop() { return op('.'); }
-  PickleWriter& put(std::uint8_t index) { return op('q').byte(index); }
-  PickleWriter& get(std::uint8_t index) { return op('h').byte(index); }
+  PickleWriter& proto(int version = 2) { return op(Op::proto).byte(static_cast<std::uint8_t>(version)); }
+  PickleWriter& global(const std::string& module, const std::string& name) { return op(Op::global).text(module + "\n" + name + "\n"); }
+  PickleWriter& mark() { return op(Op::mark); }
+  PickleWriter& tuple() { return op(Op::tuple); }
+  PickleWriter& empty_tuple() { return op(Op::empty_tuple); }
+  PickleWriter& empty_dict() { return op(Op::empty_dict); }
+  PickleWriter& empty_list() { return op(Op::empty_list); }
+  PickleWriter& append() { return op(Op::append); }
+  PickleWriter& setitem() { return op(Op::setitem); }
+  PickleWriter& setitems() { return op(Op::setitems); }
+  PickleWriter& reduce() { return op(Op::reduce); }
+  PickleWriter& build() { return op(Op::build); }
+  PickleWriter& persid() { return op(Op::binpersid); }
+  PickleWriter& none() { return op(Op::none); }
+  PickleWriter& boolean(bool v) { return op(v ? Op::newtrue : Op::newfalse); }
+  PickleWriter& stop() { return op(Op::stop); }
+  PickleWriter& put(std::uint8_t index) { return op(Op::binput).byte(index); }
+  PickleWriter& get(std::uint8_t index) { return op(Op::binget).byte(index); }
   PickleWriter& integer(std::int32_t v) {
-    op('J');
+    op(Op::binint);
     for (int i = 0; i < 4; ++i) byte(static_cast<std::uint8_t>(static_cast<std::uint32_t>(v) >> (8 * i)));
     return *this;
   }
   PickleWriter& string(const std::string& s) {
-    op('X');
+    op(Op::binunicode);
     for (int i = 0; i < 4; ++i) byte(static_cast<std::uint8_t>(s.size() >> (8 * i)));
     return text(s);
   }
@@ -61,6 +64,8 @@ class PickleWriter {
     return global("collections", "OrderedDict").empty_tuple().reduce().tuple().reduce();
   }
   PickleWriter& raw(const std::string& bytes) { return text(bytes); }
+  PickleWriter& op(Op code) { return byte(static_cast<std::uint8_t>(code)); }
+  /// Any byte in an opcode's place, one the machine may not know (hostile inputs).
   PickleWriter& op(int code) { return byte(static_cast<std::uint8_t>(code)); }
 
   [[nodiscard]] const std::string& bytes() const { return bytes_; }

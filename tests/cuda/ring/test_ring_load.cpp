@@ -21,8 +21,6 @@ using tensorfile_test::FakeCopyEngine;
 
 namespace {
 
-constexpr bool streamed = load_has_storage_source<LoadOptions>;
-
 /// Progress calls, checked for order.
 struct ProgressLog {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
@@ -46,13 +44,6 @@ void write_file(const std::filesystem::path& path, const std::vector<std::byte>&
 }
 
 }  // namespace
-
-TEST_CASE("the streamed path is in use once load() has the storage_source hook", "[ring][load]") {
-  if (!streamed) {
-    WARN("LoadOptions has no storage_source yet: streamed loads fall back to one copy per storage (Tensor::to)");
-  }
-  SUCCEED();
-}
 
 TEST_CASE("ring_load_torch streams every fixture to a (fake) device and matches the CPU load", "[ring][load]") {
   const RingOptions small{.ring_bytes = 48 * 1024, .slot_bytes = 16 * 1024, .threads = 3, .direct_io = false};
@@ -104,16 +95,11 @@ TEST_CASE("ring_load_torch puts a file's storages in one device allocation", "[r
       owners.insert(t.storage().owner());
     }
     progress.check();
-    if (streamed) {
-      CHECK(owners.size() == (single ? 1u : 1100u));
-      std::uint64_t bytes = 0;
-      for (const Tensor& t : tensors) bytes += t.storage().size_bytes();
-      CHECK(progress.calls.back().second >= bytes);  // the zip headers between records ride along
-      CHECK(progress.calls.back().second < bytes + 1100 * 200);
-    } else {
-      CHECK(owners.size() == 1100u);
-      CHECK(progress.calls.size() == 1);
-    }
+    CHECK(owners.size() == (single ? 1u : 1100u));
+    std::uint64_t bytes = 0;
+    for (const Tensor& t : tensors) bytes += t.storage().size_bytes();
+    CHECK(progress.calls.back().second >= bytes);  // the zip headers between records ride along
+    CHECK(progress.calls.back().second < bytes + 1100 * 200);
   }
 }
 

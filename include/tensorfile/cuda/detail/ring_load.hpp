@@ -125,24 +125,15 @@ template <device_copy_engine Engine>
   });
 }
 
-/// Whether LoadOptions has the `storage_source` hook: a std::function called by load() once per
-/// zip storage record, before reading it, with a StorageRecord {key, member, location, dtype,
-/// file_offset, size, raw}, returning std::optional<Storage> (a Storage is used as is, nullopt loads
-/// the record as usual). Without it streamed loads fall back to per-storage copies.
-template <class Options>
-concept load_has_storage_source = requires(Options& options) {
-  options.storage_source;
-};
-
 /// Loads a torch file with its zip storage records streamed to their devices: pass 1 parses with
 /// meta placeholders and collects every record's (key, saved tag, file range); records that
 /// map_location sends to a CUDA device and that are stored raw are grouped by device (resolved by
 /// `resolve(Device) -> Device`) and handed to `stream(const RingGroup&, RingProgressState&) ->
 /// std::vector<Storage>`; pass 2 parses again and takes those storages as they are (the rest load
-/// as usual). The callable map_location form, meta, legacy files, and a LoadOptions without the
-/// storage_source hook load the usual way, through Tensor::to.
-template <class Options, class Resolve, class Stream>
-[[nodiscard]] Value stream_load_torch(const std::filesystem::path& path, const Options& options,
+/// as usual). The callable map_location form, meta, legacy files, and options that set their own
+/// storage_source load the usual way, through Tensor::to.
+template <class Resolve, class Stream>
+[[nodiscard]] Value stream_load_torch(const std::filesystem::path& path, const LoadOptions& options,
                                       const RingOptions& ring, const RingProgress& callback, Resolve&& resolve,
                                       Stream&& stream) {
   const auto plain = [&] {
@@ -151,97 +142,90 @@ template <class Options, class Resolve, class Stream>
     return value;
   };
   check_ring_options(ring);
-  if constexpr (!load_has_storage_source<Options>) {
-    // TODO(lead): remove this branch once LoadOptions::storage_source is merged (patch in the report).
-    (void)resolve;
-    (void)stream;
+  if (options.map_location.function() != nullptr || options.map_location.all_meta() || options.storage_source) {
     return plain();
-  } else {
-    if (options.map_location.function() != nullptr || options.map_location.all_meta() || options.storage_source) {
-      return plain();
-    }
-    {
-      const FileHandle file = FileHandle::open(path, OpenMode::read);
-      std::byte magic[4] = {};
-      if (file.size() < 4) return plain();  // load() reports what is wrong
-      file.read_exact(0, magic);
-      if (std::memcmp(magic, "PK\x03\x04", 4) != 0) return plain();  // legacy and others: no zip records
-    }
-
-    struct Found {
-      std::string key;
-      std::string member;
-      std::string location;
-      RingRange range;
-      bool raw = false;
-    };
-    std::vector<Found> found;
-    Options scan = options;  // pass 1: headers and data.pkl only, storages become meta placeholders
-    scan.mmap = true;
-    scan.mmap_shared = false;
-    scan.verify_crc = false;
-    scan.storage_source = [&found](const auto& record) -> std::optional<Storage> {
-      found.push_back({std::string(record.key),
-                       std::string(record.member),
-                       std::string(record.location),
-                       {record.file_offset, record.size},
-                       record.raw});
-      return meta_storage(static_cast<std::size_t>(record.size));
-    };
-    (void)load(path, scan);
-
-    std::map<int, RingGroup> groups;
-    std::map<int, std::vector<const Found*>> members;
-    for (const Found& record : found) {
-      if (!record.raw) continue;
-      Device device;
-      try {
-        device = Device::parse(options.map_location.target_tag(record.location));
-      } catch (const ArgumentError&) {
-        continue;  // pass 2 reports the unknown tag as load() does
-      }
-      if (device.kind != Device::Kind::CUDA) continue;
-      try {
-        device = resolve(device);
-      } catch (const DeviceError& error) {
-        throw DeviceError("storage tagged \"" + record.location + "\": " + error.reason(),
-                          {.file = path, .member = record.member});
-      }
-      RingGroup& group = groups[device.index];
-      group.device = device;
-      group.ranges.push_back(record.range);
-      members[device.index].push_back(&record);
-    }
-    RingProgressState progress{callback, 0, 0};
-    for (auto& [ordinal, group] : groups) {
-      group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
-      progress.total += group.layout.copied_bytes;
-    }
-    std::unordered_map<std::string, Storage> placed;
-    for (auto& [ordinal, group] : groups) {
-      std::vector<Storage> storages = stream(static_cast<const RingGroup&>(group), progress);
-      const auto& records = members[ordinal];
-      for (std::size_t i = 0; i < records.size(); ++i) placed.emplace(records[i]->key, std::move(storages[i]));
-    }
-    if (progress.total == 0 && callback) callback(0, 0);
-
-    Options final_options = options;      // pass 2: the streamed storages as they are, the rest as usual
-    if (placed.size() == found.size()) {  // nothing left to read: map the file rather than read it
-      final_options.mmap = true;
-      final_options.mmap_shared = false;
-    }
-    final_options.storage_source = [&placed](const auto& record) -> std::optional<Storage> {
-      const auto it = placed.find(std::string(record.key));
-      if (it == placed.end()) return std::nullopt;
-      return it->second;
-    };
-    return load(path, final_options);
   }
+  {
+    const FileHandle file = FileHandle::open(path, OpenMode::read);
+    std::byte magic[4] = {};
+    if (file.size() < 4) return plain();  // load() reports what is wrong
+    file.read_exact(0, magic);
+    if (std::memcmp(magic, "PK\x03\x04", 4) != 0) return plain();  // legacy and others: no zip records
+  }
+
+  struct Found {
+    std::string key;
+    std::string member;
+    std::string location;
+    RingRange range;
+    bool raw = false;
+  };
+  std::vector<Found> found;
+  LoadOptions scan = options;  // pass 1: headers and data.pkl only, storages become meta placeholders
+  scan.mmap = true;
+  scan.mmap_shared = false;
+  scan.verify_crc = false;
+  scan.storage_source = [&found](const StorageRecord& record) -> std::optional<Storage> {
+    found.push_back({std::string(record.key),
+                     std::string(record.member),
+                     std::string(record.location),
+                     {record.file_offset, record.size},
+                     record.raw});
+    return meta_storage(static_cast<std::size_t>(record.size));
+  };
+  (void)load(path, scan);
+
+  std::map<int, RingGroup> groups;
+  std::map<int, std::vector<const Found*>> members;
+  for (const Found& record : found) {
+    if (!record.raw) continue;
+    Device device;
+    try {
+      device = Device::parse(options.map_location.target_tag(record.location));
+    } catch (const ArgumentError&) {
+      continue;  // pass 2 reports the unknown tag as load() does
+    }
+    if (device.kind != Device::Kind::CUDA) continue;
+    try {
+      device = resolve(device);
+    } catch (const DeviceError& error) {
+      throw DeviceError("storage tagged \"" + record.location + "\": " + error.reason(),
+                        {.file = path, .member = record.member});
+    }
+    RingGroup& group = groups[device.index];
+    group.device = device;
+    group.ranges.push_back(record.range);
+    members[device.index].push_back(&record);
+  }
+  RingProgressState progress{callback, 0, 0};
+  for (auto& [ordinal, group] : groups) {
+    group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
+    progress.total += group.layout.copied_bytes;
+  }
+  std::unordered_map<std::string, Storage> placed;
+  for (auto& [ordinal, group] : groups) {
+    std::vector<Storage> storages = stream(static_cast<const RingGroup&>(group), progress);
+    const auto& records = members[ordinal];
+    for (std::size_t i = 0; i < records.size(); ++i) placed.emplace(records[i]->key, std::move(storages[i]));
+  }
+  if (progress.total == 0 && callback) callback(0, 0);
+
+  LoadOptions final_options = options;  // pass 2: the streamed storages as they are, the rest as usual
+  if (placed.size() == found.size()) {  // nothing left to read: map the file rather than read it
+    final_options.mmap = true;
+    final_options.mmap_shared = false;
+  }
+  final_options.storage_source = [&placed](const StorageRecord& record) -> std::optional<Storage> {
+    const auto it = placed.find(std::string(record.key));
+    if (it == placed.end()) return std::nullopt;
+    return it->second;
+  };
+  return load(path, final_options);
 }
 
 /// stream_load_torch through the ring with `Engine`.
-template <device_copy_engine Engine, class Options>
-[[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const Options& options, const RingOptions& ring,
+template <device_copy_engine Engine>
+[[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const LoadOptions& options, const RingOptions& ring,
                                     const RingProgress& callback = {}) {
   return stream_load_torch(
       path, options, ring, callback, [](Device device) { return Engine::resolve(device); },

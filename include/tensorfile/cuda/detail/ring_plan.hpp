@@ -9,6 +9,13 @@
 #include <span>
 #include <vector>
 
+// What "the ring" is, in every ring_* header: a bounded set of pinned (page-locked) host buffers,
+// the slots, reused in turn. Reader threads pread file ranges into free slots; the device engine
+// copies each filled slot to device memory and frees it for the next read. Host memory stays at
+// RingOptions::ring_bytes whatever the file size, and reads overlap copies. This file plans where
+// each range lands; ring_scheduler.hpp runs the slots, ring_reader.hpp does the reads, and
+// ring_load.hpp streams torch records and raw files through it.
+
 namespace tensorfile::detail {
 
 /// A byte range of a file to bring to a device (one storage record).

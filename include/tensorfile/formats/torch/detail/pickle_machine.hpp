@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A pickle virtual machine that never executes anything: globals, calls and persistent ids go to hooks.
+// The pickle machine: runs a pickle without ever executing anything; globals, calls and persistent
+// ids go to hooks (TorchHooks in torch_hooks.hpp).
 #pragma once
 
 #include <bit>
@@ -16,6 +17,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
+#include "tensorfile/formats/torch/detail/opcodes.hpp"
 
 namespace tensorfile::detail {
 
@@ -66,7 +68,7 @@ class PickleMachine {
     while (true) {
       op_at_ = pos_;
       const auto op = static_cast<std::uint8_t>(read_byte());
-      if (op == '.') break;
+      if (op == static_cast<std::uint8_t>(Op::stop)) break;
       step(op);
     }
     if (!marks_.empty()) fail("MARK without a matching end at STOP");
@@ -133,7 +135,7 @@ class PickleMachine {
     return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
   }
   // Walks the opcodes from `start` to STOP without running them, recording each GET's index. Any
-  // surprise (an unknown opcode, a truncated argument, a huge index) keeps every memo entry instead;
+  // surprise (an opcode the machine does not run, a truncated argument, a huge index) keeps every memo entry instead;
   // the run itself then reports the problem. memo_get refuses an index the scan did not see, so a
   // scan that ever disagreed with the run would fail loudly rather than yield a placeholder.
   void scan_memo_reads(std::size_t start) {
@@ -172,39 +174,36 @@ class PickleMachine {
     std::string_view text;
     std::size_t puts = 0;
     while (at < bytes_.size()) {
-      const auto op = std::to_integer<std::uint8_t>(bytes_[at++]);
       bool ok = true;
-      switch (op) {
-        case '.':
+      std::int64_t text_index = -1;
+      // One dispatch on (argument layout, memo effect); every width below is a constant.
+      switch (op_shapes[std::to_integer<std::uint8_t>(bytes_[at++])]) {
+        case op_shape_stop:
           reads_unknown_ = false;
           memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
           return;
-        case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case ')': case 't': case 0x85:
-        case 0x86: case 0x87: case ']': case 'l': case 'a': case 'e': case '}': case 'd': case 's': case 'u':
-        case 0x8f: case 0x90: case 0x91: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q':
+        case op_shape(OpArg::none, OpMemo::none): break;
+        case op_shape(OpArg::none, OpMemo::write): ++puts; break;
+        case op_shape(OpArg::fixed1, OpMemo::none): ok = skip(1); break;
+        case op_shape(OpArg::fixed1, OpMemo::write): ++puts; ok = skip(1); break;
+        case op_shape(OpArg::fixed1, OpMemo::read): ok = le(1, n) && note(n); break;
+        case op_shape(OpArg::fixed2, OpMemo::none): ok = skip(2); break;
+        case op_shape(OpArg::fixed4, OpMemo::none): ok = skip(4); break;
+        case op_shape(OpArg::fixed4, OpMemo::write): ++puts; ok = skip(4); break;
+        case op_shape(OpArg::fixed4, OpMemo::read): ok = le(4, n) && note(n); break;
+        case op_shape(OpArg::fixed8, OpMemo::none): ok = skip(8); break;
+        case op_shape(OpArg::counted1, OpMemo::none): ok = le(1, n) && skip(n); break;
+        case op_shape(OpArg::counted4, OpMemo::none): ok = le(4, n) && skip(n); break;
+        case op_shape(OpArg::counted8, OpMemo::none): ok = le(8, n) && skip(n); break;
+        case op_shape(OpArg::counted_signed4, OpMemo::none): ok = le(4, n) && n < 0x80000000u && skip(n); break;
+        case op_shape(OpArg::line, OpMemo::none): ok = line(text); break;
+        case op_shape(OpArg::line, OpMemo::write): ++puts; ok = line(text); break;
+        case op_shape(OpArg::line, OpMemo::read):
+          ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), text_index).ec == std::errc{} &&
+               text_index >= 0 && note(static_cast<std::uint64_t>(text_index));
           break;
-        case 0x94: ++puts; break;
-        case 'q': ++puts; ok = skip(1); break;
-        case 'r': ++puts; ok = skip(4); break;
-        case 0x80: case 'K': ok = skip(1); break;
-        case 'M': ok = skip(2); break;
-        case 'J': ok = skip(4); break;
-        case 'G': case 0x95: ok = skip(8); break;
-        case 'h': ok = le(1, n) && note(n); break;
-        case 'j': ok = le(4, n) && note(n); break;
-        case 0x8a: case 0x8c: case 'U': case 'C': ok = le(1, n) && skip(n); break;
-        case 'X': case 'B': ok = le(4, n) && skip(n); break;
-        case 0x8b: case 'T': ok = le(4, n) && n < 0x80000000u && skip(n); break;
-        case 0x8d: case 0x8e: case 0x96: ok = le(8, n) && skip(n); break;
-        case 'I': case 'L': case 'F': case 'P': case 'p': ok = line(text); break;
-        case 'c': ok = line(text) && line(text); break;
-        case 'g': {
-          std::int64_t index = -1;
-          ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), index).ec == std::errc{} &&
-               index >= 0 && note(static_cast<std::uint64_t>(index));
-          break;
-        }
-        default: ok = false;
+        case op_shape(OpArg::two_lines, OpMemo::none): ok = line(text) && line(text); break;
+        default: ok = false;  // not run by the machine, or a shape no opcode has
       }
       if (!ok) return;
     }
@@ -448,16 +447,15 @@ class PickleMachine {
     if (ec != std::errc{} || end != line.data() + line.size()) fail("invalid text integer \"" + std::string(line) + "\"");
     return Value(v);
   }
-  std::string decode_string(std::string_view raw) { return std::string(raw); }
 
   void step(std::uint8_t op) {
-    switch (op) {
-      case 0x80: {  // PROTO
+    switch (static_cast<Op>(op)) {
+      case Op::proto: {
         const auto version = std::to_integer<int>(read_byte());
         if (version > 5) fail("unsupported pickle protocol " + std::to_string(version) + "; expected 0 to 5");
         return;
       }
-      case 0x95: {  // FRAME: a length hint; the frame's opcodes follow inline
+      case Op::frame: {  // a length hint; the frame's opcodes follow inline
         const auto length = read_le<std::uint64_t>();
         if (length > bytes_.size() - pos_) {
           fail("FRAME of " + std::to_string(length) + " bytes runs past the pickle's end; expected at most " +
@@ -465,41 +463,41 @@ class PickleMachine {
         }
         return;
       }
-      case '(':  // MARK
+      case Op::mark:
         if constexpr (call_recognizing_hooks<Hooks>) {
           if (recognized_call()) return;
         }
         marks_.push_back(stack_.size());
         return;
-      case '0': (void)pop(); return;                       // POP
-      case '1': (void)pop_mark(); return;                  // POP_MARK
-      case '2': push(top()); return;                       // DUP
-      case 'N': push(Value()); return;
-      case 0x88: push(Value(true)); return;
-      case 0x89: push(Value(false)); return;
-      case 'J': push(Value(std::int64_t{read_le<std::int32_t>()})); return;   // BININT
-      case 'K': push(Value(std::int64_t{read_le<std::uint8_t>()})); return;   // BININT1
-      case 'M': push(Value(std::int64_t{read_le<std::uint16_t>()})); return;  // BININT2
-      case 0x8a: {  // LONG1
+      case Op::pop: (void)pop(); return;
+      case Op::pop_mark: (void)pop_mark(); return;
+      case Op::dup: push(top()); return;
+      case Op::none: push(Value()); return;
+      case Op::newtrue: push(Value(true)); return;
+      case Op::newfalse: push(Value(false)); return;
+      case Op::binint: push(Value(std::int64_t{read_le<std::int32_t>()})); return;
+      case Op::binint1: push(Value(std::int64_t{read_le<std::uint8_t>()})); return;
+      case Op::binint2: push(Value(std::int64_t{read_le<std::uint16_t>()})); return;
+      case Op::long1: {
         const auto n = read_le<std::uint8_t>();
         push(make_int_from_le(read_span(n)));
         return;
       }
-      case 0x8b: {  // LONG4
+      case Op::long4: {
         const auto n = read_le<std::int32_t>();
         if (n < 0) fail("LONG4 with negative length " + std::to_string(n));
         push(make_int_from_le(read_span(static_cast<std::uint64_t>(n))));
         return;
       }
-      case 'I': push(parse_text_int(read_line())); return;  // INT
-      case 'L': push(parse_text_int(read_line())); return;  // LONG (text)
-      case 'G': {  // BINFLOAT: big-endian double
+      case Op::integer: push(parse_text_int(read_line())); return;
+      case Op::long_text: push(parse_text_int(read_line())); return;
+      case Op::binfloat: {  // a big-endian double
         auto bits = read_le<std::uint64_t>();
         if constexpr (std::endian::native == std::endian::little) bits = detail::byteswap(bits);
         push(Value(std::bit_cast<double>(bits)));
         return;
       }
-      case 'F': {  // FLOAT (text)
+      case Op::floating: {
         const std::string text(read_line());
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
@@ -507,67 +505,67 @@ class PickleMachine {
         push(Value(v));
         return;
       }
-      case 'X': push(Value(decode_string(read_text(read_le<std::uint32_t>())))); return;  // BINUNICODE
-      case 0x8c: push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINUNICODE
-      case 0x8d: push(Value(decode_string(read_text(read_le<std::uint64_t>())))); return; // BINUNICODE8
-      case 'T': {  // BINSTRING (Python 2 str, read as text like torch's encoding='utf-8')
+      case Op::binunicode: push(Value(read_text(read_le<std::uint32_t>()))); return;
+      case Op::short_binunicode: push(Value(read_text(read_le<std::uint8_t>()))); return;
+      case Op::binunicode8: push(Value(read_text(read_le<std::uint64_t>()))); return;
+      case Op::binstring: {  // (Python 2 str, read as text like torch's encoding='utf-8')
         const auto n = read_le<std::int32_t>();
         if (n < 0) fail("BINSTRING with negative length " + std::to_string(n));
-        push(Value(decode_string(read_text(static_cast<std::uint64_t>(n)))));
+        push(Value(read_text(static_cast<std::uint64_t>(n))));
         return;
       }
-      case 'U': push(Value(decode_string(read_text(read_le<std::uint8_t>())))); return;  // SHORT_BINSTRING
-      case 'B': push_bytes(read_le<std::uint32_t>()); return;    // BINBYTES
-      case 'C': push_bytes(read_le<std::uint8_t>()); return;     // SHORT_BINBYTES
-      case 0x8e: push_bytes(read_le<std::uint64_t>()); return;   // BINBYTES8
-      case 0x96: push_bytes(read_le<std::uint64_t>()); return;   // BYTEARRAY8
-      case ')': push(empty_tuple_); return;  // one shared empty tuple, as in Python
-      case 't': push(make_tuple(pop_mark())); return;
-      case 0x85: push(make_tuple(pop_items(1))); return;  // TUPLE1
-      case 0x86: push(make_tuple(pop_items(2))); return;  // TUPLE2
-      case 0x87: push(make_tuple(pop_items(3))); return;  // TUPLE3
-      case ']': push(made(Value(List{}))); return;  // EMPTY_LIST
-      case 'l': {  // LIST
+      case Op::short_binstring: push(Value(read_text(read_le<std::uint8_t>()))); return;
+      case Op::binbytes: push_bytes(read_le<std::uint32_t>()); return;
+      case Op::short_binbytes: push_bytes(read_le<std::uint8_t>()); return;
+      case Op::binbytes8: push_bytes(read_le<std::uint64_t>()); return;
+      case Op::bytearray8: push_bytes(read_le<std::uint64_t>()); return;
+      case Op::empty_tuple: push(empty_tuple_); return;  // one shared empty tuple, as in Python
+      case Op::tuple: push(make_tuple(pop_mark())); return;
+      case Op::tuple1: push(make_tuple(pop_items(1))); return;
+      case Op::tuple2: push(make_tuple(pop_items(2))); return;
+      case Op::tuple3: push(make_tuple(pop_items(3))); return;
+      case Op::empty_list: push(made(Value(List{}))); return;
+      case Op::list: {
         Value list = made(Value(List{}));
         append_items(list, pop_mark());
         push(std::move(list));
         return;
       }
-      case 'a': {  // APPEND
+      case Op::append: {
         Value item = pop();
         append_items(top(), List{std::move(item)});
         return;
       }
-      case 'e': {  // APPENDS
+      case Op::appends: {
         List items = pop_mark();
         append_items(top(), std::move(items));
         return;
       }
-      case '}': push(made(Value(Dict{}))); return;  // EMPTY_DICT
-      case 'd': {  // DICT
+      case Op::empty_dict: push(made(Value(Dict{}))); return;
+      case Op::dict: {
         Value dict = made(Value(Dict{}));
         set_items(dict, pop_mark());
         push(std::move(dict));
         return;
       }
-      case 's': {  // SETITEM
+      case Op::setitem: {
         Value value = pop();
         Value key = pop();
         set_items(top(), List{std::move(key), std::move(value)});
         return;
       }
-      case 'u': {  // SETITEMS
+      case Op::setitems: {
         List items = pop_mark();
         set_items(top(), std::move(items));
         return;
       }
-      case 0x8f: push(made(Value(Set{}))); return;  // EMPTY_SET
-      case 0x90: {  // ADDITEMS
+      case Op::empty_set: push(made(Value(Set{}))); return;
+      case Op::additems: {
         List items = pop_mark();
         add_items(top(), std::move(items));
         return;
       }
-      case 0x91: {  // FROZENSET
+      case Op::frozenset: {
         Value set = Value(Set{});
         adopt(set);
         add_items(set, pop_mark());
@@ -575,34 +573,34 @@ class PickleMachine {
         push(std::move(set));
         return;
       }
-      case 'c': {  // GLOBAL
+      case Op::global: {
         const std::string module(read_line());
         const std::string name(read_line());
         push(made(hooks_.find_class(module, name, op_at_)));
         return;
       }
-      case 0x93: {  // STACK_GLOBAL
+      case Op::stack_global: {
         Value name = pop();
         Value module = pop();
         if (!module.is_string() || !name.is_string()) fail("STACK_GLOBAL needs two strings");
         push(made(hooks_.find_class(module.as_string(), name.as_string(), op_at_)));
         return;
       }
-      case 'R': {  // REDUCE
+      case Op::reduce: {
         Value args = pop();
         Value callable = pop();
         if (!args.is_tuple()) fail("REDUCE needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
         push(made(hooks_.reduce(callable, std::move(args), op_at_)));
         return;
       }
-      case 0x81: {  // NEWOBJ
+      case Op::newobj: {
         Value args = pop();
         Value cls = pop();
         if (!args.is_tuple()) fail("NEWOBJ needs an argument tuple; got " + std::string(Value::kind_name(args.kind())));
         push(made(hooks_.new_object(cls, std::move(args), op_at_)));
         return;
       }
-      case 0x92: {  // NEWOBJ_EX
+      case Op::newobj_ex: {
         Value kwargs = pop();
         Value args = pop();
         Value cls = pop();
@@ -611,7 +609,7 @@ class PickleMachine {
         push(made(hooks_.new_object(cls, std::move(args), op_at_)));
         return;
       }
-      case 'b': {  // BUILD
+      case Op::build: {
         Value state = pop();
         Value& object = top();
         if (is_mutable_container(object) && nesting_of(object)->sealed) {
@@ -626,19 +624,19 @@ class PickleMachine {
         object = std::move(built);
         return;
       }
-      case 'Q': {  // BINPERSID
+      case Op::binpersid: {
         Value pid = pop();
         push(made(hooks_.persistent_load(std::move(pid), op_at_)));
         return;
       }
-      case 'P': push(made(hooks_.persistent_load(Value(std::string(read_line())), op_at_))); return;  // PERSID
-      case 'q': memo_put(read_le<std::uint8_t>()); return;      // BINPUT
-      case 'r': memo_put(read_le<std::uint32_t>()); return;     // LONG_BINPUT
-      case 0x94: memo_put(memo_.size() + sparse_memo_.size()); return;  // MEMOIZE
-      case 'h': memo_get(read_le<std::uint8_t>()); return;      // BINGET
-      case 'j': memo_get(read_le<std::uint32_t>()); return;     // LONG_BINGET
-      case 'p': memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // PUT
-      case 'g': memo_get(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;  // GET
+      case Op::persid: push(made(hooks_.persistent_load(Value(std::string(read_line())), op_at_))); return;
+      case Op::binput: memo_put(read_le<std::uint8_t>()); return;
+      case Op::long_binput: memo_put(read_le<std::uint32_t>()); return;
+      case Op::memoize: memo_put(memo_.size() + sparse_memo_.size()); return;
+      case Op::binget: memo_get(read_le<std::uint8_t>()); return;
+      case Op::long_binget: memo_get(read_le<std::uint32_t>()); return;
+      case Op::put: memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;
+      case Op::get: memo_get(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;
       default: {
         static constexpr char hex[] = "0123456789abcdef";
         fail(std::string("unsupported pickle opcode 0x") + hex[op >> 4] + hex[op & 15]);

@@ -12,6 +12,7 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/torch/detail/opcodes.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 
 namespace tensorfile::detail {
@@ -30,10 +31,10 @@ class PickleWriter {
   /// Pickles `root` to data.pkl bytes; storages() then lists the records to write.
   std::string dump(const Value& root) {
     out_.clear();
-    op(0x80);
+    op(Op::proto);
     byte(2);
     value(root, 0);
-    op('.');
+    op(Op::stop);
     return std::move(out_);
   }
 
@@ -44,7 +45,7 @@ class PickleWriter {
   static constexpr std::size_t max_depth = 10000;
   static constexpr std::size_t batch = 1000;  // items per APPENDS/SETITEMS, as CPython writes them
 
-  void op(int code) { out_.push_back(static_cast<char>(code)); }
+  void op(Op code) { out_.push_back(static_cast<char>(code)); }
   void byte(std::uint32_t v) { out_.push_back(static_cast<char>(v & 0xFF)); }
   void u32(std::uint32_t v) {
     for (int i = 0; i < 4; ++i) byte(v >> (8 * i));
@@ -54,10 +55,10 @@ class PickleWriter {
     const auto index = static_cast<std::uint32_t>(memo_.size());
     memo_.emplace(identity, index);
     if (index < 256) {
-      op('q');
+      op(Op::binput);
       byte(index);
     } else {
-      op('r');
+      op(Op::long_binput);
       u32(index);
     }
   }
@@ -65,10 +66,10 @@ class PickleWriter {
     auto it = memo_.find(identity);
     if (it == memo_.end()) return false;
     if (it->second < 256) {
-      op('h');
+      op(Op::binget);
       byte(it->second);
     } else {
-      op('j');
+      op(Op::long_binget);
       u32(it->second);
     }
     return true;
@@ -81,7 +82,7 @@ class PickleWriter {
       memo_get(it->second);
       return;
     }
-    op('c');
+    op(Op::global);
     out_ += text;
     auto& slot = globals_[text];
     slot = &slot;  // a stable address stands for this global in the memo
@@ -95,17 +96,17 @@ class PickleWriter {
 
   void integer(std::int64_t v) {
     if (v >= 0 && v < 256) {
-      op('K');
+      op(Op::binint1);
       byte(static_cast<std::uint32_t>(v));
     } else if (v >= 0 && v < 65536) {
-      op('M');
+      op(Op::binint2);
       byte(static_cast<std::uint32_t>(v));
       byte(static_cast<std::uint32_t>(v >> 8));
     } else if (v >= INT32_MIN && v <= INT32_MAX) {
-      op('J');
+      op(Op::binint);
       u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
     } else {
-      op(0x8a);  // LONG1: the shortest two's complement
+      op(Op::long1);  // the shortest two's complement
       std::vector<std::uint8_t> bytes;
       auto u = static_cast<std::uint64_t>(v);
       for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(u >> (8 * i)));
@@ -119,39 +120,39 @@ class PickleWriter {
   }
   void big_integer(const BigInt& v) {
     if (v.bytes.size() < 256) {
-      op(0x8a);
+      op(Op::long1);
       byte(static_cast<std::uint32_t>(v.bytes.size()));
     } else {
-      op(0x8b);
+      op(Op::long4);
       u32(static_cast<std::uint32_t>(v.bytes.size()));
     }
     for (auto b : v.bytes) byte(b);
   }
   void floating(double v) {
-    op('G');
+    op(Op::binfloat);
     const auto bits = std::bit_cast<std::uint64_t>(v);
     for (int i = 7; i >= 0; --i) byte(static_cast<std::uint32_t>(bits >> (8 * i)));  // big-endian
   }
   void text(std::string_view s) {
-    op('X');
+    op(Op::binunicode);
     u32(static_cast<std::uint32_t>(s.size()));
     out_ += s;
   }
   void tuple_of(const List& items, std::size_t depth) {
     if (items.empty()) {
-      op(')');
+      op(Op::empty_tuple);
       return;
     }
     if (items.size() <= 3) {
       for (const auto& item : items) value(item, depth + 1);
-      op(0x84 + static_cast<int>(items.size()));  // TUPLE1..3
+      op(tuple_op(items.size()));
       return;
     }
-    op('(');
+    op(Op::mark);
     for (const auto& item : items) value(item, depth + 1);
-    op('t');
+    op(Op::tuple);
   }
-  void batched(const List& items, int single, int many, std::size_t depth) {
+  void batched(const List& items, Op single, Op many, std::size_t depth) {
     for (std::size_t start = 0; start < items.size(); start += batch) {
       const std::size_t n = std::min(batch, items.size() - start);
       if (n == 1) {
@@ -159,7 +160,7 @@ class PickleWriter {
         op(single);
         continue;
       }
-      op('(');
+      op(Op::mark);
       for (std::size_t i = start; i < start + n; ++i) value(items[i], depth + 1);
       op(many);
     }
@@ -168,12 +169,12 @@ class PickleWriter {
     const auto& items = dict.items();
     for (std::size_t start = 0; start < items.size(); start += batch) {
       const std::size_t n = std::min(batch, items.size() - start);
-      if (n > 1) op('(');
+      if (n > 1) op(Op::mark);
       for (std::size_t i = start; i < start + n; ++i) {
         value(items[i].first, depth + 1);
         value(items[i].second, depth + 1);
       }
-      op(n == 1 ? 's' : 'u');
+      op(n == 1 ? Op::setitem : Op::setitems);
     }
   }
   void bytes_value(const Bytes& b) {
@@ -191,8 +192,8 @@ class PickleWriter {
     }
     text(latin);
     text("latin1");
-    op(0x86);
-    op('R');
+    op(Op::tuple2);
+    op(Op::reduce);
   }
 
   std::string storage_key(const Tensor& t) {
@@ -221,7 +222,7 @@ class PickleWriter {
     const std::string key = storage_key(t);
     const std::int64_t count = static_cast<std::int64_t>(t.storage().size_bytes()) /
                                (legacy_name ? static_cast<std::int64_t>(element_size(t.dtype())) : 1);
-    op('(');
+    op(Op::mark);
     text("storage");
     if (legacy_name) {
       global("torch", *legacy_name);
@@ -231,8 +232,8 @@ class PickleWriter {
     text(key);
     text(t.device().is_cuda() ? t.device().str() : "cpu");
     integer(count);
-    op('t');
-    op('Q');
+    op(Op::tuple);
+    op(Op::binpersid);
   }
 
   void shape(const Shape& dims) {
@@ -245,29 +246,29 @@ class PickleWriter {
   void tensor(const Tensor& t) {
     if (t.device().is_meta()) {
       global("torch._utils", "_rebuild_meta_tensor_no_storage");
-      op('(');
+      op(Op::mark);
       global("torch", dtype_name(t.dtype()));
       shape(t.sizes());
       shape(t.strides());
-      op(t.requires_grad() ? 0x88 : 0x89);
-      op('t');
-      op('R');
+      op(t.requires_grad() ? Op::newtrue : Op::newfalse);
+      op(Op::tuple);
+      op(Op::reduce);
       return;
     }
     const bool classic = storage_type_name(t.dtype()).has_value();
     global("torch._utils", classic ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
-    op('(');
+    op(Op::mark);
     persistent_storage(t);
     integer(t.storage_offset());
     shape(t.sizes());
     shape(t.strides());
-    op(t.requires_grad() ? 0x88 : 0x89);
+    op(t.requires_grad() ? Op::newtrue : Op::newfalse);
     global("collections", "OrderedDict");
-    op(')');
-    op('R');
+    op(Op::empty_tuple);
+    op(Op::reduce);
     if (!classic) global("torch", dtype_name(t.dtype()));
-    op('t');
-    op('R');
+    op(Op::tuple);
+    op(Op::reduce);
   }
 
   void value(const Value& v, std::size_t depth) {
@@ -275,8 +276,8 @@ class PickleWriter {
     const void* identity = v.identity();
     if (identity != nullptr && memo_get(identity)) return;
     switch (v.kind()) {
-      case Value::Kind::none: op('N'); return;
-      case Value::Kind::boolean: op(v.as_bool() ? 0x88 : 0x89); return;
+      case Value::Kind::none: op(Op::none); return;
+      case Value::Kind::boolean: op(v.as_bool() ? Op::newtrue : Op::newfalse); return;
       case Value::Kind::integer: integer(v.as_int()); return;
       case Value::Kind::big_integer: big_integer(v.as_big_int()); return;
       case Value::Kind::floating: floating(v.as_float()); return;
@@ -284,57 +285,57 @@ class PickleWriter {
         global("builtins", "complex");
         floating(v.as_complex().real());
         floating(v.as_complex().imag());
-        op(0x86);
-        op('R');
+        op(Op::tuple2);
+        op(Op::reduce);
         break;
       case Value::Kind::string: text(v.as_string()); return;
       case Value::Kind::bytes: bytes_value(v.as_bytes()); return;
       case Value::Kind::tuple:
         if (v.as_tuple().empty()) {  // never memoized, as Python's pickler does
-          op(')');
+          op(Op::empty_tuple);
           return;
         }
         tuple_of(v.as_tuple(), depth);
         break;
       case Value::Kind::list:
-        op(']');
+        op(Op::empty_list);
         memo_put(identity);
-        batched(v.as_list(), 'a', 'e', depth);
+        batched(v.as_list(), Op::append, Op::appends, depth);
         return;
       case Value::Kind::dict: {
         const Dict& dict = v.as_dict();
         if (dict.ordered) {
           global("collections", "OrderedDict");
-          op(')');
-          op('R');
+          op(Op::empty_tuple);
+          op(Op::reduce);
         } else {
-          op('}');
+          op(Op::empty_dict);
         }
         memo_put(identity);
         dict_items(dict, depth);
         if (dict.ordered && dict.attributes.is_dict() && !dict.attributes.as_dict().empty()) {
           value(dict.attributes, depth + 1);
-          op('b');
+          op(Op::build);
         }
         return;
       }
       case Value::Kind::set:
         global("builtins", v.as_set().frozen ? "frozenset" : "set");
-        op(']');
-        batched(v.as_set().items, 'a', 'e', depth);
-        op(0x85);
-        op('R');
+        op(Op::empty_list);
+        batched(v.as_set().items, Op::append, Op::appends, depth);
+        op(Op::tuple1);
+        op(Op::reduce);
         break;
       case Value::Kind::tensor:
         if (v.is_parameter()) {
           global("torch._utils", "_rebuild_parameter");
           tensor(v.as_tensor().requires_grad() ? Tensor(v.as_tensor()).set_requires_grad(false) : v.as_tensor());
-          op(v.as_tensor().requires_grad() ? 0x88 : 0x89);
+          op(v.as_tensor().requires_grad() ? Op::newtrue : Op::newfalse);
           global("collections", "OrderedDict");
-          op(')');
-          op('R');
-          op(0x87);
-          op('R');
+          op(Op::empty_tuple);
+          op(Op::reduce);
+          op(Op::tuple3);
+          op(Op::reduce);
         } else {
           tensor(v.as_tensor());
         }
@@ -346,11 +347,11 @@ class PickleWriter {
         text(d.kind == Device::Kind::CPU ? "cpu" : d.kind == Device::Kind::CUDA ? "cuda" : "meta");
         if (d.index >= 0) {
           integer(d.index);
-          op(0x86);
+          op(Op::tuple2);
         } else {
-          op(0x85);
+          op(Op::tuple1);
         }
-        op('R');
+        op(Op::reduce);
         return;
       }
       case Value::Kind::dtype: global("torch", dtype_name(v.as_dtype())); return;
@@ -359,8 +360,8 @@ class PickleWriter {
         if (g.module == "torch" && is_layout(g.name)) {  // layouts travel as _get_layout('torch.<name>')
           global("torch.serialization", "_get_layout");
           text("torch." + g.name);
-          op(0x85);
-          op('R');
+          op(Op::tuple1);
+          op(Op::reduce);
           return;
         }
         global(g.module, g.name);
@@ -370,11 +371,11 @@ class PickleWriter {
         const Object& o = v.as_object();
         global(o.module, o.name);
         value(o.args.is_tuple() ? o.args : Value::tuple({}), depth + 1);
-        op(o.newobj ? 0x81 : 'R');
+        op(o.newobj ? Op::newobj : Op::reduce);
         memo_put(identity);
         if (!o.state.is_none()) {
           value(o.state, depth + 1);
-          op('b');
+          op(Op::build);
         }
         return;
       }

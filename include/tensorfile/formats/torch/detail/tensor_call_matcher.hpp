@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Recognises the bytes torch.save writes for one tensor, `_rebuild_tensor_v2/v3(...)`, so that the
-// unpickler can build the tensor directly instead of boxing a dozen intermediate values.
+// pickle machine can build the tensor directly instead of boxing a dozen intermediate values.
 #pragma once
 
 #include <array>
@@ -13,6 +13,7 @@
 
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/torch/detail/opcodes.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 
 namespace tensorfile::detail {
@@ -55,14 +56,14 @@ class RecordCursor {
   /// Whether an opcode's argument could not be read as this matcher reads it (cut off, or a
   /// LONG1 wider than 8 bytes); a broken cursor never matches, whatever follows.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
-  bool op(std::uint8_t code) {
-    if (pos_ >= bytes_.size() || std::to_integer<std::uint8_t>(bytes_[pos_]) != code) return false;
+  bool op(Op code) {
+    if (pos_ >= bytes_.size() || static_cast<Op>(bytes_[pos_]) != code) return false;
     ++pos_;
     return true;
   }
   /// An optional BINPUT/LONG_BINPUT after a value (a cut-off one fails the next read).
   bool optional_put(TensorRecord& r) {
-    const auto index = index_op('q', 'r');
+    const auto index = index_op(Op::binput, Op::long_binput);
     if (!index) return true;
     if (r.put_count == TensorRecord::max_puts) return false;
     r.puts[r.put_count++] = *index;
@@ -71,7 +72,7 @@ class RecordCursor {
   /// A str: BINUNICODE or SHORT_BINUNICODE (with its optional put), or a memo read of a str.
   bool text(std::string_view& out, TensorRecord& r) {
     std::uint64_t n = 0;
-    if (op('X') ? le(4, n) : op(0x8c) ? le(1, n) : false) {
+    if (op(Op::binunicode) ? le(4, n) : op(Op::short_binunicode) ? le(1, n) : false) {
       if (n > bytes_.size() - pos_) return fail();
       out = {reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(n)};
       pos_ += static_cast<std::size_t>(n);
@@ -97,16 +98,16 @@ class RecordCursor {
   /// when the next opcode is none of these.
   bool integer(std::int64_t& out) {
     std::uint64_t u = 0;
-    if (op('K')) {
+    if (op(Op::binint1)) {
       if (!le(1, u)) return false;
       out = static_cast<std::int64_t>(u);
-    } else if (op('M')) {
+    } else if (op(Op::binint2)) {
       if (!le(2, u)) return false;
       out = static_cast<std::int64_t>(u);
-    } else if (op('J')) {
+    } else if (op(Op::binint)) {
       if (!le(4, u)) return false;
       out = static_cast<std::int32_t>(static_cast<std::uint32_t>(u));
-    } else if (op(0x8a)) {
+    } else if (op(Op::long1)) {
       std::uint64_t n = 0;
       if (!le(1, n)) return false;
       if (n > 8) return fail();
@@ -121,11 +122,11 @@ class RecordCursor {
   /// A tuple of ints: EMPTY_TUPLE, 1 to 3 ints and TUPLE1..3, or MARK, ints, TUPLE; then an optional put.
   bool int_tuple(Shape& out, TensorRecord& r) {
     out.clear();
-    if (op(')')) return true;  // the empty tuple is never memoized
-    const bool marked = op('(');
+    if (op(Op::empty_tuple)) return true;  // the empty tuple is never memoized
+    const bool marked = op(Op::mark);
     std::int64_t v = 0;
     while (out.size() < TensorRecord::max_dims && integer(v)) out.push_back(v);
-    if (marked ? !op('t') : !(out.size() >= 1 && out.size() <= 3 && op(static_cast<std::uint8_t>(0x84 + out.size())))) {
+    if (marked ? !op(Op::tuple) : !(out.size() >= 1 && out.size() <= 3 && op(tuple_op(out.size())))) {
       return false;
     }
     return optional_put(r);
@@ -144,13 +145,13 @@ class RecordCursor {
     return true;
   }
   // `short_op` with a one-byte index or `long_op` with a four-byte one.
-  std::optional<std::uint64_t> index_op(std::uint8_t short_op, std::uint8_t long_op) {
+  std::optional<std::uint64_t> index_op(Op short_op, Op long_op) {
     std::uint64_t index = 0;
     if (op(short_op) ? le(1, index) : op(long_op) ? le(4, index) : false) return index;
     return std::nullopt;
   }
   const Value* memo_read() {
-    const auto index = index_op('h', 'j');
+    const auto index = index_op(Op::binget, Op::long_binget);
     return index ? memo_(*index) : nullptr;
   }
 
@@ -173,29 +174,29 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   TensorRecord r;
   RecordCursor in(bytes, pos, memo);
   std::string_view tag;
-  if (!in.op('(') || !in.text(tag, r) || tag != "storage") return std::nullopt;
+  if (!in.op(Op::mark) || !in.text(tag, r) || tag != "storage") return std::nullopt;
   const Global* storage_class = in.global();
   if (storage_class == nullptr || storage_class->module != "torch") return std::nullopt;
   const auto storage_dtype = storage_type_dtype(storage_class->name);
   if (!storage_dtype) return std::nullopt;
   r.storage_dtype = *storage_dtype;
   if (!in.text(r.key, r) || !in.text(r.location, r) || !in.integer(r.numel) || r.numel < 0) return std::nullopt;
-  if (!in.op('t') || !in.optional_put(r)) return std::nullopt;
+  if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;
   r.storage_at = in.pos();
-  if (!in.op('Q') || !in.optional_put(r)) return std::nullopt;
+  if (!in.op(Op::binpersid) || !in.optional_put(r)) return std::nullopt;
   if (!in.integer(r.offset) || !in.int_tuple(r.sizes, r) || !in.int_tuple(r.strides, r)) return std::nullopt;
-  if (in.op(0x88)) {
+  if (in.op(Op::newtrue)) {
     r.requires_grad = true;
-  } else if (!in.op(0x89)) {
+  } else if (!in.op(Op::newfalse)) {
     return std::nullopt;
   }
   const Global* hooks = in.global();
   if (hooks == nullptr || hooks->module != "collections" || hooks->name != "OrderedDict") return std::nullopt;
-  if (!in.op(')') || !in.op('R') || !in.optional_put(r)) return std::nullopt;
+  if (!in.op(Op::empty_tuple) || !in.op(Op::reduce) || !in.optional_put(r)) return std::nullopt;
   if (v3 && !(r.dtype = in.dtype())) return std::nullopt;
-  if (!in.op('t') || !in.optional_put(r)) return std::nullopt;
+  if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;
   r.call_at = in.pos();
-  if (!in.op('R') || in.broken()) return std::nullopt;
+  if (!in.op(Op::reduce) || in.broken()) return std::nullopt;
   r.end = in.pos();
   return r;
 }

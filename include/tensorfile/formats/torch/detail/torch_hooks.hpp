@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// torch's side of unpickling: the allowed globals, the tensor rebuild functions and storage ids.
+// TorchHooks, torch's side of the pickle machine: the allowed globals, the tensor rebuild functions
+// and storage ids (the machine itself is pickle_machine.hpp).
 #pragma once
 
 #include <cstdint>
