@@ -59,6 +59,29 @@ TEST_CASE("Dict keeps insertion order and replaces in place, with Python's key e
   CHECK(d.find(Value::tuple({1, "b"})) == nullptr);
 }
 
+TEST_CASE("Dict finds keys among many by Python's key equality, str keys without a Value", "[value]") {
+  Dict d;
+  for (int i = 0; i < 100; ++i) d.set("k" + std::to_string(i), i);
+  for (int i = 0; i < 100; ++i) d.set(i, -i);
+  d.set(Value::tuple({1, "a"}), 3);
+  d.set(2.5, "float");
+  CHECK(d.size() == 202);
+  CHECK(d.find(std::string_view("k42"))->as_int() == 42);
+  CHECK(d.find(std::string_view("k100")) == nullptr);
+  CHECK(d.find(std::string_view("1")) == nullptr);  // a str never equals an int
+  CHECK(d.find(Value(true))->as_int() == -1);       // True == 1
+  CHECK(d.find(Value(7.0))->as_int() == -7);        // 7.0 == 7
+  CHECK(d.find(Value(2.5))->as_string() == "float");
+  CHECK(d.find(Value::tuple({1, "a"}))->as_int() == 3);
+  CHECK(d.find(Value(Bytes{})) == nullptr);
+  d.set(Value(false), "zero");  // False == 0: replaces 0's value in place
+  CHECK(d.size() == 202);
+  CHECK(d.items()[100].first.as_int() == 0);
+  CHECK(d.items()[100].second.as_string() == "zero");
+  CHECK(d.items().front().first.as_string() == "k0");
+  CHECK(d.items().back().first.as_float() == 2.5);
+}
+
 TEST_CASE("Values share containers like Python references; clone() copies deeply", "[value]") {
   const Value list(List{1, 2});
   const Value alias = list;  // NOLINT(performance-unnecessary-copy-initialization): sharing is the point

@@ -105,6 +105,23 @@ TEST_CASE("TensorDict keeps insertion order and finds keys among many", "[tensor
   CHECK(td.size() == 999);
   td.set("", floats({1}));  // the empty key is a key
   CHECK(td.contains(""));
+  CHECK(td.items().back().key.empty());
+}
+
+TEST_CASE("TensorDict keeps order and lookups while erasing down to a few keys", "[tensordict]") {
+  TensorDict td;
+  for (int i = 0; i < 20; ++i) td.set("k" + std::to_string(i), Tensor::zeros({1}, DType::Int64));
+  for (int i = 0; i < 20; i += 2) CHECK(td.erase("k" + std::to_string(i)));  // 10 left, then 9, ... a scan
+  CHECK(td.size() == 10);
+  for (int i = 0; i < 20; ++i) CHECK(td.contains("k" + std::to_string(i)) == (i % 2 == 1));
+  for (std::size_t i = 0; i < td.size(); ++i) CHECK(td.items()[i].key == "k" + std::to_string(2 * i + 1));
+  td.set("k3", floats({7}));  // replacing keeps the position
+  CHECK(td.items()[1].key == "k3");
+  CHECK(td.get("k3").as_tensor().numel() == 1);
+  for (int i = 20; i < 30; ++i) td.set("k" + std::to_string(i), Tensor::zeros({1}, DType::Int64));
+  CHECK(td.items().back().key == "k29");
+  CHECK(td.contains("k25"));
+  CHECK_FALSE(td.contains("k4"));
 }
 
 TEST_CASE("TensorDict iterates over leaves with their nested keys", "[tensordict]") {

@@ -22,6 +22,7 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/ordered_index.hpp"
 
 namespace tensorfile {
 
@@ -290,6 +291,18 @@ inline std::size_t hash_key(const Value& v) {
   }
 }
 
+/// Dict's keys for its index: Python's hash and equality, and str lookups that make no Value.
+struct DictKeys {
+  using Item = std::pair<Value, Value>;
+  static std::size_t hash(const Value& key) { return hash_key(key); }
+  static std::size_t hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+  static std::size_t hash_item(const Item& item) { return hash_key(item.first); }
+  static bool matches(const Item& item, const Value& key) { return item.first == key; }
+  static bool matches(const Item& item, std::string_view key) {
+    return item.first.is_string() && item.first.as_string() == key;  // a str equals nothing but a str
+  }
+};
+
 }  // namespace detail
 
 /// An insertion-ordered dict with keys of any hashable kind (str, int, tuple, ...), as Python's
@@ -308,74 +321,36 @@ class Dict {
   bool ordered = false;  ///< a collections.OrderedDict (saved back as one)
   Value attributes;      ///< None, or a dict of instance attributes (OrderedDict `_metadata`)
 
-  /// Inserts or replaces (keeping the position) the value of `key`.
+  /// Inserts or replaces (keeping the position) the value of `key`; when it throws (an allocation), the
+  /// dict stays as it was.
   void set(Value key, Value value) {
-    const std::size_t h = detail::hash_key(key);
-    if (auto* slot = find_slot(key, h)) {
-      slot->second = std::move(value);
-      return;
-    }
-    // Whatever throws (allocation), the dict stays as it was.
-    if ((items_.size() + 1) * 2 > slots_.size()) grow();
-    hashes_.push_back(h);
-    try {
-      items_.emplace_back(std::move(key), std::move(value));
-    } catch (...) {
-      hashes_.pop_back();
-      throw;
-    }
-    place(slots_, items_.size() - 1, h);
+    auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
+    if (!inserted) item.second = std::move(value);
   }
   /// The value of `key`, or null.
-  [[nodiscard]] const Value* find(const Value& key) const {
-    const auto* slot = const_cast<Dict*>(this)->find_slot(key, detail::hash_key(key));
-    return slot ? &slot->second : nullptr;
-  }
+  [[nodiscard]] const Value* find(const Value& key) const { return found(index_.find(key)); }
   /// The value of str `key`, or null.
-  [[nodiscard]] const Value* find(std::string_view key) const { return find(Value(key)); }
+  [[nodiscard]] const Value* find(std::string_view key) const { return found(index_.find(key)); }
   /// Whether `key` is present.
   [[nodiscard]] bool contains(const Value& key) const { return find(key) != nullptr; }
   /// Number of items.
-  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return index_.empty(); }
   /// Items in insertion order.
-  [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_; }
-  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }
-  [[nodiscard]] auto end() const noexcept { return items_.end(); }
+  [[nodiscard]] const std::vector<Item>& items() const noexcept { return index_.items(); }
+  [[nodiscard]] auto begin() const noexcept { return index_.begin(); }
+  [[nodiscard]] auto end() const noexcept { return index_.end(); }
   /// The `_metadata` of a state_dict (an OrderedDict of module prefix to {"version": N}), or null.
   [[nodiscard]] const Value* metadata() const {
     return attributes.is_dict() ? attributes.as_dict().find(std::string_view("_metadata")) : nullptr;
   }
 
  private:
-  // Open addressing with linear probing: slots_ holds item position + 1 (0 is empty), at most half
-  // full; hashes_ keeps each item's hash so probes compare keys only on a hash match.
-  static std::size_t home(std::size_t h, std::size_t slot_count) noexcept {
-    const std::uint64_t mixed = std::uint64_t{h} * 0x9e3779b97f4a7c15ull;  // spreads sequential int keys
-    return static_cast<std::size_t>(mixed ^ (mixed >> 32)) & (slot_count - 1);
-  }
-  Item* find_slot(const Value& key, std::size_t h) {
-    if (slots_.empty()) return nullptr;
-    for (std::size_t i = home(h, slots_.size());; i = (i + 1) & (slots_.size() - 1)) {
-      const std::size_t slot = slots_[i];
-      if (slot == 0) return nullptr;
-      if (hashes_[slot - 1] == h && items_[slot - 1].first == key) return &items_[slot - 1];
-    }
-  }
-  static void place(std::vector<std::size_t>& slots, std::size_t position, std::size_t h) noexcept {
-    std::size_t i = home(h, slots.size());
-    while (slots[i] != 0) i = (i + 1) & (slots.size() - 1);
-    slots[i] = position + 1;
-  }
-  void grow() {
-    std::vector<std::size_t> bigger(std::max<std::size_t>(8, slots_.size() * 2), 0);
-    for (std::size_t i = 0; i < items_.size(); ++i) place(bigger, i, hashes_[i]);
-    slots_.swap(bigger);
+  [[nodiscard]] const Value* found(std::size_t position) const noexcept {
+    return position == decltype(index_)::npos ? nullptr : &index_[position].second;
   }
 
-  std::vector<Item> items_;
-  std::vector<std::size_t> hashes_;
-  std::vector<std::size_t> slots_;
+  detail::OrderedIndex<Item, detail::DictKeys> index_;
 };
 
 /// A Python set or frozenset, in the order the file listed its elements.

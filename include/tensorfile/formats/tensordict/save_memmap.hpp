@@ -37,7 +37,8 @@ struct MemmapSaveOptions {
       true;  ///< replace an existing tree at the prefix (a directory holding meta.json, or empty); false: ArgumentError
   bool encode_keys = true;  ///< %XX-encode file names (tensordict >= 0.13); false writes raw keys for older readers and
                             ///< refuses unsafe ones
-  bool sync = false;        ///< fsync every file and directory before the tree is renamed into place (durable, slower)
+  bool sync = true;         ///< fsync every file and directory before the tree is renamed into place; on by default, as
+                            ///< save, so that a finished save survives power loss (false: faster, not durable)
 };
 
 }  // namespace tensorfile

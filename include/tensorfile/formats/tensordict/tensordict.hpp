@@ -20,6 +20,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/ordered_index.hpp"
 
 namespace tensorfile {
 
@@ -367,7 +368,7 @@ class TensorDict {
 
   [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }         ///< number of keys (not leaves)
   [[nodiscard]] bool empty() const noexcept { return items_.empty(); }              ///< no keys
-  [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_; }  ///< in insertion order
+  [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_.items(); }  ///< in insertion order
   [[nodiscard]] auto begin() const noexcept { return items_.begin(); }              ///< first item
   [[nodiscard]] auto end() const noexcept { return items_.end(); }                  ///< past the last item
   /// The keys in insertion order (views into this TensorDict).
@@ -380,8 +381,8 @@ class TensorDict {
 
   /// The entry `key`, or null.
   [[nodiscard]] const Entry* find(std::string_view key) const noexcept {
-    const std::size_t i = index_of(key);
-    return i == npos ? nullptr : &items_[i].value;
+    const std::size_t i = items_.find(key);
+    return i == Index::npos ? nullptr : &items_[i].value;
   }
   [[nodiscard]] Entry* find(std::string_view key) noexcept {
     return const_cast<Entry*>(std::as_const(*this).find(key));
@@ -495,10 +496,9 @@ class TensorDict {
 
   /// Removes `key`; returns whether it was present.
   bool erase(std::string_view key) {
-    const std::size_t i = index_of(key);
-    if (i == npos) return false;
-    items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
-    rebuild_index();
+    const std::size_t i = items_.find(key);
+    if (i == Index::npos) return false;
+    items_.erase(i);
     return true;
   }
 
@@ -527,7 +527,7 @@ class TensorDict {
   /// A copy whose tensors are new heap copies (detached from files and mappings).
   [[nodiscard]] TensorDict clone() const {
     TensorDict out = *this;
-    for (auto& item : out.items_) clone_entry(item.value);
+    for (auto& item : out.items_.mutable_items()) clone_entry(item.value);
     return out;
   }
 
@@ -548,8 +548,13 @@ class TensorDict {
 
  private:
   friend struct detail::td::TensorDictAccess;
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  static constexpr std::size_t linear_limit = 8;  // below this many keys, lookups scan
+  // The key index's view of an item: its key, hashed as std::hash hashes string views.
+  struct ItemKeys {
+    static std::size_t hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+    static std::size_t hash_item(const Item& item) noexcept { return hash(item.key); }
+    static bool matches(const Item& item, std::string_view key) noexcept { return item.key == key; }
+  };
+  using Index = detail::OrderedIndex<Item, ItemKeys>;
 
   static std::string quoted(std::string_view key) { return std::string("\"").append(key).append("\""); }
 
@@ -594,69 +599,22 @@ class TensorDict {
   }
 
   Entry& set_unchecked(std::string key, Entry value) {
-    const std::size_t i = index_of(key);
-    if (i != npos) {
-      items_[i].value = std::move(value);
-      return items_[i].value;
-    }
-    items_.push_back(Item{std::move(key), std::move(value)});
-    index_add(items_.size() - 1);
-    return items_.back().value;
+    const std::string_view lookup = key;  // `key` moves into a new item only after the lookup
+    auto [item, inserted] = items_.find_or_append(lookup, [&] { return Item{std::move(key), std::move(value)}; });
+    if (!inserted) item.value = std::move(value);
+    return item.value;
   }
 
   Shape stacked_batch_size() const {
     Shape base;
-    if (!items_.empty() && items_.front().value.is_tensordict())
-      base = items_.front().value.as_tensordict().batch_size();
+    if (!items_.empty() && items_[0].value.is_tensordict())
+      base = items_[0].value.as_tensordict().batch_size();
     const auto count = static_cast<std::int64_t>(items_.size());
     const auto rank = static_cast<std::int64_t>(base.size());
     std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;
     dim = std::clamp<std::int64_t>(dim, 0, rank);
     base.insert(base.begin() + dim, count);
     return base;
-  }
-
-  // -- the key index: open addressing over item positions (slot value = position + 1) --
-  static std::size_t hash_key(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
-
-  std::size_t index_of(std::string_view key) const noexcept {
-    if (slots_.empty()) {
-      for (std::size_t i = 0; i < items_.size(); ++i) {
-        if (items_[i].key == key) return i;
-      }
-      return npos;
-    }
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t s = hash_key(key) & mask;; s = (s + 1) & mask) {
-      const std::uint32_t slot = slots_[s];
-      if (slot == 0) return npos;
-      if (items_[slot - 1].key == key) return slot - 1;
-    }
-  }
-
-  void index_add(std::size_t position) {
-    if (items_.size() <= linear_limit) return;
-    if (slots_.empty() || items_.size() * 2 > slots_.size()) {
-      rebuild_index();
-      return;
-    }
-    place(position);
-  }
-
-  void place(std::size_t position) {
-    const std::size_t mask = slots_.size() - 1;
-    std::size_t s = hash_key(items_[position].key) & mask;
-    while (slots_[s] != 0) s = (s + 1) & mask;
-    slots_[s] = static_cast<std::uint32_t>(position + 1);
-  }
-
-  void rebuild_index() {
-    slots_.clear();
-    if (items_.size() <= linear_limit) return;
-    std::size_t capacity = 32;
-    while (capacity < items_.size() * 4) capacity *= 2;
-    slots_.assign(capacity, 0);
-    for (std::size_t i = 0; i < items_.size(); ++i) place(i);
   }
 
   template <class Fn>
@@ -680,14 +638,13 @@ class TensorDict {
         entry.as_nested_tensor().nested_sizes = entry.as_nested_tensor().nested_sizes.clone();
         break;
       case Entry::Kind::tensordict:
-        for (auto& item : entry.as_tensordict().items_) clone_entry(item.value);
+        for (auto& item : entry.as_tensordict().items_.mutable_items()) clone_entry(item.value);
         break;
       case Entry::Kind::non_tensor: break;
     }
   }
 
-  std::vector<Item> items_;
-  std::vector<std::uint32_t> slots_;
+  Index items_;  // the items in insertion order, with their key index
   Shape batch_size_;
   std::optional<Device> device_;
   TensorDictKind kind_ = TensorDictKind::plain;

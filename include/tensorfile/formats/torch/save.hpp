@@ -24,7 +24,8 @@ namespace tensorfile {
 /// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
 struct SaveOptions {
   std::uint64_t alignment = 64;   ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
-  bool sync = true;               ///< fsync the new file and its directory before it replaces the old one (paths only)
+  bool sync = true;               ///< fsync the new file and its directory before it replaces the old one (paths only);
+                                  ///< on by default, as save_memmap, so that a finished save survives power loss
   std::string prefix{};           ///< archive folder name; empty: the file stem for paths, "archive" for streams
 };
 
