@@ -184,16 +184,20 @@ TEST_CASE("contiguous and clone copy values in C order", "[tensor]") {
 }
 
 TEST_CASE("for_each_byte_run hands over the values in C order, contiguous runs in place", "[tensor]") {
-  const auto collect = [](const Tensor& t, std::size_t& calls, std::size_t& in_place) {
-    std::vector<std::byte> out;
-    const std::byte* storage_begin = t.storage().data();
-    const std::byte* storage_end = storage_begin + t.storage().size_bytes();
+  struct Runs {
+    std::vector<std::byte> bytes;
+    std::size_t calls = 0;
+    std::size_t in_place = 0;  // runs that point into the storage rather than a scratch buffer
+  };
+  const auto collect = [](const Tensor& t) {
+    Runs runs;
+    const std::byte* begin = t.storage().data();
     t.for_each_byte_run([&](std::span<const std::byte> bytes) {
-      ++calls;
-      if (bytes.data() >= storage_begin && bytes.data() < storage_end) ++in_place;
-      out.insert(out.end(), bytes.begin(), bytes.end());
+      ++runs.calls;
+      if (bytes.data() >= begin && bytes.data() < begin + t.storage().size_bytes()) ++runs.in_place;
+      runs.bytes.insert(runs.bytes.end(), bytes.begin(), bytes.end());
     });
-    return out;
+    return runs;
   };
   const auto dense = [](const Tensor& t) {
     std::vector<std::byte> out(t.nbytes());
@@ -202,27 +206,19 @@ TEST_CASE("for_each_byte_run hands over the values in C order, contiguous runs i
   };
   const Tensor base = arange_f32(12, {3, 4});
   SECTION("a contiguous tensor: one run per row, straight from the storage") {
-    std::size_t calls = 0;
-    std::size_t in_place = 0;
-    CHECK(collect(base, calls, in_place) == dense(base));
-    CHECK(calls == 3);
-    CHECK(in_place == 3);
+    const Runs runs = collect(base);
+    CHECK(runs.bytes == dense(base));
+    CHECK((runs.calls == 3 && runs.in_place == 3));
   }
   SECTION("a strided view: gathered runs that concatenate to copy_into's bytes") {
     const Tensor t = base.transpose(0, 1).slice(0, 0, 4, 2);  // (2, 3), strides (2, 4)
-    std::size_t calls = 0;
-    std::size_t in_place = 0;
-    CHECK(collect(t, calls, in_place) == dense(t));
-    CHECK(calls == 2);
-    CHECK(in_place == 0);
+    const Runs runs = collect(t);
+    CHECK(runs.bytes == dense(t));
+    CHECK((runs.calls == 2 && runs.in_place == 0));
   }
   SECTION("a scalar gives one run, an empty tensor none") {
-    std::size_t calls = 0;
-    std::size_t in_place = 0;
-    CHECK(collect(arange_f32(1, {}), calls, in_place).size() == 4);
-    CHECK(calls == 1);
-    CHECK(collect(Tensor::zeros({0, 3}, DType::Float32), calls, in_place).empty());
-    CHECK(calls == 1);
+    CHECK(collect(arange_f32(1, {})).bytes.size() == 4);
+    CHECK(collect(Tensor::zeros({0, 3}, DType::Float32)).calls == 0);
   }
 }
 

@@ -5,23 +5,19 @@
 #include <tensorfile/formats/torch/load.hpp>
 
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::byte_span;
+using tensorfile_test::file_bytes;
 
 namespace {
 std::filesystem::path sample(const std::string& folder, const std::string& name) {
   return tensorfile_test::data_dir() / folder / name;
 }
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-std::span<const std::byte> as_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
 bool same(const ArchiveRecord& a, const ArchiveRecord& b) {
   return a.name == b.name && a.offset == b.offset && a.stored_size == b.stored_size && a.size == b.size &&
          a.compression == b.compression && a.crc32 == b.crc32;
@@ -30,7 +26,7 @@ bool same(const ArchiveRecord& a, const ArchiveRecord& b) {
 
 TEST_CASE("list_records lists a torch file's records with offsets into the file", "[archive]") {
   const auto path = sample("torch", "t_float32_2x3.pt");
-  const std::string file = slurp(path);
+  const std::string file = file_bytes(path);
   const std::vector<ArchiveRecord> records = list_records(path);
   REQUIRE(records.size() == 3);
   // The values Python's zipfile gives (data offset = local header + 30 + name + extra).
@@ -52,7 +48,7 @@ TEST_CASE("list_records lists a torch file's records with offsets into the file"
       CHECK(record.compression == Compression::stored);
       CHECK(record.size == record.stored_size);
       REQUIRE(record.offset + record.stored_size <= file.size());
-      const auto bytes = as_span(file).subspan(record.offset, record.stored_size);
+      const auto bytes = byte_span(file).subspan(record.offset, record.stored_size);
       CHECK(tensorfile::detail::crc32(bytes) == record.crc32);
       CHECK(file.compare(record.offset - record.name.size(), record.name.size(), record.name) == 0);  // no extra
     }
@@ -62,7 +58,7 @@ TEST_CASE("list_records lists a torch file's records with offsets into the file"
     CHECK(values[5] == 5.0f);
   }
   SECTION("the bytes overload gives the same listing") {
-    const std::vector<ArchiveRecord> from_bytes = list_records(as_span(file));
+    const std::vector<ArchiveRecord> from_bytes = list_records(byte_span(file));
     REQUIRE(from_bytes.size() == records.size());
     for (std::size_t i = 0; i < records.size(); ++i) CHECK(same(from_bytes[i], records[i]));
   }
@@ -119,7 +115,7 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
   SECTION("a version under .data/ and a big byteorder") {
     const std::string zip = tensorfile_test::torch_zip(
         "archive", {{"data.pkl", "\x80\x02N."}, {"byteorder", "big"}, {".data/version", "4\n"}});
-    const ArchiveInfo crafted = read_archive_info(as_span(zip));
+    const ArchiveInfo crafted = read_archive_info(byte_span(zip));
     CHECK(crafted.prefix == "archive");
     CHECK(crafted.version == 4);
     CHECK(crafted.big_endian);
@@ -131,17 +127,17 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
              {"x\n", "tensorfile: archive/version: unsupported file format version \"x\"; expected 1 to 10 (at byte 0)"},
          }) {
       const std::string zip = tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}, {"version", version}});
-      REQUIRE_THROWS_WITH(read_archive_info(as_span(zip)), message);
-      REQUIRE_THROWS_WITH(load(as_span(zip)), message);
+      REQUIRE_THROWS_WITH(read_archive_info(byte_span(zip)), message);
+      REQUIRE_THROWS_WITH(load(byte_span(zip)), message);
     }
   }
   SECTION("a missing version record and a bad byteorder") {
     const std::string no_version = tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}});
-    REQUIRE_THROWS_WITH(read_archive_info(as_span(no_version)),
+    REQUIRE_THROWS_WITH(read_archive_info(byte_span(no_version)),
                         "tensorfile: archive/version: the archive has no version record");
     const std::string bad_order = tensorfile_test::torch_zip(
         "archive", {{"data.pkl", "\x80\x02N."}, {"version", "3"}, {"byteorder", "middle"}});
-    REQUIRE_THROWS_WITH(read_archive_info(as_span(bad_order)),
+    REQUIRE_THROWS_WITH(read_archive_info(byte_span(bad_order)),
                         "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
   }
 }

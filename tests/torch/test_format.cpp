@@ -3,23 +3,15 @@
 #include <tensorfile/formats/format.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 
-#include <fstream>
 #include <string>
 
 #include "tensorfile_catch.hpp"
+#include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
-
-namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-std::span<const std::byte> as_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
-void write(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-}  // namespace
+using tensorfile_test::byte_span;
+using tensorfile_test::file_bytes;
+using tensorfile_test::write_file;
 
 TEST_CASE("detect_format tells every torch fixture by its bytes", "[format]") {
   for (const auto& path : tensorfile_test::torch_fixtures()) {
@@ -27,7 +19,7 @@ TEST_CASE("detect_format tells every torch fixture by its bytes", "[format]") {
     const FileFormat expected =
         path.filename().string().find("legacy") != std::string::npos ? FileFormat::torch_legacy : FileFormat::torch_zip;
     CHECK(detect_format(path) == expected);
-    CHECK(detect_format(as_span(slurp(path))) == expected);
+    CHECK(detect_format(byte_span(file_bytes(path))) == expected);
   }
 }
 
@@ -46,29 +38,29 @@ TEST_CASE("detect_format says unknown for anything else", "[format]") {
   const tensorfile_test::ScratchDir scratch;
   SECTION("a missing path") { CHECK(detect_format(scratch / "missing.pt") == FileFormat::unknown); }
   SECTION("an empty file and empty bytes") {
-    write(scratch / "empty.pt", "");
+    write_file(scratch / "empty.pt", "");
     CHECK(detect_format(scratch / "empty.pt") == FileFormat::unknown);
     CHECK(detect_format(std::span<const std::byte>()) == FileFormat::unknown);
   }
   SECTION("text, a truncated zip magic, the preview format") {
     for (const std::string bytes : {"hello, world", "PK\x03", "PYTORCH1 and more"}) {
       INFO(bytes);
-      CHECK(detect_format(as_span(bytes)) == FileFormat::unknown);
+      CHECK(detect_format(byte_span(bytes)) == FileFormat::unknown);
     }
-    write(scratch / "notes.txt", "hello, world");
+    write_file(scratch / "notes.txt", "hello, world");
     CHECK(detect_format(scratch / "notes.txt") == FileFormat::unknown);
   }
   SECTION("the name does not matter") {
-    write(scratch / "model.pt", "{\"json\": true}");
+    write_file(scratch / "model.pt", "{\"json\": true}");
     CHECK(detect_format(scratch / "model.pt") == FileFormat::unknown);
   }
 }
 
 TEST_CASE("detect_format reads zip and pickle magics from bytes", "[format]") {
-  CHECK(detect_format(as_span(std::string("PK\x03\x04"))) == FileFormat::torch_zip);
-  CHECK(detect_format(as_span(std::string("\x80\x02\x8a\x0a"))) == FileFormat::torch_legacy);
-  CHECK(detect_format(as_span(std::string("(lp0"))) == FileFormat::torch_legacy);
-  CHECK(detect_format(as_span(std::string("\x8a\x0a"))) == FileFormat::torch_legacy);
+  CHECK(detect_format(byte_span(std::string("PK\x03\x04"))) == FileFormat::torch_zip);
+  CHECK(detect_format(byte_span(std::string("\x80\x02\x8a\x0a"))) == FileFormat::torch_legacy);
+  CHECK(detect_format(byte_span(std::string("(lp0"))) == FileFormat::torch_legacy);
+  CHECK(detect_format(byte_span(std::string("\x8a\x0a"))) == FileFormat::torch_legacy);
 }
 
 TEST_CASE("format_name gives the names the tensorfile program prints", "[format]") {
@@ -83,7 +75,7 @@ TEST_CASE("load still names the pre-2017 tar format, even behind a pickle-like f
   std::string tar(512, '\0');
   tar[0] = '(';  // a member name that starts like a protocol-0 pickle
   tar.replace(257, 5, "ustar");
-  REQUIRE_THROWS_AS(load(as_span(tar)), UnsupportedError);
-  REQUIRE_THROWS_WITH(load(as_span(tar)),
+  REQUIRE_THROWS_AS(load(byte_span(tar)), UnsupportedError);
+  REQUIRE_THROWS_WITH(load(byte_span(tar)),
                       "tensorfile: this is the pre-2017 tar format of torch.save; re-save it with a newer torch");
 }

@@ -2,24 +2,18 @@
 // Tests of <tensorfile/verify.hpp>: reports on clean fixtures of every format and on corrupted copies.
 #include <tensorfile/verify.hpp>
 
-#include <fstream>
 #include <string>
 
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::file_bytes;
+using tensorfile_test::write_file;
 
 namespace {
 std::filesystem::path sample(const std::string& folder, const std::string& name) {
   return tensorfile_test::data_dir() / folder / name;
-}
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-void write(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
 }
 }  // namespace
 
@@ -66,7 +60,7 @@ TEST_CASE("verify counts what it checked", "[verify]") {
   }
   SECTION("a storage record data.pkl does not use") {
     const tensorfile_test::ScratchDir scratch;
-    write(scratch / "unused.pt", tensorfile_test::torch_zip(
+    write_file(scratch / "unused.pt", tensorfile_test::torch_zip(
                                      "archive", {{"data.pkl", "\x80\x02N."}, {"data/0", "abcd"}, {"version", "3\n"}}));
     const VerifyReport report = verify(scratch / "unused.pt");
     CHECK(report.ok());
@@ -79,13 +73,13 @@ TEST_CASE("verify counts what it checked", "[verify]") {
 TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
   const tensorfile_test::ScratchDir scratch;
   const auto original = sample("torch", "t_float32_2x3.pt");
-  std::string bytes = slurp(original);
+  std::string bytes = file_bytes(original);
   const std::vector<ArchiveRecord> records = list_records(original);
   const auto path = scratch / "t_float32_2x3.pt";
 
   SECTION("a flipped data byte: one CRC-32 mismatch, found only when CRCs are checked") {
     bytes[records[1].offset] ^= 0x01;
-    write(path, bytes);
+    write_file(path, bytes);
     const VerifyReport report = verify(path);
     REQUIRE(report.errors.size() == 1);
     CHECK_FALSE(report.ok());
@@ -96,14 +90,14 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
   }
   SECTION("a bad version record: its CRC and the version itself") {
     bytes[records[2].offset] = 'x';
-    write(path, bytes);
+    write_file(path, bytes);
     const VerifyReport report = verify(path);
     REQUIRE(report.errors.size() == 2);
     CHECK_THAT(report.errors[0], Catch::Matchers::Contains("t_float32_2x3/version: CRC-32 mismatch"));
     CHECK_THAT(report.errors[1], Catch::Matchers::Contains("unsupported file format version \"x\""));
   }
   SECTION("a truncated file: the index is gone, nothing else is checked") {
-    write(path, bytes.substr(0, bytes.size() - 10));
+    write_file(path, bytes.substr(0, bytes.size() - 10));
     const VerifyReport report = verify(path);
     REQUIRE(report.errors.size() == 1);
     CHECK_THAT(report.errors[0], Catch::Matchers::Contains("not a zip archive"));
@@ -111,7 +105,7 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
     CHECK(report.format == FileFormat::torch_zip);
   }
   SECTION("a file of unknown format and a missing file get load()'s error") {
-    write(path, "hello");
+    write_file(path, "hello");
     const VerifyReport text = verify(path);
     REQUIRE(text.errors.size() == 1);
     CHECK(text.format == FileFormat::unknown);
