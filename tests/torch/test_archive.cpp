@@ -42,7 +42,7 @@ TEST_CASE("list_records lists a torch file's records with offsets into the file"
   CHECK(records[2].offset == 448);
   CHECK(records[2].stored_size == 2);
 
-  SECTION("each offset holds the record's bytes, and the local header names it just before") {
+  SECTION("each offset holds the record's bytes, right after the local header that names it") {
     for (const ArchiveRecord& record : records) {
       INFO(record.name);
       CHECK(record.compression == Compression::stored);
@@ -50,7 +50,14 @@ TEST_CASE("list_records lists a torch file's records with offsets into the file"
       REQUIRE(record.offset + record.stored_size <= file.size());
       const auto bytes = byte_span(file).subspan(record.offset, record.stored_size);
       CHECK(tensorfile::detail::crc32(bytes) == record.crc32);
-      CHECK(file.compare(record.offset - record.name.size(), record.name.size(), record.name) == 0);  // no extra
+      const std::size_t header = file.rfind(std::string("PK\x03\x04", 4), record.offset);
+      REQUIRE(header != std::string::npos);
+      const auto u16_at = [&](std::size_t at) {
+        return static_cast<std::size_t>(static_cast<unsigned char>(file[at])) |
+               (static_cast<std::size_t>(static_cast<unsigned char>(file[at + 1])) << 8);
+      };
+      CHECK(file.compare(header + 30, u16_at(header + 26), record.name) == 0);
+      CHECK(header + 30 + u16_at(header + 26) + u16_at(header + 28) == record.offset);
     }
     CHECK(file.substr(records[2].offset, 2) == "3\n");
     float values[6];
