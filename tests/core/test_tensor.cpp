@@ -199,6 +199,45 @@ TEST_CASE("contiguous and clone copy values in C order", "[tensor]") {
   CHECK(graded.clone().requires_grad());
 }
 
+TEST_CASE("for_each_byte_run hands over the values in C order, contiguous runs in place", "[tensor]") {
+  struct Runs {
+    std::vector<std::byte> bytes;
+    std::size_t calls = 0;
+    std::size_t in_place = 0;  // runs that point into the storage rather than a scratch buffer
+  };
+  const auto collect = [](const Tensor& t) {
+    Runs runs;
+    const std::byte* begin = t.storage().data();
+    t.for_each_byte_run([&](std::span<const std::byte> bytes) {
+      ++runs.calls;
+      if (bytes.data() >= begin && bytes.data() < begin + t.storage().size_bytes()) ++runs.in_place;
+      runs.bytes.insert(runs.bytes.end(), bytes.begin(), bytes.end());
+    });
+    return runs;
+  };
+  const auto dense = [](const Tensor& t) {
+    std::vector<std::byte> out(t.nbytes());
+    t.copy_into(out.data());
+    return out;
+  };
+  const Tensor base = arange_f32(12, {3, 4});
+  SECTION("a contiguous tensor: one run per row, straight from the storage") {
+    const Runs runs = collect(base);
+    CHECK(runs.bytes == dense(base));
+    CHECK((runs.calls == 3 && runs.in_place == 3));
+  }
+  SECTION("a strided view: gathered runs that concatenate to copy_into's bytes") {
+    const Tensor t = base.transpose(0, 1).slice(0, 0, 4, 2);  // (2, 3), strides (2, 4)
+    const Runs runs = collect(t);
+    CHECK(runs.bytes == dense(t));
+    CHECK((runs.calls == 2 && runs.in_place == 0));
+  }
+  SECTION("a scalar gives one run, an empty tensor none") {
+    CHECK(collect(arange_f32(1, {})).bytes.size() == 4);
+    CHECK(collect(Tensor::zeros({0, 3}, DType::Float32)).calls == 0);
+  }
+}
+
 TEST_CASE("to(Device) moves between cpu and meta; cuda needs the CUDA header", "[tensor][device]") {
   const Tensor t = arange_f32(6, {2, 3});
   const Tensor m = t.to(Device::meta());

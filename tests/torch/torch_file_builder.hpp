@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Test helpers that craft torch files byte by byte: a small pickle writer and a stored-zip writer.
+// Test helpers that craft torch files byte by byte: a small pickle writer and a stored-zip writer; file helpers.
 #pragma once
 
 #include <tensorfile/detail/zip/crc32.hpp>
@@ -7,6 +7,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,5 +150,19 @@ inline std::string torch_zip(const std::string& prefix, const std::vector<std::p
 inline std::string torch_file(const std::string& pickle, const std::string& record) {
   return torch_zip("archive", {{"data.pkl", pickle}, {"data/0", record}, {"version", "3\n"}});
 }
+
+/// The whole file at `path` (empty when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Writes `bytes` as the whole file at `path`.
+inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+/// The bytes of a string, as the loaders take them.
+inline std::span<const std::byte> byte_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
 
 }  // namespace tensorfile_test

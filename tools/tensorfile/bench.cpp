@@ -145,11 +145,11 @@ int run_bench(const Args& args) {
     (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
   }
 
-  const InputFormat format = detect_format(path);
+  const FileFormat format = detect_format(path);
   std::vector<Mode> modes;
   std::uint64_t data_bytes = 0;
   std::size_t tensor_count = 0;
-  if (format == InputFormat::tensordict) {
+  if (format == FileFormat::tensordict) {
     const auto load_tree = [path](MemmapLoadOptions options) {
       options.access = MemmapAccess::read_only;
       return load_memmap(path, options);

@@ -121,7 +121,7 @@ int run_convert(const Args& args) {
     }
   };
 
-  if (detect_format(in) == InputFormat::tensordict) {
+  if (detect_format(in) == FileFormat::tensordict) {
     MemmapLoadOptions options{.access = MemmapAccess::read_only};
     if (where) {
       Device device;

@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <compare>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 
-#include <sha256.hpp>
+#include <openssl/evp.h>
 
 #include "python_text.hpp"
 
@@ -141,26 +144,25 @@ std::weak_ordering compare_keys(const Value& a, const Value& b) {
 
 // ---- hashing ---------------------------------------------------------------------------------
 
-/// SHA-256 of the values in C order, streamed through runs of the view: no copy of the tensor is made.
+/// SHA-256 of the values in C order (OpenSSL's), streamed through byte runs of the view: the tensor is not copied.
 std::string tensor_sha256(const Tensor& t) {
-  detail::Sha256 hash;
-  if (t.numel() == 0) return hash.hex_digest();
-  const auto elem = static_cast<std::int64_t>(t.element_size());
-  const std::byte* base = t.raw_data() - t.storage_offset() * elem;
-  std::vector<std::byte> scratch;  // gathers strided elements into larger updates
-  detail::for_each_run(
-      t.sizes(), t.strides(), t.storage_offset(), [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
-        if (stride == 1) {
-          hash.update({base + offset * elem, static_cast<std::size_t>(count * elem)});
-          return;
-        }
-        scratch.resize(static_cast<std::size_t>(count * elem));
-        for (std::int64_t i = 0; i < count; ++i) {
-          std::memcpy(scratch.data() + i * elem, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
-        }
-        hash.update(scratch);
-      });
-  return hash.hex_digest();
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("OpenSSL cannot start a SHA-256 digest");
+  }
+  t.for_each_byte_run([&](std::span<const std::byte> bytes) {
+    if (EVP_DigestUpdate(context.get(), bytes.data(), bytes.size()) != 1) {
+      throw std::runtime_error("OpenSSL's SHA-256 digest failed");
+    }
+  });
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) {
+    throw std::runtime_error("OpenSSL's SHA-256 digest failed");
+  }
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
 }
 
 std::string shape_text(const Shape& shape) {
@@ -302,7 +304,7 @@ class Describer {
         const NonTensorData& data = entry.as_non_tensor();
         if (data.data().is_none() && data.pickle) {
           return value(path, depth, label, "unsupported", json_string("pickle"),
-                       fmt::format("<{} kept as a pickle, not read>", detail::td::class_name_of(data.type_name)));
+                       fmt::format("<{} kept as a pickle, not read>", data.class_name()));
         }
         return walk(data.data(), path, depth, label);
       }

@@ -1,67 +1,15 @@
 // SPDX-License-Identifier: MIT
-// Format detection and shared helpers of the tensorfile program.
+// Helpers shared by the commands of the tensorfile program.
 #include "formats.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
-#include <cstddef>
-#include <fstream>
 #include <map>
-#include <span>
-#include <system_error>
-
-#include <tensorfile/backends/mmap.hpp>
-#include <tensorfile/formats/torch/load.hpp>
-#include <tensorfile/detail/zip/reader.hpp>
 
 #include "args.hpp"
 
 namespace tensorfile::cli {
-
-InputFormat detect_format(const std::filesystem::path& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) return InputFormat::tensordict;
-  std::ifstream in(path, std::ios::binary);
-  std::array<char, 512> head{};  // the tar magic sits at byte 257
-  in.read(head.data(), head.size());
-  const auto bytes = std::as_bytes(std::span(head.data(), static_cast<std::size_t>(in.gcount())));
-  switch (detail::sniff_torch_format(bytes)) {
-    case TorchFormat::zip: return InputFormat::torch_zip;
-    case TorchFormat::legacy: return InputFormat::torch_legacy;
-    default: return InputFormat::other;
-  }
-}
-
-std::string_view format_name(InputFormat format) noexcept {
-  switch (format) {
-    case InputFormat::torch_zip: return "torch-zip";
-    case InputFormat::torch_legacy: return "torch-legacy";
-    case InputFormat::tensordict: return "tensordict";
-    case InputFormat::other: break;
-  }
-  return "unknown";
-}
-
-ZipFacts read_zip_facts(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
-  const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path);
-  ZipFacts facts;
-  facts.prefix = zip.prefix();
-  facts.records = zip.entries().size();
-  const auto text_of = [&](std::string_view name) {
-    const detail::ZipEntry* entry = zip.find(name);
-    if (entry == nullptr || entry->size > 64) return std::string();
-    const std::vector<std::byte> raw = zip.read(*entry);
-    std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
-    return text;
-  };
-  facts.version = text_of(".data/version");
-  if (facts.version.empty()) facts.version = text_of("version");
-  facts.byteorder = text_of("byteorder");
-  return facts;
-}
 
 MapLocation parse_map_location(std::string_view text) {
   try {

@@ -8,6 +8,7 @@
 
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
+#include <tensorfile/formats/torch/archive.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 
 #include "commands.hpp"
@@ -24,10 +25,10 @@ constexpr std::array inspect_options{
 };
 
 /// Loads a torch file for describing: mapped, never strict, and (without hashes) reading no tensor data.
-Description describe_torch_file(const std::filesystem::path& path, InputFormat format, bool hashes) {
+Description describe_torch_file(const std::filesystem::path& path, FileFormat format, bool hashes) {
   StorageTags tags;
   LoadOptions options{.mmap = true, .strict = false};
-  if (format == InputFormat::torch_zip || hashes) {
+  if (format == FileFormat::torch_zip || hashes) {
     // Told each storage's saved tag; the bytes handed over are a view of the mapping (zip) that no one reads
     // unless hashing. Legacy files copy their bytes first, so they only come here when hashing anyway.
     options.map_location = MapLocation::Function([&tags, hashes](const Storage& bytes, std::string_view tag) {
@@ -43,17 +44,16 @@ Description describe_torch_file(const std::filesystem::path& path, InputFormat f
   return describe_value(load(path, options), tags, hashes);
 }
 
-std::string header_line(const std::string& shown, InputFormat format, const std::filesystem::path& path) {
+std::string header_line(const std::string& shown, FileFormat format, const std::filesystem::path& path) {
   switch (format) {
-    case InputFormat::torch_zip: {
-      const ZipFacts facts = read_zip_facts(path);
-      return fmt::format("{}: torch-zip, version {}, {} records, archive prefix \"{}\"{}", shown,
-                         facts.version.empty() ? "?" : facts.version, facts.records, facts.prefix,
-                         facts.byteorder == "big" ? ", big-endian data" : "");
+    case FileFormat::torch_zip: {
+      const ArchiveInfo info = read_archive_info(path);
+      return fmt::format("{}: torch-zip, version {}, {} records, archive prefix \"{}\"{}", shown, info.version,
+                         info.records.size(), info.prefix, info.big_endian ? ", big-endian data" : "");
     }
-    case InputFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
-    case InputFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
-    case InputFormat::other: break;
+    case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
+    case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
+    case FileFormat::unknown: break;
   }
   return shown;
 }
@@ -189,9 +189,9 @@ int run_inspect(const Args& args) {
   const std::string& shown = args.operands()[0];
   const std::filesystem::path path = shown;
   const bool hashes = args.flag("hash");
-  const InputFormat format = detect_format(path);
+  const FileFormat format = detect_format(path);
   Description description;
-  if (format == InputFormat::tensordict) {
+  if (format == FileFormat::tensordict) {
     MemmapLoadOptions options{.access = MemmapAccess::read_only};
     if (!hashes) options.device = Device::meta();
     description = describe_tensordict(load_memmap(path, options), hashes);

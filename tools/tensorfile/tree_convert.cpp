@@ -217,7 +217,7 @@ class ToValue {
       case Entry::Kind::non_tensor: {
         const NonTensorData& data = e.as_non_tensor();
         if (data.data().is_none() && data.pickle) {
-          dropped_.push_back({path, "pickled " + std::string(detail::td::class_name_of(data.type_name))});
+          dropped_.push_back({path, "pickled " + std::string(data.class_name())});
           return std::nullopt;
         }
         return data.data();

@@ -437,6 +437,29 @@ class Tensor {
     });
   }
 
+  /// Calls `fn(std::span<const std::byte>)` with the elements' bytes in C order, in pieces whose concatenation is
+  /// what copy_into() writes (to hash or stream a view without copying it whole): contiguous runs straight from
+  /// the storage, the elements of a strided innermost dimension gathered into a scratch buffer first. Never calls
+  /// `fn` for a tensor without elements. CPU tensors only.
+  template <class Fn>
+  void for_each_byte_run(Fn&& fn) const {
+    if (numel() == 0) return;
+    const auto elem = static_cast<std::int64_t>(element_size());
+    const std::byte* base = host_bytes<const std::byte>() - offset_ * elem;
+    std::vector<std::byte> scratch;
+    detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
+      if (stride == 1) {
+        fn(std::span<const std::byte>(base + offset * elem, static_cast<std::size_t>(count * elem)));
+        return;
+      }
+      scratch.resize(static_cast<std::size_t>(count * elem));
+      for (std::int64_t i = 0; i < count; ++i) {
+        std::memcpy(scratch.data() + i * elem, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
+      }
+      fn(std::span<const std::byte>(scratch));
+    });
+  }
+
   /// This tensor on `device`: itself when already there; cpu to meta keeps shapes and drops bytes;
   /// meta to cpu throws (there is no data). CUDA needs <tensorfile/cuda.hpp>, else DeviceError.
   [[nodiscard]] Tensor to(Device target) const {

@@ -167,6 +167,9 @@ struct NonTensorData {
   /// Whether this is a NonTensorStack.
   [[nodiscard]] bool is_stack() const noexcept { return detail::td::class_name_of(type_name) == "NonTensorStack"; }
 
+  /// The bare class name of `type_name` ("NonTensorData", "NonTensorStack" or a subclass's name).
+  [[nodiscard]] std::string_view class_name() const noexcept { return detail::td::class_name_of(type_name); }
+
   /// The JSON payload ("data"); None when absent, e.g. pickled into `pickle`.
   [[nodiscard]] const Value& data() const {
     static const Value none;

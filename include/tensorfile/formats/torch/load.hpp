@@ -21,21 +21,14 @@
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/options.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
 #include "tensorfile/formats/torch/detail/torch_hooks.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 
 namespace tensorfile {
-
-/// Which kind of torch file a byte sequence is.
-enum class TorchFormat {
-  zip,          ///< torch.save since 1.6 (a zip of data.pkl and data/N records)
-  legacy,       ///< torch.save before 1.6 (`_use_new_zipfile_serialization=False`): pickles then raw data
-  torchscript,  ///< torch.jit.save archive (not loadable here)
-  tar,          ///< the pre-2017 tar format (not loadable here)
-  unknown,      ///< not a torch file
-};
 
 namespace detail {
 
@@ -49,19 +42,6 @@ struct TorchArchive {
   Storage views;                          ///< when set, storages are zero-copy slices of it
   const FileHandle* file = nullptr;       ///< otherwise, pread from here (path input) ...
 };                                        ///< ... or copy from `bytes` (memory input)
-
-/// Sniffs the format from the first bytes (and the zip index for TorchScript).
-inline TorchFormat sniff_torch_format(std::span<const std::byte> bytes) {
-  const auto starts = [&](std::string_view magic, std::size_t at = 0) {
-    return bytes.size() >= at + magic.size() && std::memcmp(bytes.data() + at, magic.data(), magic.size()) == 0;
-  };
-  if (starts("PK\x03\x04")) return TorchFormat::zip;
-  if (starts("ustar", 257)) return TorchFormat::tar;
-  if (!bytes.empty() && (bytes[0] == std::byte{0x80} || bytes[0] == std::byte{'('} || bytes[0] == std::byte{0x8a})) {
-    return TorchFormat::legacy;  // a pickle stream; load checks the magic number it must start with
-  }
-  return TorchFormat::unknown;
-}
 
 /// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
 template <class Read, class Where>
@@ -124,32 +104,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     throw UnsupportedError("this is a TorchScript archive (torch.jit.save); tensorfile reads torch.save files",
                            {.file = archive.path});
   }
-  const auto record_text = [&](const ZipEntry& entry) {
-    if (entry.size > 64) throw FormatError("record is longer than 64 bytes", {archive.path, entry.name, 0});
-    std::vector<std::byte> raw = zip.read(entry);
-    std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
-    return text;
-  };
-
-  const ZipEntry* version = zip.find(".data/version");
-  if (version == nullptr) version = zip.find("version");
-  if (version == nullptr) throw FormatError("the archive has no version record", {archive.path, member("version")});
-  const std::string version_text = record_text(*version);
-  if (version_text.empty() || version_text.size() > 2 ||
-      version_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(version_text) < 1 ||
-      std::stoi(version_text) > 10) {
-    throw FormatError("unsupported file format version \"" + version_text + "\"; expected 1 to 10",
-                      {archive.path, version->name, 0});
-  }
-  bool big_endian = false;
-  if (const ZipEntry* order = zip.find("byteorder")) {
-    const std::string text = record_text(*order);
-    if (text != "little" && text != "big") {
-      throw FormatError("byteorder is \"" + text + "\"; expected \"little\" or \"big\"", {archive.path, order->name, 0});
-    }
-    big_endian = text == "big";
-  }
+  const bool big_endian = read_torch_zip_header(zip, archive.path).big_endian;
   if (options.verify_crc) {
     for (const auto& entry : zip.entries()) zip.verify_crc(entry);
   }
@@ -391,14 +346,15 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
 
 /// The one reader every load() overload funnels into.
 inline Value load_archive(const TorchArchive& archive, const LoadOptions& options) {
-  switch (sniff_torch_format(archive.bytes)) {
-    case TorchFormat::zip: return load_zip(archive, options);
-    case TorchFormat::legacy: return load_legacy(archive, options);
-    case TorchFormat::tar:
-      throw UnsupportedError("this is the pre-2017 tar format of torch.save; re-save it with a newer torch",
-                             {.file = archive.path});
-    default: break;
+  const FileFormat format = detect_format(archive.bytes);
+  // The tar magic sits at byte 257, after a member name that may start like a pickle.
+  if (format != FileFormat::torch_zip && archive.bytes.size() >= 262 &&
+      std::memcmp(archive.bytes.data() + 257, "ustar", 5) == 0) {
+    throw UnsupportedError("this is the pre-2017 tar format of torch.save; re-save it with a newer torch",
+                           {.file = archive.path});
   }
+  if (format == FileFormat::torch_zip) return load_zip(archive, options);
+  if (format == FileFormat::torch_legacy) return load_legacy(archive, options);
   if (archive.bytes.size() >= 8 && std::memcmp(archive.bytes.data(), "PYTORCH1", 8) == 0) {
     throw UnsupportedError("this is the preview-release torch format (PYTORCH1)", {.file = archive.path});
   }

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// Which file format a path or a byte sequence holds, told from the file system and the first bytes only.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+namespace tensorfile {
+
+/// A file format tensorfile knows; new formats are appended, never reordered.
+enum class FileFormat {
+  unknown,       ///< none of the formats below (or a path that cannot be read)
+  torch_zip,     ///< torch.save since 1.6: a zip archive of data.pkl and data/N records
+  torch_legacy,  ///< torch.save with `_use_new_zipfile_serialization=False`: pickles, then raw storages
+  tensordict,    ///< a directory: a tensordict memmap tree (load_memmap checks its meta.json)
+};
+
+/// The format's name as the `tensorfile` program prints it: "torch-zip", "torch-legacy", "tensordict",
+/// "unknown".
+[[nodiscard]] constexpr std::string_view format_name(FileFormat format) noexcept {
+  switch (format) {
+    case FileFormat::torch_zip: return "torch-zip";
+    case FileFormat::torch_legacy: return "torch-legacy";
+    case FileFormat::tensordict: return "tensordict";
+    case FileFormat::unknown: break;
+  }
+  return "unknown";
+}
+
+/// How many leading bytes detect_format needs at most (the tar magic of the pre-2017 torch format sits at 257).
+inline constexpr std::size_t format_sniff_bytes = 512;
+
+/// The format of a file's bytes, from its magic: a zip local header is torch_zip, a pickle start
+/// (PROTO, or the `(` and long-int openings of protocol 0 and 1) torch_legacy; the loader checks the rest.
+/// Bytes past the first format_sniff_bytes are not looked at. Never throws.
+[[nodiscard]] inline FileFormat detect_format(std::span<const std::byte> bytes) noexcept {
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) return FileFormat::torch_zip;
+  if (!bytes.empty() && (bytes[0] == std::byte{0x80} || bytes[0] == std::byte{'('} || bytes[0] == std::byte{0x8a})) {
+    return FileFormat::torch_legacy;
+  }
+  return FileFormat::unknown;
+}
+
+/// The format of what `path` names: a directory is a tensordict tree, a file is told by its first bytes,
+/// never by its name. A missing or unreadable path is `unknown` (loading it then says why). Never throws.
+[[nodiscard]] inline FileFormat detect_format(const std::filesystem::path& path) noexcept {
+  try {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) return FileFormat::tensordict;
+    std::ifstream in(path, std::ios::binary);
+    std::array<char, format_sniff_bytes> head{};
+    in.read(head.data(), head.size());
+    return detect_format(std::as_bytes(std::span(head.data(), static_cast<std::size_t>(in.gcount()))));
+  } catch (...) {  // an allocation failure in the stream or the path conversion: nothing to detect
+    return FileFormat::unknown;
+  }
+}
+
+}  // namespace tensorfile

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+// A full structural and bounds check of a torch file or tensordict tree, returned as a report (what `tensorfile
+// verify` prints). It sits above the formats because it dispatches over all of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+
+namespace tensorfile {
+
+/// What verify() checks beyond the structure.
+struct VerifyOptions {
+  bool crc = true;  ///< check every zip record's CRC-32 (reads every byte of a torch zip file)
+};
+
+/// What verify() found. The counts describe what was checked; those of another format stay 0.
+struct VerifyReport {
+  FileFormat format = FileFormat::unknown;  ///< the format detect_format() found
+  std::vector<std::string> errors{};        ///< every error found, worded as the library's exceptions word them
+  std::size_t records = 0;                  ///< torch zip: records (zip entries) in the archive
+  std::uint64_t record_bytes = 0;           ///< torch zip: their bytes once decompressed
+  std::size_t storage_records = 0;          ///< torch zip: records under data/
+  std::size_t storages_used = 0;            ///< torch zip: storage records that data.pkl uses
+  std::size_t tensors = 0;                  ///< torch: tensors in the loaded object tree
+  std::size_t leaves = 0;                   ///< tensordict: leaves of the tree
+  std::uint64_t leaf_bytes = 0;             ///< tensordict: bytes of its tensor leaves
+
+  /// Whether no error was found.
+  [[nodiscard]] bool ok() const noexcept { return errors.empty(); }
+};
+
+namespace detail {
+
+/// Runs one check; an Error it throws becomes a finding. Returns whether the check passed.
+template <class Check>
+bool verify_step(VerifyReport& report, Check&& check) {
+  try {
+    check();
+    return true;
+  } catch (const Error& error) {
+    report.errors.emplace_back(error.what());
+    return false;
+  }
+}
+
+/// The pickle, every record it names and every view, by a meta load that reads no tensor data; for a zip file
+/// counts the storage records the pickle uses.
+inline void verify_torch_objects(VerifyReport& report, const std::filesystem::path& path) {
+  LoadOptions options{.map_location = Device::meta(), .mmap = true, .strict = false};
+  if (report.format == FileFormat::torch_zip) {  // the bytes handed over are views of the mapping no one reads
+    options.map_location = MapLocation::Function([&report](const Storage& bytes, std::string_view) {
+      ++report.storages_used;
+      return std::optional<Storage>(meta_storage(bytes.size_bytes()));
+    });
+  }
+  verify_step(report, [&] { report.tensors = named_tensors(load(path, options)).size(); });
+}
+
+inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& path, const VerifyOptions& options) {
+  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  std::optional<ZipReader> zip;
+  if (!verify_step(report, [&] { zip.emplace(ZipReader::open({mapping.data(), mapping.size_bytes()}, path)); })) {
+    return;  // no index: nothing else can be found
+  }
+  for (const ZipEntry& entry : zip->entries()) {
+    if (options.crc) verify_step(report, [&] { zip->verify_crc(entry); });
+    report.record_bytes += entry.size;
+    if (std::string_view(entry.name).substr(zip->prefix().size() + 1).starts_with("data/")) ++report.storage_records;
+  }
+  report.records = zip->entries().size();
+  verify_torch_objects(report, path);
+}
+
+inline void verify_tensordict(VerifyReport& report, const std::filesystem::path& path) {
+  verify_step(report, [&] {
+    // Mapped for real: every data file is opened and its length checked against meta.json.
+    const TensorDict td = load_memmap(path, {.access = MemmapAccess::read_only});
+    td.for_each_leaf([&](const NestedKey&, const Entry& leaf) {
+      ++report.leaves;
+      if (leaf.is_tensor()) report.leaf_bytes += leaf.as_tensor().nbytes();
+    });
+  });
+}
+
+}  // namespace detail
+
+/// Checks the file or tree at `path` in full and reports every error instead of stopping at the first.
+/// Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), the version and
+/// byteorder records, data.pkl, each storage record against the size its tensors declare and each view against
+/// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
+/// every data file's length. Objects kept opaque (numpy arrays, modules) are not errors. A path of unknown
+/// format gets the error load() gives it. Tensor data is mapped, never copied. Throws IoError only when a torch
+/// zip file cannot be mapped; every other problem is in the report.
+[[nodiscard]] inline VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options = {}) {
+  VerifyReport report;
+  report.format = detect_format(path);
+  switch (report.format) {
+    case FileFormat::torch_zip: detail::verify_torch_zip(report, path, options); break;
+    case FileFormat::torch_legacy: detail::verify_torch_objects(report, path); break;
+    case FileFormat::tensordict: detail::verify_tensordict(report, path); break;
+    case FileFormat::unknown: detail::verify_step(report, [&] { (void)load(path, {.mmap = true}); }); break;
+  }
+  return report;
+}
+
+}  // namespace tensorfile
