@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/formats/tensordict/detail/meta_json.hpp> and the key rules of detail/keys.hpp.
-#include <tensorfile/formats/tensordict/detail/meta_json.hpp>
+// Tests of <tensorfile/formats/tensordict/detail/meta_schema.hpp> and the key rules of detail/keys.hpp.
+#include <tensorfile/formats/tensordict/detail/meta_schema.hpp>
 
 #include <cmath>
 #include <limits>
@@ -9,11 +9,15 @@
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using namespace tensorfile::detail;
 using namespace tensorfile::detail::td;
 
 namespace {
 const std::filesystem::path meta_file = "dir/meta.json";
-Value parse(std::string_view text) { return JsonReader(text, meta_file).parse_document(); }
+Value parse(std::string_view text) {
+  JsonReader in(text, meta_file);
+  return parse_json_document(in);
+}
 std::string dump(const Value& v, MetaJsonStyle style = MetaJsonStyle::stdlib, bool compact = false) {
   std::string out;
   JsonWriter(out, style, compact).value(v);
@@ -21,7 +25,7 @@ std::string dump(const Value& v, MetaJsonStyle style = MetaJsonStyle::stdlib, bo
 }
 std::string py_float(double v, MetaJsonStyle style = MetaJsonStyle::stdlib) {
   std::string out;
-  append_python_float(out, v, style);
+  append_json_float(out, v, style == MetaJsonStyle::stdlib ? JsonNonFinite::python_tokens : JsonNonFinite::null);
   return out;
 }
 }  // namespace
@@ -216,7 +220,7 @@ TEST_CASE("read_dir_meta classifies the members of a TensorDict meta.json", "[te
                       "tensorfile: dir/meta.json: invalid JSON; expected a JSON object, got '[' (at byte 0)");
 }
 
-TEST_CASE("Python float repr", "[tensordict][json]") {
+TEST_CASE("meta.json floats: Python repr, NaN tokens or null", "[tensordict][json]") {
   CHECK(py_float(1.0) == "1.0");
   CHECK(py_float(2.5) == "2.5");
   CHECK(py_float(0.1) == "0.1");

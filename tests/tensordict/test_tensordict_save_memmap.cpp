@@ -73,7 +73,8 @@ TensorDict on_cpu(TensorDict td) {
 }
 Value parse_json(const std::string& text) {
   const fs::path file = "meta.json";
-  return detail::td::JsonReader(text, file).parse_document();
+  detail::JsonReader reader(text, file);
+  return detail::td::parse_json_document(reader);
 }
 }  // namespace
 

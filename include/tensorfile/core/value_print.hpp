@@ -4,28 +4,68 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tensorfile/core/print.hpp"
+#include "tensorfile/core/text.hpp"
 #include "tensorfile/core/value.hpp"
 
 namespace tensorfile {
 
-namespace detail {
-
-/// The text of a dict key as one path step: str keys as they are, ints in decimal, others printed.
-inline std::string key_text(const Value& key) {
-  switch (key.kind()) {
-    case Value::Kind::string: return key.as_string();
-    case Value::Kind::integer: return std::to_string(key.as_int());
-    case Value::Kind::big_integer: return key.as_big_int().str();
-    case Value::Kind::boolean: return key.as_bool() ? "True" : "False";
-    default: return "<" + std::string(Value::kind_name(key.kind())) + ">";
+/// Python's repr() of the values that can be dict keys or plain leaves: None, bool, int, float, complex,
+/// str, bytes, tuple, dtype ("torch.float32"), device, global ("module.name"); "<kind>" for the others.
+[[nodiscard]] inline std::string python_repr(const Value& v) {
+  // repr(complex) writes its parts as floats without a trailing ".0".
+  const auto complex_part = [](double x) {
+    std::string text = python_float_repr(x);
+    if (text.size() > 2 && text.ends_with(".0")) text.resize(text.size() - 2);
+    return text;
+  };
+  switch (v.kind()) {
+    case Value::Kind::none: return "None";
+    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
+    case Value::Kind::integer: return std::to_string(v.as_int());
+    case Value::Kind::big_integer: return v.as_big_int().str();
+    case Value::Kind::floating: return python_float_repr(v.as_float());
+    case Value::Kind::complex: {
+      const auto c = v.as_complex();
+      const std::string imag = complex_part(c.imag()) + "j";
+      if (c.real() == 0 && !std::signbit(c.real())) return imag;
+      return "(" + complex_part(c.real()) + (imag.front() == '-' ? "" : "+") + imag + ")";
+    }
+    case Value::Kind::string: return python_str_repr(v.as_string());
+    case Value::Kind::bytes: return python_bytes_repr(v.as_bytes().data);
+    case Value::Kind::tuple: {
+      const auto& items = v.as_tuple();
+      std::string out = "(";
+      for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + python_repr(items[i]);
+      return out + (items.size() == 1 ? ",)" : ")");
+    }
+    case Value::Kind::dtype: return "torch." + std::string(dtype_name(v.as_dtype()));
+    case Value::Kind::device: {
+      const auto device = v.as_device();
+      const std::string type = device.is_cpu() ? "cpu" : device.is_cuda() ? "cuda" : "meta";
+      return "device(type='" + type + "'" + (device.index >= 0 ? ", index=" + std::to_string(device.index) : "") + ")";
+    }
+    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
+    default: return "<" + std::string(Value::kind_name(v.kind())) + ">";
   }
 }
+
+/// The text of a dict key as one path step, before any escaping: str keys as they are, ints in decimal,
+/// other keys as python_repr() ("True", "2.5", "(1, 'a')").
+[[nodiscard]] inline std::string key_text(const Value& key) {
+  if (key.is_string()) return key.as_string();
+  if (key.is_int()) return std::to_string(key.as_int());
+  if (key.is_big_int()) return key.as_big_int().str();
+  return python_repr(key);
+}
+
+namespace detail {
 
 template <class Fn>
 void walk_tensors(const Value& v, const std::string& path, Fn& fn) {

@@ -18,6 +18,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/zip/crc32.hpp"
+#include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/inflate.hpp"
 
 namespace tensorfile::detail {
@@ -71,16 +72,12 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 
 /// `0x` and eight hex digits.
 [[nodiscard]] inline std::string hex32(std::uint32_t value) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string text = "0x";
-  for (int shift = 28; shift >= 0; shift -= 4) text += digits[(value >> shift) & 0xFu];
-  return text;
+  return "0x" + hex_text(value, 8);
 }
 
 /// A name from the archive made safe to print: control and non-ASCII bytes become `\xNN`, and
 /// names longer than 256 bytes are cut.
 [[nodiscard]] inline std::string printable(std::string_view name) {
-  static constexpr char digits[] = "0123456789abcdef";
   std::string text;
   const std::size_t shown = std::min<std::size_t>(name.size(), 256);
   for (std::size_t i = 0; i < shown; ++i) {
@@ -89,8 +86,7 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
       text += static_cast<char>(c);
     } else {
       text += "\\x";
-      text += digits[c >> 4];
-      text += digits[c & 0xFu];
+      append_hex(text, c, 2);
     }
   }
   if (shown < name.size()) text += "...";

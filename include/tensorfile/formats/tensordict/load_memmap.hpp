@@ -24,7 +24,7 @@
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_json.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
@@ -574,7 +574,7 @@ class MemmapLoader {
   /// The meta.json members other than `_type`, in order.
   static Dict other_members(JsonReader& reader) {
     reader.seek(0);
-    Value doc = reader.parse_document();
+    Value doc = parse_json_document(reader);
     Dict fields;
     for (const auto& [key, value] : doc.as_dict()) {
       if (key.as_string() != "_type") fields.set(key, value);

@@ -24,7 +24,7 @@
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_json.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {

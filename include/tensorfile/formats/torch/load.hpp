@@ -21,6 +21,7 @@
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/options.hpp"
@@ -359,10 +360,8 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
     throw UnsupportedError("this is the preview-release torch format (PYTORCH1)", {.file = archive.path});
   }
   std::string head;
-  static constexpr char hex[] = "0123456789abcdef";
   for (std::size_t i = 0; i < std::min<std::size_t>(4, archive.bytes.size()); ++i) {
-    const auto b = std::to_integer<unsigned>(archive.bytes[i]);
-    head += std::string(i ? " " : "") + hex[b >> 4] + hex[b & 15];
+    head += std::string(i ? " " : "") + detail::hex_text(std::to_integer<unsigned>(archive.bytes[i]), 2);
   }
   throw FormatError("not a torch file; expected a zip archive or a pickle, got bytes " +
                         (head.empty() ? std::string("(empty file)") : head),

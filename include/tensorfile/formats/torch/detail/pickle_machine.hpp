@@ -17,6 +17,8 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
+#include "tensorfile/detail/bytes/twos_complement.hpp"
+#include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/formats/torch/detail/opcodes.hpp"
 
 namespace tensorfile::detail {
@@ -426,15 +428,7 @@ class PickleMachine {
     big.bytes.resize(raw.size());
     std::memcpy(big.bytes.data(), raw.data(), raw.size());
     // Normalise: drop redundant sign bytes; a value that fits 64 bits becomes a plain int.
-    while (big.bytes.size() > 1) {
-      const auto last = big.bytes.back();
-      const auto prev_sign = big.bytes[big.bytes.size() - 2] & 0x80u;
-      if ((last == 0x00 && !prev_sign) || (last == 0xFF && prev_sign)) {
-        big.bytes.pop_back();
-      } else {
-        break;
-      }
-    }
+    trim_sign_bytes(big.bytes);
     if (big.bytes.size() <= 8) return make_int_from_le(std::as_bytes(std::span(big.bytes)));
     return Value(std::move(big));
   }
@@ -638,8 +632,7 @@ class PickleMachine {
       case Op::put: memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;
       case Op::get: memo_get(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;
       default: {
-        static constexpr char hex[] = "0123456789abcdef";
-        fail(std::string("unsupported pickle opcode 0x") + hex[op >> 4] + hex[op & 15]);
+        fail("unsupported pickle opcode 0x" + hex_text(op, 2));
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/twos_complement.hpp"
 #include "tensorfile/formats/torch/detail/opcodes.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 
@@ -110,10 +111,7 @@ class PickleWriter {
       std::vector<std::uint8_t> bytes;
       auto u = static_cast<std::uint64_t>(v);
       for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(u >> (8 * i)));
-      while (bytes.size() > 1 && ((bytes.back() == 0x00 && !(bytes[bytes.size() - 2] & 0x80)) ||
-                                  (bytes.back() == 0xFF && (bytes[bytes.size() - 2] & 0x80)))) {
-        bytes.pop_back();
-      }
+      trim_sign_bytes(bytes);
       byte(static_cast<std::uint32_t>(bytes.size()));
       for (auto b : bytes) byte(b);
     }

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// Python's text forms (repr of floats, str and bytes) and JSON strings as Python's json module writes them.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensorfile/detail/text/hex.hpp"
+#include "tensorfile/detail/text/json_writer.hpp"
+#include "tensorfile/detail/text/python_repr.hpp"
+
+namespace tensorfile {
+
+/// Python's repr() of a float: "0.1", "1.0", "1e-05", "1e+16", "-0.0", "nan", "inf", "-inf".
+[[nodiscard]] inline std::string python_float_repr(double x) {
+  std::string out;
+  detail::append_python_float_repr(out, x);
+  return out;
+}
+
+/// Python's repr() of a str: single quotes unless the text has ' and no "; quote, backslash and ASCII
+/// controls escaped, non-ASCII shown as is. Bytes that are not UTF-8 come through as latin-1 code points.
+[[nodiscard]] inline std::string python_str_repr(std::string_view text) {
+  std::string out;
+  detail::append_python_str_repr(out, text);
+  return out;
+}
+
+/// Python's repr() of bytes: b'...' with printable ASCII as is and the other bytes escaped.
+[[nodiscard]] inline std::string python_bytes_repr(std::span<const std::byte> bytes) {
+  std::string out;
+  detail::append_python_bytes_repr(out, bytes);
+  return out;
+}
+
+/// `text` as a JSON string, as Python's json.dumps writes it (ASCII only: lower-case \uXXXX escapes,
+/// surrogate pairs above U+FFFF). Bytes that are not UTF-8 come through as latin-1 code points, never lost.
+[[nodiscard]] inline std::string json_string(std::string_view text) {
+  std::string out;
+  (void)detail::append_json_string(out, text, detail::JsonCharset::ascii, detail::OnInvalidUtf8::latin1);
+  return out;
+}
+
+/// Lower-case hex of `bytes`, two digits a byte.
+[[nodiscard]] inline std::string hex_bytes(std::span<const std::byte> bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const std::byte b : bytes) detail::append_hex(out, std::to_integer<unsigned>(b), 2);
+  return out;
+}
+
+}  // namespace tensorfile
