@@ -23,9 +23,14 @@
 #include "tensorfile/io/from_buffer.hpp"
 #include "tensorfile/io/from_file.hpp"
 
+#include "tensorfile/formats/format.hpp"
+
+#include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/formats/torch/save.hpp"
 
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/save_memmap.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
+
+#include "tensorfile/verify.hpp"
