@@ -44,7 +44,7 @@ std::string_view format_name(InputFormat format) noexcept {
 }
 
 ZipFacts read_zip_facts(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
   const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path);
   ZipFacts facts;
   facts.prefix = zip.prefix();

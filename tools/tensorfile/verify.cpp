@@ -42,7 +42,7 @@ bool attempt(Findings& findings, Check&& check) {
 std::size_t check_objects(Findings& findings, const std::filesystem::path& path, bool zip) {
   std::size_t storages = 0;
   std::size_t tensors = 0;
-  LoadOptions options{.map_location = Device::meta(), .mmap = true, .strict = false};
+  LoadOptions options{.map_location = Device::meta(), .mmap = MapMode::copy_on_write, .strict = false};
   if (zip) {  // counts the records the pickle uses; their bytes are views of the mapping that no one reads
     options.map_location = MapLocation::Function([&storages](const Storage& bytes, std::string_view) {
       ++storages;
@@ -55,7 +55,7 @@ std::size_t check_objects(Findings& findings, const std::filesystem::path& path,
 }
 
 void verify_zip(Findings& findings, const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
   std::optional<detail::ZipReader> zip;
   if (!attempt(findings, [&] { zip.emplace(detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path)); })) {
     return;  // no index: nothing else can be found
@@ -85,7 +85,7 @@ void verify_tensordict(Findings& findings, const std::filesystem::path& path) {
   std::uint64_t bytes = 0;
   attempt(findings, [&] {
     // Mapped for real: every data file is opened and its length checked against meta.json.
-    const TensorDict td = load_memmap(path, {.access = MemmapAccess::read_only});
+    const TensorDict td = load_memmap(path, {.access = MapMode::read_only});
     td.for_each_leaf([&](const NestedKey&, const Entry& leaf) {
       ++leaves;
       if (leaf.is_tensor()) bytes += leaf.as_tensor().nbytes();
@@ -122,7 +122,7 @@ int run_verify(const Args& args) {
     case InputFormat::torch_zip: verify_zip(findings, path); break;
     case InputFormat::torch_legacy: verify_legacy(findings, path); break;
     case InputFormat::tensordict: verify_tensordict(findings, path); break;
-    case InputFormat::other: attempt(findings, [&] { (void)load(path, {.mmap = true}); }); break;
+    case InputFormat::other: attempt(findings, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); }); break;
   }
   if (findings.errors.empty()) {
     fmt::print("{}: OK: {}\n", shown, findings.checked);
