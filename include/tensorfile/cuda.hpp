@@ -131,15 +131,15 @@ namespace tensorfile::cuda {
 
 /// A 1-d tensor of `options.size` elements of `path` (tensorfile::from_file's rules) on `device`,
 /// read through the ring (or cuFile) rather than mapped. A cpu or meta device gives from_file's
-/// tensor moved there. Throws ArgumentError for `.shared` (a device copy cannot write back to the
+/// tensor moved there. Throws ArgumentError for MapMode::shared (a device copy cannot write back to the
 /// file), and what from_file throws; DeviceError naming the CUDA error when the device is missing.
 [[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {},
                                       Device device = Device::cuda(), const CudaLoadOptions& cuda_options = {}) {
   install();
   if (!device.is_cuda()) return tensorfile::from_file(path, options).to(device);
-  if (options.shared) {
-    throw ArgumentError("shared = true maps the file for writing; a tensor on " + device.str() +
-                            " cannot write back, expected shared = false",
+  if (options.mode == MapMode::shared) {
+    throw ArgumentError("mode = MapMode::shared maps the file for writing; a tensor on " + device.str() +
+                            " cannot write back, expected copy_on_write or read_only",
                         {.file = path});
   }
   const Tensor mapped = tensorfile::from_file(path, options);  // checks sizes; maps, reads nothing

@@ -60,7 +60,7 @@ bool verify_step(VerifyReport& report, Check&& check) {
 /// The pickle, every record it names and every view, by a meta load that reads no tensor data; for a zip file
 /// counts the storage records the pickle uses.
 inline void verify_torch_objects(VerifyReport& report, const std::filesystem::path& path) {
-  LoadOptions options{.map_location = Device::meta(), .mmap = true, .strict = false};
+  LoadOptions options{.map_location = Device::meta(), .mmap = MapMode::copy_on_write, .strict = false};
   if (report.format == FileFormat::torch_zip) {  // the bytes handed over are views of the mapping no one reads
     options.map_location = MapLocation::Function([&report](const Storage& bytes, std::string_view) {
       ++report.storages_used;
@@ -71,7 +71,7 @@ inline void verify_torch_objects(VerifyReport& report, const std::filesystem::pa
 }
 
 inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& path, const VerifyOptions& options) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
   std::optional<ZipReader> zip;
   if (!verify_step(report, [&] { zip.emplace(ZipReader::open({mapping.data(), mapping.size_bytes()}, path)); })) {
     return;  // no index: nothing else can be found
@@ -88,7 +88,7 @@ inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& 
 inline void verify_tensordict(VerifyReport& report, const std::filesystem::path& path) {
   verify_step(report, [&] {
     // Mapped for real: every data file is opened and its length checked against meta.json.
-    const TensorDict td = load_memmap(path, {.access = MemmapAccess::read_only});
+    const TensorDict td = load_memmap(path, {.access = MapMode::read_only});
     td.for_each_leaf([&](const NestedKey&, const Entry& leaf) {
       ++report.leaves;
       if (leaf.is_tensor()) report.leaf_bytes += leaf.as_tensor().nbytes();
@@ -112,7 +112,7 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
     case FileFormat::torch_zip: detail::verify_torch_zip(report, path, options); break;
     case FileFormat::torch_legacy: detail::verify_torch_objects(report, path); break;
     case FileFormat::tensordict: detail::verify_tensordict(report, path); break;
-    case FileFormat::unknown: detail::verify_step(report, [&] { (void)load(path, {.mmap = true}); }); break;
+    case FileFormat::unknown: detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); }); break;
   }
   return report;
 }

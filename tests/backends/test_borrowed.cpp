@@ -18,7 +18,7 @@ TEST_CASE("BorrowedBackend refers to the caller's memory", "[borrowed]") {
     CHECK(s.writable());
     s.mutable_data()[3] = std::byte{9};
     CHECK(bytes[3] == std::byte{9});
-    CHECK(s.kind() == "borrowed");
+    CHECK(s.kind() == StorageKind::borrowed);
   }
   SECTION("const span is read-only") {
     const Storage s{BorrowedBackend(std::span<const std::byte>(bytes))};

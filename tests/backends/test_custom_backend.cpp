@@ -33,7 +33,7 @@ class ArenaBackend {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_.size(); }
   [[nodiscard]] tensorfile::Device device() const noexcept { return tensorfile::Device::cpu(); }
   [[nodiscard]] bool writable() const noexcept { return true; }
-  [[nodiscard]] std::string_view kind() const noexcept { return "arena"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "arena"; }
   [[nodiscard]] const Arena* arena() const noexcept { return arena_.get(); }
 
  private:
@@ -43,7 +43,7 @@ class ArenaBackend {
 
 static_assert(tensorfile::storage_backend<ArenaBackend>);
 
-/// The smallest possible backend: no kind(), read-only constant bytes.
+/// The smallest possible backend: no name(), read-only constant bytes.
 struct ConstantBytes {
   [[nodiscard]] const std::byte* data() const noexcept { return bytes.data(); }
   [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes.size(); }
@@ -62,7 +62,8 @@ TEST_CASE("A user backend plugs into Storage and Tensor without touching the lib
   arena.reset();
   a.data<std::int32_t>()[3] = 42;
   b.data<std::int32_t>()[0] = 7;
-  CHECK(a.storage().kind() == "arena");
+  CHECK(a.storage().kind() == tensorfile::StorageKind::custom);
+  CHECK(a.storage().name() == "arena");
   CHECK(a.data<const std::int32_t>()[3] == 42);
   CHECK(b.storage().data() - a.storage().data() == 64);
   CHECK(a.storage().backend<ArenaBackend>()->arena() == b.storage().backend<ArenaBackend>()->arena());
@@ -73,7 +74,8 @@ TEST_CASE("A user backend plugs into Storage and Tensor without touching the lib
 
   SECTION("a minimal read-only backend") {
     const tensorfile::Tensor c(tensorfile::Storage(ConstantBytes{}), tensorfile::DType::UInt8, {4});
-    CHECK(c.storage().kind() == "custom");
+    CHECK(c.storage().kind() == tensorfile::StorageKind::custom);
+    CHECK(c.storage().name() == "custom");
     CHECK(c.data<const std::uint8_t>()[2] == 3);
     CHECK_THROWS_AS(c.data<std::uint8_t>(), tensorfile::ArgumentError);
   }

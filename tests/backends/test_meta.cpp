@@ -12,5 +12,5 @@ TEST_CASE("meta_storage claims a size and holds no bytes", "[meta]") {
   CHECK(s.size_bytes() == std::size_t{1} << 40);
   CHECK(s.device().is_meta());
   CHECK_FALSE(s.writable());
-  CHECK(s.kind() == "meta");
+  CHECK(s.kind() == StorageKind::meta);
 }

@@ -51,7 +51,7 @@ Result checksum_of(const tensorfile::Value& value, Mode mode) {
 
 int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string& path, int repeats) {
   tensorfile::LoadOptions options;
-  if (mode == Mode::mmap) options.mmap = true;
+  if (mode == Mode::mmap) options.mmap = tensorfile::MapMode::copy_on_write;
   if (mode == Mode::meta) options.map_location = "meta";
   Timings t;
   Result r;

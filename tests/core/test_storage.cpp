@@ -19,7 +19,8 @@ TEST_CASE("Storage copies share one backend", "[storage]") {
     CHECK(b.shares_owner_with(a));
   }
   CHECK(a.use_count() == 1);
-  CHECK(a.kind() == "heap");
+  CHECK(a.kind() == StorageKind::heap);
+  CHECK(a.name() == "heap");
   CHECK(a.backend<HeapBackend>() != nullptr);
   CHECK(a.backend<MetaBackend>() == nullptr);
 }
@@ -48,4 +49,15 @@ TEST_CASE("A default Storage is empty and read-only", "[storage]") {
   CHECK(empty.size_bytes() == 0);
   CHECK_FALSE(empty.writable());
   REQUIRE_THROWS_WITH(empty.mutable_data(), "tensorfile: storage (custom) is read-only; expected a writable storage");
+  CHECK(empty.kind() == StorageKind::custom);
+  CHECK(empty.name() == "custom");
+}
+
+TEST_CASE("storage_kind_name names every StorageKind", "[storage]") {
+  CHECK(storage_kind_name(StorageKind::heap) == "heap");
+  CHECK(storage_kind_name(StorageKind::mmap) == "mmap");
+  CHECK(storage_kind_name(StorageKind::borrowed) == "borrowed");
+  CHECK(storage_kind_name(StorageKind::meta) == "meta");
+  CHECK(storage_kind_name(StorageKind::cuda) == "cuda");
+  CHECK(storage_kind_name(StorageKind::custom) == "custom");
 }

@@ -103,11 +103,11 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     } catch (const DeviceError& e) {
       CHECK(std::string(e.what()) == "tensorfile: " + path.string() + ": " + reason);
     }
-    CHECK_THROWS_MATCHES(cuda::from_file(path, {.shared = true, .dtype = DType::UInt8}), ArgumentError,
+    CHECK_THROWS_MATCHES(cuda::from_file(path, {.mode = MapMode::shared, .dtype = DType::UInt8}), ArgumentError,
                          Catch::Matchers::Predicate<ArgumentError>([&](const ArgumentError& e) {
                            return e.reason() ==
-                                  "shared = true maps the file for writing; a tensor on cuda cannot write "
-                                  "back, expected shared = false";
+                                  "mode = MapMode::shared maps the file for writing; a tensor on cuda cannot write "
+                                  "back, expected copy_on_write or read_only";
                          }));
     CHECK(cuda::from_file(path, {.dtype = DType::UInt8}, Device::cpu()).device() == Device::cpu());
   }
@@ -127,7 +127,7 @@ TEST_CASE("Tensor::to moves tensors between host and device and keeps views", "[
   const Tensor t = Tensor::from_values<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
   const Tensor on_gpu = t.to(Device::cuda());
   CHECK(on_gpu.device() == Device::cuda(0));
-  CHECK(on_gpu.storage().kind() == "cuda");
+  CHECK(on_gpu.storage().kind() == StorageKind::cuda);
   CHECK_THROWS_AS(on_gpu.data<const float>(), DeviceError);  // never dereferenced on the host
   CHECK(on_gpu.to(Device::cpu()).equal(t));
   for (const Tensor& view : {t.transpose(0, 1), t.narrow(1, 1, 2), t.select(0, 2), t.slice(1, 0, 4, 3),
@@ -260,7 +260,7 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
   }
   state.ordered = true;
   save(Value(std::move(state)), scratch / "big.pt");
-  const Value on_cpu = load(scratch / "big.pt", {.mmap = true});
+  const Value on_cpu = load(scratch / "big.pt", {.mmap = MapMode::copy_on_write});
   (void)Tensor::zeros({1}, DType::Float32, Device::cuda(0));  // the CUDA context exists before the measurement
   std::ofstream("/proc/self/clear_refs") << "5";  // resets the peak resident size (VmHWM)
   const std::int64_t before = peak_rss_kib();

@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   //    detected: touching a page past the new end raises SIGBUS (as with any mmap, torch included).
   tf::save(value, target);
   {
-    const tf::Value mapped = tf::load(target, {.mmap = true});
+    const tf::Value mapped = tf::load(target, {.mmap = tf::MapMode::copy_on_write});
     const tf::Tensor big = mapped.as_dict().find(tf::Value("big"))->as_tensor();
     EXPECT(big.data<const float>()[79999] == 39999.5f);
     const pid_t child = ::fork();
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
   for (const bool mmap : {false, true}) {
     bool format_error = false;
     try {
-      (void)tf::load(target, {.mmap = mmap});
+      (void)tf::load(target, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
     } catch (const tf::FormatError& e) {
       format_error = true;
       std::printf("load of the shrunk file (%s): %s\n", mmap ? "mmap" : "heap", e.what());

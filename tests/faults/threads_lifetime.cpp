@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
           const int mode = (t + round) % 4;
           tf::Value v;
           if (mode == 0) v = tf::load(file);
-          if (mode == 1) v = tf::load(file, {.mmap = true});
+          if (mode == 1) v = tf::load(file, {.mmap = tf::MapMode::copy_on_write});
           if (mode == 2) v = tf::load(std::span<const std::byte>(bytes));
-          if (mode == 3) v = tf::load(std::span<const std::byte>(bytes), {.mmap = true});
+          if (mode == 3) v = tf::load(std::span<const std::byte>(bytes), {.mmap = tf::MapMode::read_only});
           EXPECT(v == reference);
           ++done;
         }
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&] {
         for (int round = 0; round < 4; ++round) {
-          const tf::TensorDict td = tf::load_memmap(tree, {.access = tf::MemmapAccess::read_only});
+          const tf::TensorDict td = tf::load_memmap(tree, {.access = tf::MapMode::read_only});
           EXPECT(same_tree(td, reference));
           ++done;
         }
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   }
   for (const bool mmap : {false, true}) {
     {
-      tf::Value v = tf::load(copy, {.mmap = mmap});
+      tf::Value v = tf::load(copy, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
       for (const auto& [key, value] : v.as_dict()) {
         if (value.is_tensor() && value.as_tensor().dtype() == tf::DType::Float32) kept.push_back(value.as_tensor());
       }

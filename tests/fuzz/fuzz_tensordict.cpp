@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         input.substr(name_end + 1, next == std::string_view::npos ? std::string_view::npos : next - name_end - 1));
     at = next;
   }
-  for (const auto access : {tensorfile::MemmapAccess::read_only, tensorfile::MemmapAccess::copy_on_write}) {
+  for (const auto access : {tensorfile::MapMode::read_only, tensorfile::MapMode::copy_on_write}) {
     try {
       const tensorfile::TensorDict td = tensorfile::load_memmap(root, {.access = access, .max_meta_json_bytes = 1u << 20});
       walk(td);

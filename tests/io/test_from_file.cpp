@@ -62,49 +62,73 @@ TEMPLATE_TEST_CASE("from_file maps every dtype", "[from_file]", bool, std::uint8
   CHECK(sized.numel() == 3);
   CHECK(std::memcmp(sized.raw_data(), bytes.data(), 3 * sizeof(TestType)) == 0);
 
-  const Tensor shared = from_file(path, {.shared = true, .size = 5, .dtype = dtype});
+  const Tensor shared = from_file(path, {.mode = MapMode::shared, .size = 5, .dtype = dtype});
   std::memcpy(shared.mutable_raw_data() + sizeof(TestType), bytes.data(), sizeof(TestType));  // element 1 := element 0
   const std::string after = slurp(path);
   CHECK(after.substr(sizeof(TestType), sizeof(TestType)) == bytes.substr(0, sizeof(TestType)));
 }
 
-TEST_CASE("from_file shared=true creates, grows and writes through", "[from_file]") {
+TEST_CASE("from_file MapMode::shared creates, grows and writes through", "[from_file]") {
   const tensorfile_test::ScratchDir dir;
   const auto path = dir / "new.bin";
   SECTION("creates a missing file with size * element_size zero bytes") {
-    const Tensor t = from_file(path, {.shared = true, .size = 4, .dtype = DType::Int32});
+    const Tensor t = from_file(path, {.mode = MapMode::shared, .size = 4, .dtype = DType::Int32});
     CHECK(std::filesystem::file_size(path) == 16);
     t.data<std::int32_t>()[2] = 0x01020304;
     CHECK(slurp(path) == std::string("\0\0\0\0\0\0\0\0\x04\x03\x02\x01\0\0\0\0", 16));
-    CHECK(t.storage().kind() == "mmap_shared");
+    CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::shared);
   }
   SECTION("grows a short file and never shrinks a long one") {
     write_bytes(path, "abc");
-    (void)from_file(path, {.shared = true, .size = 2, .dtype = DType::Float32});
+    (void)from_file(path, {.mode = MapMode::shared, .size = 2, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
     CHECK(slurp(path).substr(0, 3) == "abc");
-    (void)from_file(path, {.shared = true, .size = 1, .dtype = DType::Float32});
+    (void)from_file(path, {.mode = MapMode::shared, .size = 1, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
   }
   SECTION("size 0 gives an empty tensor, as torch does") {
-    const Tensor t = from_file(path, {.shared = true, .size = 0});
+    const Tensor t = from_file(path, {.mode = MapMode::shared, .size = 0});
     CHECK(t.numel() == 0);
     CHECK(std::filesystem::exists(path));
   }
 }
 
-TEST_CASE("from_file shared=false copies on write and reads read-only files", "[from_file]") {
+TEST_CASE("from_file MapMode::copy_on_write copies on write and reads read-only files", "[from_file]") {
   const tensorfile_test::ScratchDir dir;
   const auto path = dir / "ro.bin";
   write_bytes(path, std::string(8, '\x01'));
   ::chmod(path.c_str(), 0444);
   const Tensor t = from_file(path, {.dtype = DType::UInt8});
-  CHECK(t.storage().kind() == "mmap_private");
+  CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::copy_on_write);
   t.data<std::uint8_t>()[0] = 9;  // copy-on-write: allowed, stays in memory
   CHECK(t.data<const std::uint8_t>()[0] == 9);
   CHECK(slurp(path) == std::string(8, '\x01'));
   const Tensor views = t.narrow(0, 2, 4);
   CHECK(views.storage().shares_owner_with(t.storage()));
+}
+
+TEST_CASE("from_file MapMode::read_only gives a read-only tensor over a file it never changes", "[from_file]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "ro.bin";
+  write_bytes(path, std::string(8, '\x02'));
+  const Tensor t = from_file(path, {.mode = MapMode::read_only, .dtype = DType::UInt8});
+  CHECK(t.storage().kind() == StorageKind::mmap);
+  CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::read_only);
+  CHECK_FALSE(t.is_writable());
+  CHECK(t.data<const std::uint8_t>()[7] == 2);
+  REQUIRE_THROWS_WITH(t.data<std::uint8_t>(),
+                      "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
+  SECTION("a short file is an error, as with copy_on_write; nothing is grown") {
+    REQUIRE_THROWS_WITH(from_file(path, {.mode = MapMode::read_only, .size = 3, .dtype = DType::Float32}),
+                        "tensorfile: " + path.string() +
+                            ": file is too short for 3 float32 elements; expected at least 12 bytes, got 8");
+    CHECK(std::filesystem::file_size(path) == 8);
+  }
+  SECTION("a missing file is not created") {
+    CHECK_THROWS_AS(from_file(dir / "missing.bin", {.mode = MapMode::read_only}), IoError);
+    CHECK_FALSE(std::filesystem::exists(dir / "missing.bin"));
+  }
+  CHECK(FromFileOptions{}.mode == MapMode::copy_on_write);  // torch.from_file's shared=False
 }
 
 TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
@@ -141,7 +165,7 @@ TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
                         "tensorfile: " + missing.string() + ": cannot open for reading: No such file or directory");
     REQUIRE_THROWS_WITH(from_file(dir.path()),
                         "tensorfile: " + dir.path().string() + ": is a directory; expected a regular file");
-    REQUIRE_THROWS_WITH(from_file(dir.path(), {.shared = true, .size = 1}),
+    REQUIRE_THROWS_WITH(from_file(dir.path(), {.mode = MapMode::shared, .size = 1}),
                         "tensorfile: " + dir.path().string() + ": cannot open for writing: Is a directory");
     CHECK_THROWS_AS(from_file(missing), IoError);
   }

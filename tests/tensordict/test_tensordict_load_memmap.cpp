@@ -68,7 +68,7 @@ TEST_CASE("load_memmap reads nested TensorDicts written by tensordict (s01_basic
   CHECK(values_of<BFloat16>(td["nested"]["b"].as_tensor()) == std::vector<BFloat16>{BFloat16(1.0f), BFloat16(1.0f)});
   CHECK(values_of<std::int64_t>(td.get({"nested", "deeper", "c"}).as_tensor()) == std::vector<std::int64_t>{1, 2});
   CHECK(td.leaves().size() == 3);
-  CHECK(a.storage().kind().starts_with("mmap_"));
+  CHECK(a.storage().kind() == StorageKind::mmap);
   CHECK(a.storage().size_bytes() == 24);
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") 
   CHECK(out.contains("keep"));
   CHECK(&out["nested"].as_tensordict() == nested_before);  // filled in place
   CHECK(out["nested"].as_tensordict().keys() == std::vector<std::string_view>{"extra", "b", "deeper"});
-  CHECK(out["a"].as_tensor().storage().kind().starts_with("mmap_"));
+  CHECK(out["a"].as_tensor().storage().kind() == StorageKind::mmap);
 
   TensorDict empty;
   CHECK(load_memmap(sample("s01_basic"), {.out = &empty}).batch_size() == Shape{2});
@@ -226,36 +226,39 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
   const fs::path file = dir / "td" / "a.memmap";
   const std::string original = slurp(file);
 
-  SECTION("automatic on a writable file: MAP_SHARED, writes reach the file") {
+  SECTION("access unset (as tensordict) on a writable file: MAP_SHARED, writes reach the file") {
+    CHECK_FALSE(MemmapLoadOptions{}.access.has_value());
     TensorDict td = load_memmap(dir / "td");
+    CHECK(td["a"].as_tensor().storage().kind() == StorageKind::mmap);
+    CHECK(td["a"].as_tensor().storage().backend<MmapBackend>()->mode() == MapMode::shared);
     Tensor& a = td["a"].as_tensor();
-    CHECK(a.storage().kind() == "mmap_shared");
+    CHECK(a.storage().name() == "mmap_shared");
     a.data<float>()[0] = 42.0f;
     CHECK(slurp(file).substr(0, 4) == bytes_of<float>({42.0f}));
   }
   SECTION("copy_on_write: writes stay in memory") {
-    TensorDict td = load_memmap(dir / "td", {.access = MemmapAccess::copy_on_write});
-    CHECK(td["a"].as_tensor().storage().kind() == "mmap_private");
+    TensorDict td = load_memmap(dir / "td", {.access = MapMode::copy_on_write});
+    CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
     td["a"].as_tensor().data<float>()[0] = 42.0f;
     CHECK(slurp(file) == original);
   }
   SECTION("read_only: tensors refuse writes") {
-    const TensorDict td = load_memmap(dir / "td", {.access = MemmapAccess::read_only});
-    CHECK(td["a"].as_tensor().storage().kind() == "mmap_read_only");
+    const TensorDict td = load_memmap(dir / "td", {.access = MapMode::read_only});
+    CHECK(td["a"].as_tensor().storage().name() == "mmap_read_only");
     CHECK_FALSE(td["a"].as_tensor().is_writable());
     REQUIRE_THROWS_AS(td["a"].as_tensor().data<float>(), ArgumentError);
   }
   SECTION("shared") {
-    CHECK(load_memmap(dir / "td", {.access = MemmapAccess::shared})["a"].as_tensor().storage().kind() == "mmap_shared");
+    CHECK(load_memmap(dir / "td", {.access = MapMode::shared})["a"].as_tensor().storage().name() == "mmap_shared");
   }
-  SECTION("automatic on a file this user cannot write: MAP_PRIVATE (checked as an unprivileged user)") {
+  SECTION("access unset on a file this user cannot write: MAP_PRIVATE (checked as an unprivileged user)") {
     fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
     if (::geteuid() != 0) {
       TensorDict td = load_memmap(dir / "td");
-      CHECK(td["a"].as_tensor().storage().kind() == "mmap_private");
+      CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
       td["a"].as_tensor().data<float>()[0] = 42.0f;
       CHECK(slurp(file) == original);
-      REQUIRE_THROWS_AS(load_memmap(dir / "td", {.access = MemmapAccess::shared}), IoError);
+      REQUIRE_THROWS_AS(load_memmap(dir / "td", {.access = MapMode::shared}), IoError);
     } else {
       // Root may write anything (tensordict then maps shared too); check the rule as "nobody" in a child.
       fs::permissions(dir.path(), fs::perms::all);
@@ -266,11 +269,11 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
         if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
         try {
           TensorDict td = load_memmap(dir / "td");
-          if (td["a"].as_tensor().storage().kind() != "mmap_private") code = 1;
+          if (td["a"].as_tensor().storage().name() != "mmap_private") code = 1;
           td["a"].as_tensor().data<float>()[0] = 42.0f;
           if (slurp(file) != original) code = 2;
           try {
-            (void)load_memmap(dir / "td", {.access = MemmapAccess::shared});
+            (void)load_memmap(dir / "td", {.access = MapMode::shared});
             code = 3;
           } catch (const IoError&) {
           }

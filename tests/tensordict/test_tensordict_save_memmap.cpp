@@ -283,11 +283,11 @@ TEST_CASE("memmap returns a TensorDict of shared mappings of the new files", "[s
   TensorDict mapped = memmap(td, dir / "m");
   CHECK(mapped == td);
   CHECK(on_cpu(mapped) == load_memmap(dir / "m"));
-  CHECK(mapped["a"].as_tensor().storage().kind() == "mmap_shared");
+  CHECK(mapped["a"].as_tensor().storage().name() == "mmap_shared");
   CHECK(mapped["t"].as_tensor().is_contiguous());
-  CHECK(mapped["nt"].as_nested_tensor().values.storage().kind() == "mmap_shared");
+  CHECK(mapped["nt"].as_nested_tensor().values.storage().name() == "mmap_shared");
   CHECK(mapped["tc"].as_tensordict().kind() == TensorDictKind::tensorclass);
-  CHECK(mapped["tc"]["x"].as_tensor().storage().kind() == "mmap_shared");
+  CHECK(mapped["tc"]["x"].as_tensor().storage().name() == "mmap_shared");
   mapped["a"].as_tensor().data<float>()[3] = 42.0f;  // writes go to disk
   float stored = 0;
   std::memcpy(&stored, slurp(dir / "m" / "a.memmap").data() + 12, 4);

@@ -40,7 +40,7 @@ TEST_CASE("load reads a tensor written by torch", "[load]") {
   CHECK(t.sizes() == Shape{2, 3});
   CHECK(t.strides() == Shape{3, 1});
   CHECK(floats(t) == std::vector<float>{0, 1, 2, 3, 4, 5});
-  CHECK(t.storage().kind() == "heap");
+  CHECK(t.storage().kind() == StorageKind::heap);
   CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
   SECTION("the buffer-saved copy (prefix archive/) is the same tensor") {
     CHECK(load(sample("t_float32_2x3_buffer.pt")) == v);
@@ -145,10 +145,10 @@ TEST_CASE("map_location takes every form torch.load takes", "[load][map_location
 
 TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
   const Value heap = load(sample("shared_views.pt"));
-  const Value mapped = load(sample("shared_views.pt"), {.mmap = true});
+  const Value mapped = load(sample("shared_views.pt"), {.mmap = MapMode::copy_on_write});
   CHECK(mapped == heap);
   const Tensor& base = mapped["base"].as_tensor();
-  CHECK(base.storage().kind() == "mmap_private");
+  CHECK(base.storage().backend<MmapBackend>()->mode() == MapMode::copy_on_write);
   CHECK(reinterpret_cast<std::uintptr_t>(base.raw_data()) % 64 == 0);  // records are 64-byte aligned
   // Every tensor points into the same mapping: same owner, pointers inside one file-sized range.
   for (const auto& [path, t] : named_tensors(mapped)) CHECK(t.storage().shares_owner_with(base.storage()));
@@ -157,15 +157,41 @@ TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
     const auto copy = dir / "t.pt";
     std::filesystem::copy_file(sample("t_float32_2x3.pt"), copy);
     {
-      const Value v = load(copy, {.mmap = true, .mmap_shared = true});
+      const Value v = load(copy, {.mmap = MapMode::shared});
       v.as_tensor().data<float>()[0] = 42.0f;
     }
     CHECK(floats(load(copy).as_tensor())[0] == 42.0f);
     {
-      const Value v = load(copy, {.mmap = true});  // private: copy-on-write
+      const Value v = load(copy, {.mmap = MapMode::copy_on_write});  // private: copy-on-write
       v.as_tensor().data<float>()[0] = 7.0f;
     }
     CHECK(floats(load(copy).as_tensor())[0] == 42.0f);
+  }
+}
+
+TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the heap", "[load][mmap]") {
+  const auto path = sample("t_float32_2x3.pt");
+  CHECK_FALSE(LoadOptions{}.mmap.has_value());
+  CHECK(load(path).as_tensor().storage().kind() == StorageKind::heap);
+  for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write}) {
+    const Value mapped = load(path, {.mmap = mode});
+    const Tensor& t = mapped.as_tensor();
+    CHECK(t.storage().kind() == StorageKind::mmap);
+    CHECK(t.storage().backend<MmapBackend>()->mode() == mode);
+    CHECK(t.is_writable() == (mode != MapMode::read_only));
+    CHECK(mapped == load(path));
+  }
+  SECTION("read_only refuses writes") {
+    const Value mapped = load(path, {.mmap = MapMode::read_only});
+    REQUIRE_THROWS_WITH(mapped.as_tensor().data<float>(), "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
+  }
+  SECTION("a span gives read-only views of the caller's bytes whatever the mode") {
+    const std::string bytes = slurp(path);
+    for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write, MapMode::shared}) {
+      const Value borrowed = load(as_span(bytes), {.mmap = mode});
+      CHECK(borrowed.as_tensor().storage().kind() == StorageKind::borrowed);
+      CHECK_FALSE(borrowed.as_tensor().is_writable());
+    }
   }
 }
 
@@ -175,7 +201,7 @@ TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]"
   CHECK(load(as_span(bytes)) == from_path);
   std::istringstream stream(bytes);
   CHECK(load(stream) == from_path);
-  const Value borrowed = load(as_span(bytes), {.mmap = true});
+  const Value borrowed = load(as_span(bytes), {.mmap = MapMode::read_only});
   const Tensor& w = borrowed["0.weight"].as_tensor();
   CHECK(w.raw_data() >= reinterpret_cast<const std::byte*>(bytes.data()));
   CHECK(w.raw_data() < reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());

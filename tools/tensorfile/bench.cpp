@@ -151,7 +151,7 @@ int run_bench(const Args& args) {
   std::size_t tensor_count = 0;
   if (format == FileFormat::tensordict) {
     const auto load_tree = [path](MemmapLoadOptions options) {
-      options.access = MemmapAccess::read_only;
+      options.access = MapMode::read_only;
       return load_memmap(path, options);
     };
     const TensorDict shapes = load_tree({.device = Device::meta()});
@@ -164,13 +164,13 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.device = *device}); }});
   } else {
     const auto load_file = [path](MapLocation where, bool mmap) {
-      return load(path, {.map_location = std::move(where), .mmap = mmap});
+      return load(path, {.map_location = std::move(where), .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt});
     };
     LoadOptions sizes{.map_location = MapLocation::Function([&data_bytes](const Storage& bytes, std::string_view) {
                         data_bytes += bytes.size_bytes();
                         return std::optional<Storage>(meta_storage(bytes.size_bytes()));
                       }),
-                      .mmap = true};
+                      .mmap = MapMode::copy_on_write};
     tensor_count = tensors_of(load(path, sizes)).size();
     modes.push_back({"heap", true, [=] { (void)load_file(Device::cpu(), false); }});
     modes.push_back({"mmap", false, [=] { (void)load_file(Device::cpu(), true); }});

@@ -122,7 +122,7 @@ int run_convert(const Args& args) {
   };
 
   if (detect_format(in) == FileFormat::tensordict) {
-    MemmapLoadOptions options{.access = MemmapAccess::read_only};
+    MemmapLoadOptions options{.access = MapMode::read_only};
     if (where) {
       Device device;
       try {
@@ -144,7 +144,7 @@ int run_convert(const Args& args) {
   }
 
   const LoadOptions options{
-      .map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()), .mmap = true, .strict = false};
+      .map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()), .mmap = MapMode::copy_on_write, .strict = false};
   const Value loaded = load(in, options);
   const Value v = without_code(loaded, dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {

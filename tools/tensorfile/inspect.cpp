@@ -27,7 +27,7 @@ constexpr std::array inspect_options{
 /// Loads a torch file for describing: mapped, never strict, and (without hashes) reading no tensor data.
 Description describe_torch_file(const std::filesystem::path& path, FileFormat format, bool hashes) {
   StorageTags tags;
-  LoadOptions options{.mmap = true, .strict = false};
+  LoadOptions options{.mmap = MapMode::copy_on_write, .strict = false};
   if (format == FileFormat::torch_zip || hashes) {
     // Told each storage's saved tag; the bytes handed over are a view of the mapping (zip) that no one reads
     // unless hashing. Legacy files copy their bytes first, so they only come here when hashing anyway.
@@ -192,7 +192,7 @@ int run_inspect(const Args& args) {
   const FileFormat format = detect_format(path);
   Description description;
   if (format == FileFormat::tensordict) {
-    MemmapLoadOptions options{.access = MemmapAccess::read_only};
+    MemmapLoadOptions options{.access = MapMode::read_only};
     if (!hashes) options.device = Device::meta();
     description = describe_tensordict(load_memmap(path, options), hashes);
   } else {

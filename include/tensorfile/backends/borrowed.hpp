@@ -14,7 +14,7 @@ namespace tensorfile {
 /// alive as long as any tensor uses it; with one, the owner lives as long as the storage does.
 class BorrowedBackend {
  public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "borrowed"; }  ///< backend name
+  [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::borrowed; }  ///< backend kind
 
   /// Writable borrow of `bytes`.
   explicit BorrowedBackend(std::span<std::byte> bytes, std::shared_ptr<const void> keep_alive = {},

@@ -14,7 +14,7 @@ namespace tensorfile {
 /// Owns `size` bytes of host memory aligned to `alignment` (64) bytes; frees them on destruction.
 class HeapBackend {
  public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "heap"; }  ///< backend name
+  [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::heap; }  ///< backend kind
   static constexpr std::size_t alignment = 64;      ///< alignment of data(), bytes
 
   /// Allocates `size` bytes, zero-filled when `zeroed`; throws std::bad_alloc when memory is short.

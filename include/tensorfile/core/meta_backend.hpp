@@ -11,7 +11,7 @@ namespace tensorfile {
 /// Claims `size` bytes on the meta device and holds none: data() is always null.
 class MetaBackend {
  public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "meta"; }  ///< backend name
+  [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::meta; }  ///< backend kind
 
   explicit MetaBackend(std::size_t size) noexcept : size_(size) {}
 

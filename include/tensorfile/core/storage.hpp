@@ -4,6 +4,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,9 +16,33 @@
 
 namespace tensorfile {
 
+/// Which backend holds a Storage's bytes. A backend written outside tensorfile is `custom`.
+enum class StorageKind : std::uint8_t {
+  heap,      ///< HeapBackend: owned host memory
+  mmap,      ///< MmapBackend: a shared mapping of a file (its mode() says how)
+  borrowed,  ///< BorrowedBackend: someone else's memory
+  meta,      ///< MetaBackend: a size and no bytes
+  cuda,      ///< CudaBackend: device memory
+  custom,    ///< any other backend, and an empty Storage
+};
+
+/// The lower-case name of `kind` ("heap", "mmap", ...).
+[[nodiscard]] constexpr std::string_view storage_kind_name(StorageKind kind) noexcept {
+  switch (kind) {
+    case StorageKind::heap: return "heap";
+    case StorageKind::mmap: return "mmap";
+    case StorageKind::borrowed: return "borrowed";
+    case StorageKind::meta: return "meta";
+    case StorageKind::cuda: return "cuda";
+    case StorageKind::custom: break;
+  }
+  return "custom";
+}
+
 /// What a type must offer to back a Storage. A backend owns (or borrows) one byte range and is
-/// kept alive by every Storage and Tensor cut from it. Optional: `kind()` returning a
-/// std::string_view names the backend in messages ("heap", "mmap_shared"...).
+/// kept alive by every Storage and Tensor cut from it. Optional: `name()` returning a
+/// std::string_view names the backend in messages (default: its kind's name); `kind()` returning
+/// a StorageKind is how tensorfile's own backends identify themselves (default: custom).
 ///
 /// - `data()`: first byte, `std::byte*` or `const std::byte*`; null when size is 0 or on meta
 /// - `size_bytes()`: number of bytes
@@ -46,7 +71,12 @@ class Storage {
     size_ = static_cast<std::size_t>(owner->size_bytes());
     device_ = owner->device();
     writable_ = owner->writable();
-    if constexpr (requires { std::string_view{owner->kind()}; }) kind_ = owner->kind();
+    if constexpr (requires { { owner->kind() } -> std::convertible_to<StorageKind>; }) kind_ = owner->kind();
+    if constexpr (requires { std::string_view{owner->name()}; }) {
+      name_ = owner->name();
+    } else {
+      name_ = storage_kind_name(kind_);
+    }
     type_tag_ = &type_tag<B>;
     owner_ = std::move(owner);
   }
@@ -57,7 +87,7 @@ class Storage {
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   /// First byte for writing; throws ArgumentError when the storage is read-only.
   [[nodiscard]] std::byte* mutable_data() const {
-    if (!writable_) throw ArgumentError("storage (" + std::string(kind_) + ") is read-only; expected a writable storage");
+    if (!writable_) throw ArgumentError("storage (" + std::string(name_) + ") is read-only; expected a writable storage");
     return data_;
   }
   /// Length in bytes.
@@ -66,8 +96,10 @@ class Storage {
   [[nodiscard]] Device device() const noexcept { return device_; }
   /// Whether the bytes may be written.
   [[nodiscard]] bool writable() const noexcept { return writable_; }
-  /// The backend's name ("heap", "mmap_private", ...), or "custom".
-  [[nodiscard]] std::string_view kind() const noexcept { return kind_; }
+  /// Which backend holds the bytes; custom for a backend written outside tensorfile and when empty.
+  [[nodiscard]] StorageKind kind() const noexcept { return kind_; }
+  /// The backend's name in messages ("heap", "mmap_private", a custom backend's own), or "custom".
+  [[nodiscard]] std::string_view name() const noexcept { return name_; }
   /// How many Storage objects share the backend.
   [[nodiscard]] long use_count() const noexcept { return owner_.use_count(); }
 
@@ -107,7 +139,8 @@ class Storage {
   std::size_t size_ = 0;
   Device device_ = Device::cpu();
   bool writable_ = false;
-  std::string_view kind_ = "custom";
+  StorageKind kind_ = StorageKind::custom;
+  std::string_view name_ = "custom";
   const void* type_tag_ = nullptr;
 };
 

@@ -20,7 +20,7 @@ namespace tensorfile {
 /// address: host code never dereferences it (Tensor::data() throws DeviceError for it).
 class CudaBackend {
  public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "cuda"; }  ///< backend name
+  [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::cuda; }  ///< backend kind
 
   /// Allocates `size` uninitialised bytes on `device` ("cuda" is the current device). Throws
   /// DeviceError naming the CUDA error when there is no such device, no driver, or no memory.

@@ -14,15 +14,15 @@
 
 namespace tensorfile {
 
-/// Options of from_file; use designated initializers: `{.shared = true, .size = 10}`.
+/// Options of from_file; use designated initializers: `{.mode = MapMode::shared, .size = 10}`.
 struct FromFileOptions {
-  bool shared = false;                 ///< true: MAP_SHARED, the file is created or grown and writes reach it; false: MAP_PRIVATE copy-on-write
+  MapMode mode = MapMode::copy_on_write;  ///< shared: the file is created or grown and writes reach it (torch's shared=True); copy_on_write: writes stay in memory (shared=False); read_only: a read-only tensor
   std::optional<std::int64_t> size{};  ///< element count; unset maps the whole file (which must divide evenly); 0 gives an empty tensor as in torch
   DType dtype = DType::Float32;        ///< element type (torch's default dtype)
 };
 
-/// A 1-d tensor of `size` elements mapped from `path` (torch.from_file). With shared, the file is
-/// opened read-write, created when missing and grown to size * element_size; otherwise it is
+/// A 1-d tensor of `size` elements mapped from `path` (torch.from_file). With MapMode::shared, the
+/// file is opened read-write, created when missing and grown to size * element_size; otherwise it is
 /// opened read-only (read-only files work) and must already hold that many bytes. The tensor
 /// keeps the mapping alive. Throws IoError (open, grow, map), FormatError (file too short or not
 /// a whole number of elements), ArgumentError (negative or overflowing size).
@@ -42,14 +42,15 @@ struct FromFileOptions {
     }
   }
 
-  const auto file = detail::FileHandle::open(
-      path, options.shared ? detail::OpenMode::read_write_create : detail::OpenMode::read);
+  const bool shared = options.mode == MapMode::shared;
+  const auto file =
+      detail::FileHandle::open(path, shared ? detail::OpenMode::read_write_create : detail::OpenMode::read);
   const auto file_size = static_cast<std::int64_t>(file.size());
   std::int64_t bytes = 0;
   if (wanted_bytes) {
     bytes = *wanted_bytes;
     if (file_size < bytes) {
-      if (!options.shared) {
+      if (!shared) {
         throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name +
                               " elements; expected at least " + std::to_string(bytes) + " bytes, got " +
                               std::to_string(file_size),
@@ -71,8 +72,7 @@ struct FromFileOptions {
     bytes = file_size;
   }
 
-  Storage storage(MmapBackend(file, static_cast<std::size_t>(bytes),
-                              options.shared ? MmapMode::shared : MmapMode::copy_on_write));
+  Storage storage(MmapBackend(file, static_cast<std::size_t>(bytes), options.mode));
   return {std::move(storage), options.dtype, Shape{bytes / elem}};
 }
 

@@ -28,7 +28,7 @@ namespace tensorfile_test {
 /// Host memory that claims to be on cuda:N: what the fake engine allocates as "device" memory.
 class FakeDeviceBackend {
  public:
-  [[nodiscard]] static constexpr std::string_view kind() noexcept { return "fake_cuda"; }
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "fake_cuda"; }
   FakeDeviceBackend(std::size_t size, tensorfile::Device device)
       : memory_(size == 0 ? nullptr : new std::byte[size]), size_(size), device_(device) {
     if (size != 0) std::memset(memory_.get(), 0xCD, size);  // garbage, as fresh device memory

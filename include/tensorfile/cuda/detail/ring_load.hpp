@@ -162,8 +162,7 @@ template <class Resolve, class Stream>
   };
   std::vector<Found> found;
   LoadOptions scan = options;  // pass 1: headers and data.pkl only, storages become meta placeholders
-  scan.mmap = true;
-  scan.mmap_shared = false;
+  scan.mmap = MapMode::copy_on_write;
   scan.verify_crc = false;
   scan.storage_source = [&found](const StorageRecord& record) -> std::optional<Storage> {
     found.push_back({std::string(record.key),
@@ -212,8 +211,7 @@ template <class Resolve, class Stream>
 
   LoadOptions final_options = options;  // pass 2: the streamed storages as they are, the rest as usual
   if (placed.size() == found.size()) {  // nothing left to read: map the file rather than read it
-    final_options.mmap = true;
-    final_options.mmap_shared = false;
+    final_options.mmap = MapMode::copy_on_write;
   }
   final_options.storage_source = [&placed](const StorageRecord& record) -> std::optional<Storage> {
     const auto it = placed.find(std::string(record.key));

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The platform layer: one move-only RAII handle for a file descriptor and one for a memory mapping.
+// The platform layer: one move-only RAII handle for a file descriptor, one for a memory mapping, and
+// the one public map mode (MapMode, reached through <tensorfile/backends/mmap.hpp>).
 #pragma once
 
 #include <fcntl.h>
@@ -11,10 +12,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <utility>
 
 #include "tensorfile/core/error.hpp"
+
+namespace tensorfile {
+
+/// How a file is mapped into memory; public API, used by mmap_storage, from_file, load and load_memmap.
+enum class MapMode {
+  read_only,      ///< PROT_READ, MAP_PRIVATE: the storage is read-only; the file is opened read-only
+  copy_on_write,  ///< PROT_READ|PROT_WRITE, MAP_PRIVATE: writes stay in this process (torch.from_file shared=False)
+  shared,         ///< PROT_READ|PROT_WRITE, MAP_SHARED: writes reach the file (torch.from_file shared=True)
+};
+
+}  // namespace tensorfile
 
 namespace tensorfile::detail {
 
@@ -65,6 +78,22 @@ class FileHandle {
     return file;
   }
 
+  /// openat(2) of `name` relative to the directory descriptor `dir` (AT_FDCWD: the working directory),
+  /// with O_CLOEXEC added and EINTR retried. No throw: an invalid handle with errno set on failure, so
+  /// the caller decides what a missing file or a symlink means. `path` (may be empty) names the file in
+  /// the errors of later calls.
+  [[nodiscard]] static FileHandle try_open_at(int dir, const char* name, int flags, mode_t mode = 0,
+                                              std::filesystem::path path = {}) noexcept {
+    FileHandle file;
+    do {
+      file.fd_ = ::openat(dir, name, flags | O_CLOEXEC, mode);
+    } while (file.fd_ < 0 && errno == EINTR);
+    if (file.fd_ >= 0) file.path_ = std::move(path);
+    return file;
+  }
+
+  /// Whether it holds a descriptor.
+  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
   /// The descriptor, -1 when closed.
   [[nodiscard]] int fd() const noexcept { return fd_; }
   /// The path it was opened with (for messages).
@@ -127,13 +156,6 @@ class FileHandle {
   std::filesystem::path path_;
 };
 
-/// How a mapping relates to its file.
-enum class MapMode {
-  read_only,       ///< PROT_READ, MAP_PRIVATE: writing through it is an error
-  copy_on_write,   ///< PROT_READ|PROT_WRITE, MAP_PRIVATE: writes stay in this process
-  shared,          ///< PROT_READ|PROT_WRITE, MAP_SHARED: writes reach the file
-};
-
 /// A memory mapping of a whole byte range of a file; unmaps on destruction. A zero-length
 /// mapping holds no pages and a null pointer.
 class Mapping {
@@ -163,14 +185,25 @@ class Mapping {
       throw ArgumentError("mapping of " + std::to_string(bytes) + " bytes does not fit the address space",
                           {.file = file.path()});
     }
+    std::optional<Mapping> mapped = try_map(file, static_cast<std::size_t>(bytes), mode);
+    if (!mapped) {
+      const int error = errno;
+      throw IoError("cannot map " + std::to_string(bytes) + " bytes", error, {.file = file.path()});
+    }
+    return std::move(*mapped);
+  }
+
+  /// Maps the first `bytes` (> 0) of `file`. No throw: nullopt with errno set when mmap(2) refuses, so
+  /// the caller names the file (and member) in its own error.
+  [[nodiscard]] static std::optional<Mapping> try_map(const FileHandle& file, std::size_t bytes, MapMode mode) noexcept {
     const int protection = mode == MapMode::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
     const int flags = mode == MapMode::shared ? MAP_SHARED : MAP_PRIVATE;
-    void* address = ::mmap(nullptr, static_cast<std::size_t>(bytes), protection, flags, file.fd(), 0);
-    if (address == MAP_FAILED) {
-      throw IoError("cannot map " + std::to_string(bytes) + " bytes", errno, {.file = file.path()});
-    }
+    void* address = ::mmap(nullptr, bytes, protection, flags, file.fd(), 0);
+    if (address == MAP_FAILED) return std::nullopt;
+    Mapping mapping;
     mapping.data_ = static_cast<std::byte*>(address);
-    mapping.size_ = static_cast<std::size_t>(bytes);
+    mapping.size_ = bytes;
+    mapping.mode_ = mode;
     return mapping;
   }
 

@@ -21,6 +21,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
@@ -28,15 +29,6 @@
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
-
-/// How load_memmap maps data files.
-enum class MemmapAccess : std::uint8_t {
-  automatic,      ///< as tensordict: files this process may write are mapped MAP_SHARED (writes reach the file), others
-                  ///< MAP_PRIVATE (copy-on-write)
-  read_only,      ///< MAP_PRIVATE, PROT_READ: the tensors are read-only
-  copy_on_write,  ///< MAP_PRIVATE: writes stay in this process
-  shared,         ///< MAP_SHARED: writes reach the files; a file that cannot be opened for writing is an IoError
-};
 
 /// Options of load_memmap.
 struct MemmapLoadOptions {
@@ -46,7 +38,9 @@ struct MemmapLoadOptions {
   bool non_blocking = false;  ///< let device copies complete asynchronously (CUDA only; no effect on CPU and meta)
   TensorDict* out = nullptr;  ///< fill this TensorDict (entries replaced, sub-TensorDicts filled in place, as
                               ///< tensordict's out=); the result is a copy of it
-  MemmapAccess access = MemmapAccess::automatic;  ///< how data files are mapped
+  std::optional<MapMode> access{};  ///< how data files are mapped; unset: as tensordict, files this process may write
+                                    ///< MapMode::shared, others copy_on_write; shared: a file that cannot be opened
+                                    ///< for writing is an IoError
   bool skip_missing = false;  ///< drop leaves and declared sub-collections whose files are missing instead of throwing
   bool skip_undeclared = false;  ///< ignore subdirectories that meta.json does not declare instead of throwing
   std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
@@ -76,8 +70,8 @@ class MemmapLoader {
       throw UnsupportedError("tensordict data files are little-endian; expected a little-endian host",
                              {.file = prefix_});
     }
-    Dir root{Fd(open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY)), prefix_};
-    if (!root.fd.valid()) {
+    Dir root{FileHandle::try_open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY), prefix_};
+    if (!root.handle.valid()) {
       const int error = errno;
       if (error == ENOTDIR) {
         throw UnsupportedError("is a file; expected a tensordict memmap directory (.tdz archives are not supported)",
@@ -90,7 +84,7 @@ class MemmapLoader {
 
  private:
   struct Dir {
-    Fd fd;
+    FileHandle handle;
     std::filesystem::path path;
   };
 
@@ -103,35 +97,35 @@ class MemmapLoader {
   }
 
   /// Opens `name` in `dir` with `flags` (which include O_NOFOLLOW). A symlink is followed only when it
-  /// resolves inside the prefix; -1 with errno set when the open fails.
-  int open_in(const Dir& dir, const std::string& name, int flags) {
-    int fd = open_at(dir.fd.get(), name.c_str(), flags);
-    if (fd >= 0 || (errno != ELOOP && errno != ENOTDIR)) return fd;
+  /// resolves inside the prefix; an invalid handle with errno set when the open fails.
+  FileHandle open_in(const Dir& dir, const std::string& name, int flags) {
+    FileHandle file = FileHandle::try_open_at(dir.handle.fd(), name.c_str(), flags);
+    if (file.valid() || (errno != ELOOP && errno != ENOTDIR)) return file;
     const int error = errno;
     struct stat info {};
-    if (::fstatat(dir.fd.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(info.st_mode)) {
+    if (::fstatat(dir.handle.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(info.st_mode)) {
       errno = error;
-      return -1;
+      return {};
     }
     const std::filesystem::path link = dir.path / name;
     std::error_code ec;
     const std::filesystem::path target = std::filesystem::canonical(link, ec);
     if (ec) {
       errno = ENOENT;  // a dangling link is a missing file
-      return -1;
+      return {};
     }
     if (!path_is_under(canonical_root(), target)) {
       throw FormatError("symbolic link leaves the tree; expected a target under " + canonical_root().string() +
                             ", got " + target.string(),
                         {.file = link});
     }
-    return open_at(dir.fd.get(), name.c_str(), flags & ~O_NOFOLLOW);
+    return FileHandle::try_open_at(dir.handle.fd(), name.c_str(), flags & ~O_NOFOLLOW);
   }
 
-  /// The subdirectory `name` of `dir`; an invalid Fd when it does not exist.
-  Fd open_subdir(const Dir& dir, const std::string& name) {
-    const int fd = open_in(dir, name, dir_open_flags);
-    if (fd >= 0) return Fd(fd);
+  /// The subdirectory `name` of `dir`; an invalid handle when it does not exist.
+  FileHandle open_subdir(const Dir& dir, const std::string& name) {
+    FileHandle fd = open_in(dir, name, dir_open_flags);
+    if (fd.valid()) return fd;
     const int error = errno;
     if (error == ENOENT) return {};
     if (error == ENOTDIR) {
@@ -140,46 +134,35 @@ class MemmapLoader {
     throw IoError("cannot open directory", error, {.file = dir.path / name});
   }
 
-  /// Opens data file `name` of `dir` for mapping; sets `mode`. An invalid Fd when it does not exist.
-  Fd open_data(const Dir& dir, const std::string& name, RegionMode& mode) {
+  /// Opens data file `name` of `dir` for mapping; sets `mode`. An invalid handle when it does not exist.
+  FileHandle open_data(const Dir& dir, const std::string& name, MapMode& mode) {
     constexpr int base = O_NOFOLLOW | O_NONBLOCK;
-    int fd = -1;
-    switch (options_.access) {
-      case MemmapAccess::automatic:
-        fd = open_in(dir, name, O_RDWR | base);
-        mode = RegionMode::shared;
-        if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)) {
-          fd = open_in(dir, name, O_RDONLY | base);
-          mode = RegionMode::copy_on_write;
-        }
-        break;
-      case MemmapAccess::read_only:
+    FileHandle fd;
+    if (!options_.access) {  // as tensordict: shared where this process may write, else copy-on-write
+      fd = open_in(dir, name, O_RDWR | base);
+      mode = MapMode::shared;
+      if (!fd.valid() && (errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)) {
         fd = open_in(dir, name, O_RDONLY | base);
-        mode = RegionMode::read_only;
-        break;
-      case MemmapAccess::copy_on_write:
-        fd = open_in(dir, name, O_RDONLY | base);
-        mode = RegionMode::copy_on_write;
-        break;
-      case MemmapAccess::shared:
-        fd = open_in(dir, name, O_RDWR | base);
-        mode = RegionMode::shared;
-        break;
+        mode = MapMode::copy_on_write;
+      }
+    } else {
+      mode = *options_.access;
+      fd = open_in(dir, name, (mode == MapMode::shared ? O_RDWR : O_RDONLY) | base);
     }
-    if (fd >= 0) return Fd(fd);
+    if (fd.valid()) return fd;
     const int error = errno;
     if (error == ENOENT) return {};
     if (error == EISDIR) {
       throw FormatError("is a directory; expected a data file", {.file = dir.path / name});
     }
-    throw IoError(mode == RegionMode::shared ? "cannot open for reading and writing" : "cannot open for reading", error,
+    throw IoError(mode == MapMode::shared ? "cannot open for reading and writing" : "cannot open for reading", error,
                   {.file = dir.path / name});
   }
 
-  /// Opens a small side file (meta.json, pickles) of `dir`; an invalid Fd when it does not exist.
-  Fd open_side_file(const Dir& dir, const std::string& name) {
-    const int fd = open_in(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (fd >= 0) return Fd(fd);
+  /// Opens a small side file (meta.json, pickles) of `dir`; an invalid handle when it does not exist.
+  FileHandle open_side_file(const Dir& dir, const std::string& name) {
+    FileHandle fd = open_in(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (fd.valid()) return fd;
     const int error = errno;
     if (error == ENOENT) return {};
     throw IoError("cannot open for reading", error, {.file = dir.path / name});
@@ -187,9 +170,9 @@ class MemmapLoader {
 
   /// The bytes of an optional side file (other.pickle, pickle.pkl).
   std::optional<Bytes> read_side_bytes(const Dir& dir, const std::string& name) {
-    const Fd fd = open_side_file(dir, name);
+    const FileHandle fd = open_side_file(dir, name);
     if (!fd.valid()) return std::nullopt;
-    const std::string text = read_whole_file(fd.get(), dir.path / name, options_.max_meta_json_bytes);
+    const std::string text = read_whole_file(fd, dir.path / name, options_.max_meta_json_bytes);
     Bytes bytes;
     bytes.data.resize(text.size());
     std::memcpy(bytes.data.data(), text.data(), text.size());
@@ -212,13 +195,13 @@ class MemmapLoader {
       int& depth;
       ~Leave() { --depth; }
     } leave{depth_};
-    const Fd meta_fd = open_side_file(dir, meta_name_);
+    const FileHandle meta_fd = open_side_file(dir, meta_name_);
     if (!meta_fd.valid()) {
       throw FormatError("file is missing; expected the meta.json of a tensordict memmap directory, got no file",
                         {.file = dir.path / meta_name_});
     }
     const std::filesystem::path meta_path = dir.path / meta_name_;
-    const std::string text = read_whole_file(meta_fd.get(), meta_path, options_.max_meta_json_bytes);
+    const std::string text = read_whole_file(meta_fd, meta_path, options_.max_meta_json_bytes);
     DirMeta meta = read_dir_meta(text, meta_path);
     JsonReader reader(text, meta_path);
     if (!meta.type_at) {
@@ -255,7 +238,7 @@ class MemmapLoader {
     }
     // Anything else: a tensorclass when it has _tensordict/, else a TensorDict-like class stored as a TensorDict.
     Dir inner{open_subdir(dir, tensordict_dir_name_), dir.path / tensordict_dir_name_};
-    if (inner.fd.valid()) return load_tensorclass(dir, inner, reader, std::move(type_name), out);
+    if (inner.handle.valid()) return load_tensorclass(dir, inner, reader, std::move(type_name), out);
     return load_tensordict(dir, meta, reader, std::move(type_name), out);
   }
 
@@ -300,7 +283,7 @@ class MemmapLoader {
         }
         case MemberKind::collection: {
           std::string name = encode_key(member.key);
-          Fd fd = open_subdir(dir, name);
+          FileHandle fd = open_subdir(dir, name);
           if (!fd.valid() && is_safe_legacy_key(member.key, true)) {
             name = member.key;
             fd = open_subdir(dir, name);
@@ -390,8 +373,8 @@ class MemmapLoader {
     declared.erase(std::unique(declared.begin(), declared.end()), declared.end());
     struct stat info {};
     // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
-    if (::fstat(dir.fd.get(), &info) == 0 && info.st_nlink == 2 + declared.size()) return;
-    for (const std::string& name : list_subdirectories(dir.fd.get(), dir.path)) {
+    if (::fstat(dir.handle.fd(), &info) == 0 && info.st_nlink == 2 + declared.size()) return;
+    for (const std::string& name : list_subdirectories(dir.handle, dir.path)) {
       if (std::binary_search(declared.begin(), declared.end(), name)) continue;
       if (options_.skip_undeclared) {
         report_skipped(dir.path / name);
@@ -471,8 +454,8 @@ class MemmapLoader {
     append_encoded_key(name_, key);
     name_ += suffix;
     name_ += ".memmap";
-    RegionMode mode = RegionMode::read_only;
-    Fd fd = open_data(dir, name_, mode);
+    MapMode mode = MapMode::read_only;
+    FileHandle fd = open_data(dir, name_, mode);
     if (!fd.valid() && is_safe_legacy_key(key, false)) {
       const std::string encoded = name_;
       name_.assign(key);
@@ -493,7 +476,7 @@ class MemmapLoader {
       return std::nullopt;
     }
     struct stat info {};
-    if (::fstat(fd.get(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path / name_});
+    if (::fstat(fd.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path / name_});
     if (!S_ISREG(info.st_mode)) {
       throw FormatError("is not a regular file; expected a data file", {.file = dir.path / name_, .member = key});
     }
@@ -503,11 +486,12 @@ class MemmapLoader {
           "data file is too short; expected at least " + std::to_string(bytes) + " bytes, got " + std::to_string(size),
           {.file = dir.path / name_, .member = key});
     }
-    void* address = map_file(fd.get(), bytes, mode);
-    if (address == MAP_FAILED) {
-      throw IoError("cannot map " + std::to_string(bytes) + " bytes", errno, {.file = dir.path / name_, .member = key});
+    std::optional<Mapping> mapping = Mapping::try_map(fd, bytes, mode);
+    if (!mapping) {
+      const int error = errno;
+      throw IoError("cannot map " + std::to_string(bytes) + " bytes", error, {.file = dir.path / name_, .member = key});
     }
-    return Storage(MappedRegion(address, bytes, mode));
+    return Storage(MmapBackend(std::move(*mapping)));
   }
 
   /// A nested tensor: the int64 size table in <name>.shape.memmap, the packed values in <name>.memmap.
@@ -645,7 +629,7 @@ class MemmapLoader {
     std::vector<std::string> declared;
     for (std::size_t i = 0;; ++i) {
       std::string name = std::to_string(i);
-      Fd fd = open_subdir(dir, name);
+      FileHandle fd = open_subdir(dir, name);
       if (!fd.valid()) break;
       Dir child{std::move(fd), dir.path / name};
       std::optional<Entry> entry = load_node(child, nullptr);

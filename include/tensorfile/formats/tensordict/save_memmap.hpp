@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
+#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
@@ -71,22 +73,23 @@ class MemmapWriter {
     const std::string base = prefix.filename().string();
     const bool exists = check_existing(prefix);
 
-    Fd parent_fd(open_at(AT_FDCWD, parent.c_str(), O_RDONLY | O_DIRECTORY));
-    if (!parent_fd.valid()) throw IoError("cannot open directory", errno, {.file = parent});
-    const std::string temp = make_sibling(parent_fd.get(), parent, base, "tmp");
+    const FileHandle parent_dir = FileHandle::try_open_at(AT_FDCWD, parent.c_str(), O_RDONLY | O_DIRECTORY);
+    if (!parent_dir.valid()) throw IoError("cannot open directory", errno, {.file = parent});
+    const int parent_fd = parent_dir.fd();
+    const std::string temp = make_sibling(parent_fd, parent, base, "tmp");
     std::optional<TensorDict> mapped;
     try {
-      Fd root(open_at(parent_fd.get(), temp.c_str(), dir_open_flags));
+      const FileHandle root = FileHandle::try_open_at(parent_fd, temp.c_str(), dir_open_flags);
       if (!root.valid()) throw IoError("cannot open directory", errno, {.file = parent / temp});
       if (remap_) mapped.emplace();
-      write_collection(td, root.get(), prefix, mapped ? &*mapped : nullptr);
-      install(parent_fd.get(), parent, temp, base, exists, prefix);
+      write_collection(td, root.fd(), prefix, mapped ? &*mapped : nullptr);
+      install(parent_fd, parent, temp, base, exists, prefix);
     } catch (...) {
       std::error_code ignored;
       std::filesystem::remove_all(parent / temp, ignored);
       throw;
     }
-    if (options_.sync) ::fsync(parent_fd.get());
+    if (options_.sync) ::fsync(parent_fd);
     return mapped;
   }
 
@@ -198,9 +201,10 @@ class MemmapWriter {
 
   // ---- files --------------------------------------------------------------------------------
 
-  /// Creates `name` in `dir` (never replacing anything) and writes `size` bytes.
-  Fd create_file(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
-    Fd fd(open_at(dir, name.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | (remap_ ? O_RDWR : O_WRONLY), 0666));
+  /// Creates `name` in `dir` (never replacing anything); the handle names it shown / name in errors.
+  FileHandle create_file(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
+    FileHandle fd = FileHandle::try_open_at(dir, name.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | (remap_ ? O_RDWR : O_WRONLY),
+                                            0666, shown / name);
     if (!fd.valid()) {
       const int error = errno;
       if (error == EEXIST) {
@@ -213,9 +217,9 @@ class MemmapWriter {
   }
 
   void write_small_file(int dir, const std::string& name, std::string_view bytes, const std::filesystem::path& shown) {
-    Fd fd = create_file(dir, name, shown, {});
-    write_whole_file(fd.get(), bytes.data(), bytes.size(), shown / name);
-    if (options_.sync && ::fsync(fd.get()) != 0) throw IoError("cannot sync", errno, {.file = shown / name});
+    const FileHandle fd = create_file(dir, name, shown, {});
+    fd.write_all(0, std::as_bytes(std::span(bytes.data(), bytes.size())));
+    if (options_.sync && ::fsync(fd.fd()) != 0) throw IoError("cannot sync", errno, {.file = shown / name});
   }
 
   /// Writes the elements of `tensor` in C order to a new file; returns the leaf of the result tree.
@@ -236,7 +240,7 @@ class MemmapWriter {
     const Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
     const std::size_t bytes = host.nbytes();
     if (bytes == 0) return Tensor::zeros(host.sizes(), host.dtype());  // tensordict writes no file
-    Fd fd = create_file(dir, name, shown, key);
+    const FileHandle fd = create_file(dir, name, shown, key);
     const std::byte* source = nullptr;
     if (host.is_contiguous()) {
       source = host.raw_data();
@@ -248,18 +252,19 @@ class MemmapWriter {
       host.copy_into(scratch_.get());
       source = scratch_.get();
     }
-    write_whole_file(fd.get(), source, bytes, shown / name);
-    if (options_.sync && ::fsync(fd.get()) != 0) throw IoError("cannot sync", errno, {.file = shown / name});
+    fd.write_all(0, {source, bytes});
+    if (options_.sync && ::fsync(fd.fd()) != 0) throw IoError("cannot sync", errno, {.file = shown / name});
     if (!remap_) return {};
-    void* address = map_file(fd.get(), bytes, RegionMode::shared);
-    if (address == MAP_FAILED) {
-      throw IoError("cannot map " + std::to_string(bytes) + " bytes", errno, {.file = shown / name, .member = key});
+    std::optional<Mapping> mapping = Mapping::try_map(fd, bytes, MapMode::shared);
+    if (!mapping) {
+      const int error = errno;
+      throw IoError("cannot map " + std::to_string(bytes) + " bytes", error, {.file = shown / name, .member = key});
     }
-    return Tensor(Storage(MappedRegion(address, bytes, RegionMode::shared)), host.dtype(), host.sizes());
+    return Tensor(Storage(MmapBackend(std::move(*mapping))), host.dtype(), host.sizes());
   }
 
   /// Creates subdirectory `name` of `dir` and opens it.
-  static Fd make_dir(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
+  static FileHandle make_dir(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
     if (::mkdirat(dir, name.c_str(), 0777) != 0) {
       const int error = errno;
       if (error == EEXIST) {
@@ -270,7 +275,7 @@ class MemmapWriter {
       }
       throw IoError("cannot create directory", error, {.file = shown / name, .member = key});
     }
-    Fd fd(open_at(dir, name.c_str(), dir_open_flags));
+    FileHandle fd = FileHandle::try_open_at(dir, name.c_str(), dir_open_flags);
     if (!fd.valid()) throw IoError("cannot open directory", errno, {.file = shown / name, .member = key});
     return fd;
   }
@@ -289,8 +294,8 @@ class MemmapWriter {
       case TensorDictKind::plain: write_plain(td, dir, shown, mapped, td.type_name()); return;
       case TensorDictKind::tensorclass: {
         refuse_type_field(td.class_fields(), shown);
-        const Fd inner = make_dir(dir, "_tensordict", shown, {});
-        write_plain(td, inner.get(), shown / "_tensordict", mapped, tensordict_type);
+        const FileHandle inner = make_dir(dir, "_tensordict", shown, {});
+        write_plain(td, inner.fd(), shown / "_tensordict", mapped, tensordict_type);
         if (td.class_pickle()) write_small_file(dir, "other.pickle", as_chars(*td.class_pickle()), shown);
         std::string meta;
         JsonWriter json(meta, options_.json, false);
@@ -316,8 +321,8 @@ class MemmapWriter {
                                     "\", got " + quoted_key(item.key),
                                 {.file = shown, .member = item.key});
           }
-          const Fd child = make_dir(dir, item.key, shown, item.key);
-          Entry written = write_entry_dir(item.value, child.get(), shown / item.key);
+          const FileHandle child = make_dir(dir, item.key, shown, item.key);
+          Entry written = write_entry_dir(item.value, child.fd(), shown / item.key);
           if (mapped != nullptr) TensorDictAccess::set_unchecked(*mapped, item.key, std::move(written));
         }
         std::string meta;
@@ -398,8 +403,8 @@ class MemmapWriter {
         }
         case Entry::Kind::tensordict: {
           const std::string name = name_of(key, true, shown);
-          const Fd child = make_dir(dir, name, shown, key);
-          written.emplace(write_entry_dir(item.value, child.get(), shown / name));
+          const FileHandle child = make_dir(dir, name, shown, key);
+          written.emplace(write_entry_dir(item.value, child.fd(), shown / name));
           meta += '{';
           json.key("type");
           json.string(item.value.as_tensordict().class_name());
@@ -408,8 +413,8 @@ class MemmapWriter {
         }
         case Entry::Kind::non_tensor: {
           const std::string name = name_of(key, true, shown);
-          const Fd child = make_dir(dir, name, shown, key);
-          write_non_tensor(item.value.as_non_tensor(), child.get(), shown / name);
+          const FileHandle child = make_dir(dir, name, shown, key);
+          write_non_tensor(item.value.as_non_tensor(), child.fd(), shown / name);
           written.emplace(item.value);
           meta += '{';
           json.key("type");

@@ -118,7 +118,7 @@ struct TorchZipHeader {
 /// Lists the records of the torch zip file at `path` (mapped for the call). Throws as above, and IoError
 /// when the file cannot be read.
 [[nodiscard]] inline std::vector<ArchiveRecord> list_records(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
   return detail::archive_records(detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path));
 }
 
@@ -131,7 +131,7 @@ struct TorchZipHeader {
 
 /// The prefix, version, byte order and records of the torch zip file at `path`; throws as above.
 [[nodiscard]] inline ArchiveInfo read_archive_info(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MmapMode::read_only);
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
   return detail::archive_info(detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path), path);
 }
 

@@ -373,13 +373,13 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
 /// memory (files up to 64 MiB in one read into one buffer the tensors share; larger ones record
-/// by record), or with `.mmap` become views into one mapping of the file. Throws FormatError for
-/// corrupt or hostile input, UnsupportedError for valid constructs tensorfile does not read,
-/// IoError when the file cannot be read, DeviceError when map_location names a missing device.
+/// by record), or with `.mmap` set become views into one mapping of the file in that MapMode.
+/// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
+/// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
   detail::TorchArchive archive;
   archive.path = path;
-  const bool shared = options.mmap && options.mmap_shared;
+  const bool shared = options.mmap == MapMode::shared;
   const auto file =
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
@@ -392,16 +392,15 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
     archive.views = whole;
     return detail::load_archive(archive, options);
   }
-  const MmapMode mode = !options.mmap ? MmapMode::read_only : shared ? MmapMode::shared : MmapMode::copy_on_write;
-  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), mode));
+  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), options.mmap.value_or(MapMode::read_only)));
   archive.bytes = {mapping.data(), mapping.size_bytes()};
   if (options.mmap) archive.views = mapping;
   archive.file = &file;  // headers by pread; in heap mode the data too
   return detail::load_archive(archive, options);
 }
 
-/// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` are zero-copy
-/// views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
+/// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` set (any mode) are
+/// zero-copy views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
 [[nodiscard]] inline Value load(std::span<const std::byte> bytes, const LoadOptions& options = {}) {
   detail::TorchArchive archive;
   archive.bytes = bytes;

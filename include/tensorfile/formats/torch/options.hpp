@@ -14,6 +14,7 @@
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
+#include "tensorfile/detail/posix/file.hpp"  // MapMode
 
 namespace tensorfile {
 
@@ -67,11 +68,10 @@ struct StorageRecord {
   bool raw = false;                    ///< stored uncompressed and little-endian: the file bytes are the storage as is
 };
 
-/// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap = true})`.
+/// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap = MapMode::copy_on_write})`.
 struct LoadOptions {
   MapLocation map_location{};       ///< where storages go (see MapLocation)
-  bool mmap = false;                ///< storages are views into one mapping of the file (path input) or of the caller's buffer (span input): no data copied
-  bool mmap_shared = false;         ///< with mmap: MAP_SHARED, writes reach the file (default: MAP_PRIVATE copy-on-write)
+  std::optional<MapMode> mmap{};    ///< set: storages are views into one mapping of the file in this mode (path input) or of the caller's buffer, read-only (span input): no data copied; unset: heap storages
   bool strict = true;               ///< unknown globals are an error; false: kept as opaque Object records
   bool verify_crc = false;          ///< check every zip record's CRC-32 (torch does not)
   std::size_t max_depth = 1000;     ///< most nesting of containers
