@@ -145,6 +145,7 @@ class Value {
   }
   /// Takes `other`'s data, leaving it of the same kind with nothing inside (only assignment and destruction are valid then).
   Value(Value&& other) noexcept { take(other); }
+  /// Shares as the copy constructor does; the old data is released after the copy is made.
   Value& operator=(const Value& other) {
     if (this != &other) {
       Value copy(other);  // first, so `other` may live inside what *this holds
@@ -153,6 +154,7 @@ class Value {
     }
     return *this;
   }
+  /// Takes `other`'s data as the move constructor does.
   Value& operator=(Value&& other) noexcept {
     if (this != &other) {
       Value held(std::move(other));  // first, so `other` may live inside what *this holds
@@ -161,6 +163,7 @@ class Value {
     }
     return *this;
   }
+  /// Releases the string or this handle's share of a box.
   ~Value() { release(); }
 
   /// An nn.Parameter wrapping `data` (saved back through torch._utils._rebuild_parameter).
