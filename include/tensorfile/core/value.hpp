@@ -2,7 +2,6 @@
 // Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstddef>
@@ -13,9 +12,8 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "tensorfile/core/device.hpp"
@@ -113,43 +111,72 @@ class Value {
     tensor, storage, device, dtype, global, object,
   };
 
-  Value() = default;                                                           ///< None
+  Value() noexcept {}                                                          ///< None
   Value(None) noexcept {}                                                      ///< None
-  Value(bool v) noexcept : data_(v) {}                                         ///< bool
-  Value(int v) noexcept : data_(std::int64_t{v}) {}                            ///< int
-  Value(std::int64_t v) noexcept : data_(v) {}                                 ///< int
-  Value(BigInt v) : data_(std::make_shared<const BigInt>(std::move(v))) {}     ///< int beyond 64 bits
-  Value(double v) noexcept : data_(v) {}                                       ///< float
-  Value(std::complex<double> v) noexcept : data_(v) {}                         ///< complex
-  Value(std::string v) : data_(std::move(v)) {}                                ///< str
-  Value(const char* v) : data_(std::string(v)) {}                              ///< str
-  Value(std::string_view v) : data_(std::string(v)) {}                         ///< str
-  Value(Bytes v) : data_(std::make_shared<const Bytes>(std::move(v))) {}       ///< bytes
-  Value(List v) : data_(std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}   ///< list
+  Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}      ///< bool
+  Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}       ///< int
+  Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}  ///< int
+  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}  ///< int beyond 64 bits
+  Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}  ///< float
+  Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}  ///< complex
+  Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}         ///< str
+  Value(const char* v) : kind_(Kind::string), string_(v) {}                    ///< str
+  Value(std::string_view v) : kind_(Kind::string), string_(v) {}               ///< str
+  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}  ///< bytes
+  Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}  ///< list
   Value(Dict v);                                                               ///< dict
   Value(Set v);                                                                ///< set
-  Value(Tensor v) : data_(std::make_shared<const TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
-  Value(Device v) noexcept : data_(v) {}                                       ///< torch.device
-  Value(DType v) noexcept : data_(v) {}                                        ///< torch.dtype
-  Value(Global v) : data_(std::make_shared<const Global>(std::move(v))) {}     ///< class/function reference
+  Value(Tensor v) : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
+  Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}      ///< torch.device
+  Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}         ///< torch.dtype
+  Value(Global v) : Value(Kind::global, std::make_shared<Global>(std::move(v))) {}  ///< class/function reference
   Value(Object v);                                                             ///< opaque object
   Value(StorageValue v);                                                       ///< bare storage
 
+  /// Shares `other`'s containers, tensors and storages (copies only its plain data).
+  Value(const Value& other) : kind_(other.kind_) {
+    if (kind_ == Kind::string) {
+      std::construct_at(&string_, other.string_);
+    } else if (is_boxed(kind_)) {
+      std::construct_at(&box_, other.box_);
+    } else {
+      scalar_ = other.scalar_;
+    }
+  }
+  /// Takes `other`'s data, leaving it of the same kind with nothing inside (only assignment and destruction are valid then).
+  Value(Value&& other) noexcept { take(other); }
+  /// Shares as the copy constructor does; the old data is released after the copy is made.
+  Value& operator=(const Value& other) {
+    if (this != &other) {
+      Value copy(other);  // first, so `other` may live inside what *this holds
+      release();
+      take(copy);
+    }
+    return *this;
+  }
+  /// Takes `other`'s data as the move constructor does.
+  Value& operator=(Value&& other) noexcept {
+    if (this != &other) {
+      Value held(std::move(other));  // first, so `other` may live inside what *this holds
+      release();
+      take(held);
+    }
+    return *this;
+  }
+  /// Releases the string or this handle's share of a box.
+  ~Value() { release(); }
+
   /// An nn.Parameter wrapping `data` (saved back through torch._utils._rebuild_parameter).
   [[nodiscard]] static Value parameter(Tensor data) {
-    Value v;
-    v.data_ = std::make_shared<const TensorBox>(TensorBox{std::move(data), true});
-    return v;
+    return Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(data), true}));
   }
 
   /// A tuple of `items`.
   [[nodiscard]] static Value tuple(List items) {
-    Value v;
-    v.data_ = std::make_shared<const TupleBox>(TupleBox{std::move(items), {}});
-    return v;
+    return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
   }
 
-  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(data_.index()); }  ///< what it holds
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }                    ///< what it holds
   [[nodiscard]] bool is_none() const noexcept { return kind() == Kind::none; }           ///< None
   [[nodiscard]] bool is_bool() const noexcept { return kind() == Kind::boolean; }           ///< bool
   [[nodiscard]] bool is_int() const noexcept { return kind() == Kind::integer; }             ///< 64-bit int
@@ -170,30 +197,28 @@ class Value {
   [[nodiscard]] bool is_object() const noexcept { return kind() == Kind::object; }       ///< opaque object
 
   /// The held value; each throws ArgumentError naming both kinds when the Value holds another kind.
-  [[nodiscard]] bool as_bool() const { return get<bool>(Kind::boolean); }
-  [[nodiscard]] std::int64_t as_int() const { return get<std::int64_t>(Kind::integer); }
-  [[nodiscard]] const BigInt& as_big_int() const { return *get<std::shared_ptr<const BigInt>>(Kind::big_integer); }
+  [[nodiscard]] bool as_bool() const { return expect(Kind::boolean).scalar_.boolean; }
+  [[nodiscard]] std::int64_t as_int() const { return expect(Kind::integer).scalar_.integer; }
+  [[nodiscard]] const BigInt& as_big_int() const { return expect(Kind::big_integer).box<BigInt>(); }
   /// A float, or an int converted to double.
   [[nodiscard]] double as_float() const {
-    if (is_int()) return static_cast<double>(as_int());
-    return get<double>(Kind::floating);
+    if (is_int()) return static_cast<double>(scalar_.integer);
+    return expect(Kind::floating).scalar_.floating;
   }
-  [[nodiscard]] std::complex<double> as_complex() const { return get<std::complex<double>>(Kind::complex); }
-  [[nodiscard]] const std::string& as_string() const { return get<std::string>(Kind::string); }
-  [[nodiscard]] const Bytes& as_bytes() const { return *get<std::shared_ptr<const Bytes>>(Kind::bytes); }
-  [[nodiscard]] const List& as_tuple() const { return get<std::shared_ptr<const TupleBox>>(Kind::tuple)->items; }
-  [[nodiscard]] List& as_list() const { return get<std::shared_ptr<ListBox>>(Kind::list)->items; }
+  [[nodiscard]] std::complex<double> as_complex() const { return expect(Kind::complex).scalar_.complex; }
+  [[nodiscard]] const std::string& as_string() const { return expect(Kind::string).string_; }
+  [[nodiscard]] const Bytes& as_bytes() const { return expect(Kind::bytes).box<Bytes>(); }
+  [[nodiscard]] const List& as_tuple() const { return expect(Kind::tuple).box<TupleBox>().items; }
+  [[nodiscard]] List& as_list() const { return expect(Kind::list).box<ListBox>().items; }
   [[nodiscard]] Dict& as_dict() const;
   [[nodiscard]] Set& as_set() const;
-  [[nodiscard]] const Tensor& as_tensor() const { return get<std::shared_ptr<const TensorBox>>(Kind::tensor)->tensor; }
+  [[nodiscard]] const Tensor& as_tensor() const { return expect(Kind::tensor).box<TensorBox>().tensor; }
   /// Whether a tensor value is an nn.Parameter.
-  [[nodiscard]] bool is_parameter() const noexcept {
-    return is_tensor() && std::get<std::shared_ptr<const TensorBox>>(data_)->parameter;
-  }
+  [[nodiscard]] bool is_parameter() const noexcept { return is_tensor() && box<TensorBox>().parameter; }
   [[nodiscard]] const StorageValue& as_storage() const;
-  [[nodiscard]] Device as_device() const { return get<Device>(Kind::device); }
-  [[nodiscard]] DType as_dtype() const { return get<DType>(Kind::dtype); }
-  [[nodiscard]] const Global& as_global() const { return *get<std::shared_ptr<const Global>>(Kind::global); }
+  [[nodiscard]] Device as_device() const { return expect(Kind::device).scalar_.device; }
+  [[nodiscard]] DType as_dtype() const { return expect(Kind::dtype).scalar_.dtype; }
+  [[nodiscard]] const Global& as_global() const { return expect(Kind::global).box<Global>(); }
   [[nodiscard]] Object& as_object() const;
 
   /// Elements of a list or tuple (items of neither throw).
@@ -245,22 +270,77 @@ class Value {
     bool parameter;
   };
 
-  template <class T>
-  const T& get(Kind wanted) const {
-    if (kind() != wanted) {
-      throw ArgumentError("value is " + std::string(kind_name(kind())) + "; expected " +
-                          std::string(kind_name(wanted)));
-    }
-    return std::get<T>(data_);
+  // Plain data, copied as bytes.
+  union Scalar {
+    std::int64_t integer = 0;
+    bool boolean;
+    double floating;
+    std::complex<double> complex;
+    Device device;
+    DType dtype;
+  };
+  static_assert(std::is_trivially_copyable_v<Scalar> && std::is_trivially_destructible_v<Scalar>);
+
+  // Kinds held in box_: every container, tensor and storage (shared, mutable or with an identity), and the
+  // immutable BigInt, Bytes and Global (shared so a copy stays cheap).
+  static constexpr std::uint32_t boxed_kinds =
+      1u << static_cast<unsigned>(Kind::big_integer) | 1u << static_cast<unsigned>(Kind::bytes) |
+      1u << static_cast<unsigned>(Kind::tuple) | 1u << static_cast<unsigned>(Kind::list) |
+      1u << static_cast<unsigned>(Kind::dict) | 1u << static_cast<unsigned>(Kind::set) |
+      1u << static_cast<unsigned>(Kind::tensor) | 1u << static_cast<unsigned>(Kind::storage) |
+      1u << static_cast<unsigned>(Kind::global) | 1u << static_cast<unsigned>(Kind::object);
+  // The boxed kinds whose box is their identity (BigInt, Bytes and Global compare by value only).
+  static constexpr std::uint32_t identity_kinds =
+      boxed_kinds & ~(1u << static_cast<unsigned>(Kind::big_integer) | 1u << static_cast<unsigned>(Kind::bytes) |
+                      1u << static_cast<unsigned>(Kind::global));
+  [[nodiscard]] static constexpr bool is_boxed(Kind kind) noexcept {
+    return (boxed_kinds >> static_cast<unsigned>(kind) & 1u) != 0;
   }
 
-  // Alternatives in Kind's order.
-  std::variant<None, bool, std::int64_t, std::shared_ptr<const BigInt>, double, std::complex<double>, std::string,
-               std::shared_ptr<const Bytes>, std::shared_ptr<const TupleBox>, std::shared_ptr<ListBox>,
-               std::shared_ptr<DictBox>, std::shared_ptr<SetBox>, std::shared_ptr<const TensorBox>,
-               std::shared_ptr<const StorageValue>, Device, DType, std::shared_ptr<const Global>,
-               std::shared_ptr<ObjectBox>>
-      data_;
+  Value(Kind kind, std::shared_ptr<void> box) noexcept : kind_(kind), box_(std::move(box)) {}
+
+  // *this, when it holds `wanted`; throws ArgumentError naming both kinds otherwise.
+  const Value& expect(Kind wanted) const {
+    if (kind_ != wanted) wrong_kind(wanted);
+    return *this;
+  }
+  [[noreturn]] void wrong_kind(Kind wanted) const {
+    throw ArgumentError("value is " + std::string(kind_name(kind_)) + "; expected " + std::string(kind_name(wanted)));
+  }
+  // The box of a boxed kind, as the type that kind stores.
+  template <class Box>
+  [[nodiscard]] Box& box() const noexcept {
+    return *static_cast<Box*>(box_.get());
+  }
+
+  // Moves `other`'s data into *this, which holds nothing that needs releasing.
+  void take(Value& other) noexcept {
+    kind_ = other.kind_;
+    if (kind_ == Kind::string) {
+      std::construct_at(&string_, std::move(other.string_));
+    } else if (is_boxed(kind_)) {
+      std::construct_at(&box_, std::move(other.box_));
+    } else {
+      scalar_ = other.scalar_;
+    }
+  }
+  // Ends the lifetime of the held string or box; *this must then be given new data (take) or be gone.
+  void release() noexcept {
+    if (kind_ == Kind::string) {
+      std::destroy_at(&string_);
+    } else if (is_boxed(kind_)) {
+      std::destroy_at(&box_);
+    }
+  }
+
+  // A hand-written tagged union rather than std::variant: copying, moving and destroying are one branch each,
+  // so the many inline functions that pass Values around instantiate almost nothing.
+  Kind kind_ = Kind::none;
+  union {
+    Scalar scalar_{};
+    std::string string_;
+    std::shared_ptr<void> box_;  // the box of is_boxed kinds: see box()
+  };
 };
 
 namespace detail {
@@ -388,27 +468,27 @@ struct Value::ObjectBox {
   detail::Nesting nesting;
 };
 
-inline Value::Value(Dict v) : data_(std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
-inline Value::Value(Set v) : data_(std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
-inline Value::Value(Object v) : data_(std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
-inline Value::Value(StorageValue v) : data_(std::make_shared<const StorageValue>(std::move(v))) {}
-inline Dict& Value::as_dict() const { return get<std::shared_ptr<DictBox>>(Kind::dict)->dict; }
-inline Set& Value::as_set() const { return get<std::shared_ptr<SetBox>>(Kind::set)->set; }
-inline Object& Value::as_object() const { return get<std::shared_ptr<ObjectBox>>(Kind::object)->object; }
+inline Value::Value(Dict v) : Value(Kind::dict, std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
+inline Value::Value(Set v) : Value(Kind::set, std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
+inline Value::Value(Object v) : Value(Kind::object, std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
+inline Value::Value(StorageValue v) : Value(Kind::storage, std::make_shared<StorageValue>(std::move(v))) {}
+inline Dict& Value::as_dict() const { return expect(Kind::dict).box<DictBox>().dict; }
+inline Set& Value::as_set() const { return expect(Kind::set).box<SetBox>().set; }
+inline Object& Value::as_object() const { return expect(Kind::object).box<ObjectBox>().object; }
 
 inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
   using Kind = Value::Kind;
   switch (v.kind()) {
-    case Kind::list: return &std::get<std::shared_ptr<Value::ListBox>>(v.data_)->nesting;
-    case Kind::tuple: return &std::get<std::shared_ptr<const Value::TupleBox>>(v.data_)->nesting;
-    case Kind::dict: return &std::get<std::shared_ptr<Value::DictBox>>(v.data_)->nesting;
-    case Kind::set: return &std::get<std::shared_ptr<Value::SetBox>>(v.data_)->nesting;
-    case Kind::object: return &std::get<std::shared_ptr<Value::ObjectBox>>(v.data_)->nesting;
+    case Kind::list: return &v.box<Value::ListBox>().nesting;
+    case Kind::tuple: return &v.box<Value::TupleBox>().nesting;
+    case Kind::dict: return &v.box<Value::DictBox>().nesting;
+    case Kind::set: return &v.box<Value::SetBox>().nesting;
+    case Kind::object: return &v.box<Value::ObjectBox>().nesting;
     default: return nullptr;
   }
 }
 inline const StorageValue& Value::as_storage() const {
-  return *get<std::shared_ptr<const StorageValue>>(Kind::storage);
+  return expect(Kind::storage).box<StorageValue>();
 }
 
 inline const Value& Value::at(std::size_t index) const {
@@ -448,16 +528,7 @@ inline std::size_t Value::size() const {
 }
 
 inline const void* Value::identity() const noexcept {
-  switch (kind()) {
-    case Kind::list: return std::get<std::shared_ptr<ListBox>>(data_).get();
-    case Kind::dict: return std::get<std::shared_ptr<DictBox>>(data_).get();
-    case Kind::set: return std::get<std::shared_ptr<SetBox>>(data_).get();
-    case Kind::object: return std::get<std::shared_ptr<ObjectBox>>(data_).get();
-    case Kind::tuple: return std::get<std::shared_ptr<const TupleBox>>(data_).get();
-    case Kind::tensor: return std::get<std::shared_ptr<const TensorBox>>(data_).get();
-    case Kind::storage: return std::get<std::shared_ptr<const StorageValue>>(data_).get();
-    default: return nullptr;
-  }
+  return (identity_kinds >> static_cast<unsigned>(kind_) & 1u) != 0 ? box_.get() : nullptr;
 }
 
 namespace detail {

@@ -8,7 +8,9 @@
 #include <span>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
+// Only the SSE4.1 and PCLMUL intrinsics: <immintrin.h> would add about a second of parsing to every loader.
+#include <smmintrin.h>
+#include <wmmintrin.h>
 #endif
 
 namespace tensorfile::detail {
