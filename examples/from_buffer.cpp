@@ -15,16 +15,17 @@ int main() {
   }
 
   // Skip the header; the tensor shares the packet's memory and keeps the packet alive.
-  const auto values = tensorfile::from_buffer(std::span<std::byte>(*packet), packet,
-                                              {.dtype = tensorfile::DType::Int32, .offset = 8})
-                          .reshape({2, 3});
+  const auto values =
+      tensorfile::from_buffer(std::span<std::byte>(*packet), packet, {.dtype = tensorfile::DType::Int32, .offset = 8})
+          .reshape({2, 3});
   packet.reset();
   std::cout << "values: " << values << "\n";
   std::cout << "transposed: " << values.transpose(0, 1) << "\n";
 
   // Const memory gives a read-only tensor: writing through it throws.
   const std::vector<std::byte> frozen(4);
-  const auto read_only = tensorfile::from_buffer(std::span<const std::byte>(frozen), {.dtype = tensorfile::DType::Float32});
+  const auto read_only =
+      tensorfile::from_buffer(std::span<const std::byte>(frozen), {.dtype = tensorfile::DType::Float32});
   try {
     read_only.data<float>()[0] = 1.0f;
   } catch (const tensorfile::Error& error) {

@@ -10,11 +10,11 @@
 #include <catch2/catch.hpp>
 #endif
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
-#include <unistd.h>
 
 namespace tensorfile_test {
 

@@ -12,15 +12,15 @@
 #include <string>
 #include <utility>
 
-#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/cuda/detail/copy.hpp"
 #include "tensorfile/cuda/detail/cufile.hpp"
-#include "tensorfile/cuda/detail/runtime.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
+#include "tensorfile/cuda/detail/runtime.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/io/from_file.hpp"
 

@@ -7,6 +7,8 @@
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/print.hpp"
 #include "tensorfile/core/scalar_types.hpp"
 #include "tensorfile/core/storage.hpp"
@@ -16,8 +18,6 @@
 #include "tensorfile/core/value_print.hpp"
 
 #include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/core/heap_backend.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/backends/mmap.hpp"
 
 #include "tensorfile/io/from_buffer.hpp"

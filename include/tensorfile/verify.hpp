@@ -112,7 +112,9 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
     case FileFormat::torch_zip: detail::verify_torch_zip(report, path, options); break;
     case FileFormat::torch_legacy: detail::verify_torch_objects(report, path); break;
     case FileFormat::tensordict: detail::verify_tensordict(report, path); break;
-    case FileFormat::unknown: detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); }); break;
+    case FileFormat::unknown:
+      detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); });
+      break;
   }
   return report;
 }

@@ -28,7 +28,8 @@ class Arena {
 /// A backend for one arena slice; it keeps the whole arena alive.
 class ArenaBackend {
  public:
-  ArenaBackend(std::shared_ptr<Arena> arena, std::size_t bytes) : arena_(std::move(arena)), bytes_(arena_->take(bytes)) {}
+  ArenaBackend(std::shared_ptr<Arena> arena, std::size_t bytes)
+      : arena_(std::move(arena)), bytes_(arena_->take(bytes)) {}
   [[nodiscard]] std::byte* data() const noexcept { return bytes_.data(); }
   [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_.size(); }
   [[nodiscard]] tensorfile::Device device() const noexcept { return tensorfile::Device::cpu(); }

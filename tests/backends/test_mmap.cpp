@@ -57,11 +57,12 @@ TEST_CASE("mmap_storage maps files in three modes", "[mmap]") {
     CHECK(s.data()[1] == std::byte{'b'});
   }
   SECTION("errors") {
-    REQUIRE_THROWS_WITH(mmap_storage(path, MapMode::read_only, 9),
-                        "tensorfile: " + path.string() +
-                            ": file is too short to map; expected at least 9 bytes, got 8");
-    REQUIRE_THROWS_WITH(mmap_storage(dir / "nope", MapMode::read_only),
-                        "tensorfile: " + (dir / "nope").string() + ": cannot open for reading: No such file or directory");
+    REQUIRE_THROWS_WITH(
+        mmap_storage(path, MapMode::read_only, 9),
+        "tensorfile: " + path.string() + ": file is too short to map; expected at least 9 bytes, got 8");
+    REQUIRE_THROWS_WITH(
+        mmap_storage(dir / "nope", MapMode::read_only),
+        "tensorfile: " + (dir / "nope").string() + ": cannot open for reading: No such file or directory");
     REQUIRE_THROWS_WITH(mmap_storage(dir.path(), MapMode::read_only),
                         "tensorfile: " + dir.path().string() + ": is a directory; expected a regular file");
   }

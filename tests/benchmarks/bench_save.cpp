@@ -55,10 +55,11 @@ int main(int argc, char** argv) {
     }));
   }
   std::sort(wall.begin(), wall.end());
-  std::printf("{\"mode\": \"%s\", \"file_bytes\": %llu, \"min_ms\": %.1f, \"median_ms\": %.1f, \"rss_before_kb\": %ld, "
-              "\"peak_rss_kb\": %ld}\n",
-              mode.c_str(), static_cast<unsigned long long>(file_bytes), wall.front(), wall[wall.size() / 2],
-              rss_before, tensorfile_bench::peak_rss_kb());
+  std::printf(
+      "{\"mode\": \"%s\", \"file_bytes\": %llu, \"min_ms\": %.1f, \"median_ms\": %.1f, \"rss_before_kb\": %ld, "
+      "\"peak_rss_kb\": %ld}\n",
+      mode.c_str(), static_cast<unsigned long long>(file_bytes), wall.front(), wall[wall.size() / 2], rss_before,
+      tensorfile_bench::peak_rss_kb());
   std::filesystem::remove(out);
   return 0;
 }

@@ -10,8 +10,10 @@ using namespace tensorfile;
 
 TEST_CASE("Error composes its message from the location parts that are known", "[error]") {
   SECTION("all parts") {
-    const FormatError error("bad opcode; expected STOP, got 0x99", {.file = "model.pt", .member = "model/data.pkl", .offset = 42});
-    CHECK(std::string(error.what()) == "tensorfile: model.pt: model/data.pkl: bad opcode; expected STOP, got 0x99 (at byte 42)");
+    const FormatError error("bad opcode; expected STOP, got 0x99",
+                            {.file = "model.pt", .member = "model/data.pkl", .offset = 42});
+    CHECK(std::string(error.what()) ==
+          "tensorfile: model.pt: model/data.pkl: bad opcode; expected STOP, got 0x99 (at byte 42)");
     CHECK(error.code() == ErrorCode::format);
     CHECK(error.path() == "model.pt");
     CHECK(error.member() == "model/data.pkl");

@@ -55,7 +55,7 @@ TEST_CASE("Tensors print like torch's repr", "[print]") {
   CHECK(to_string(Tensor::from_values<float>({1e-5f, 1.0f})) == "tensor([1.0000e-05, 1.0000e+00])");
   CHECK(to_string(Tensor::from_values<std::int64_t>({-3, 10, 200})) == "tensor([ -3,  10, 200])");
   CHECK(to_string(Tensor::from_values<bool>({true}).reshape({})) == "tensor(True)");
-  CHECK(to_string(arange<std::uint8_t>(4, {2, 2}) ) == "tensor([[0, 1],\n        [2, 3]], dtype=torch.uint8)");
+  CHECK(to_string(arange<std::uint8_t>(4, {2, 2})) == "tensor([[0, 1],\n        [2, 3]], dtype=torch.uint8)");
   CHECK(to_string(Tensor()) == "tensor(undefined)");
 }
 

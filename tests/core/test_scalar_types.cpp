@@ -23,10 +23,10 @@ TEST_CASE("Half converts to and from float like IEEE binary16", "[scalar_types]"
     CHECK(static_cast<float>(Half::from_bits(0x03FF)) == std::ldexp(1023.0f, -24));
   }
   SECTION("rounding to nearest even, overflow and underflow") {
-    CHECK(Half(1.0f + std::ldexp(1.0f, -11)).bits == 0x3C00);       // tie goes to even
-    CHECK(Half(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3C02);   // tie goes to even (up)
-    CHECK(Half(65520.0f).bits == 0x7C00);                            // rounds past the largest half
-    CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);               // exactly half the smallest subnormal: to even
+    CHECK(Half(1.0f + std::ldexp(1.0f, -11)).bits == 0x3C00);      // tie goes to even
+    CHECK(Half(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3C02);  // tie goes to even (up)
+    CHECK(Half(65520.0f).bits == 0x7C00);                          // rounds past the largest half
+    CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);             // exactly half the smallest subnormal: to even
     CHECK(Half(std::ldexp(1.5f, -25)).bits == 0x0001);
     CHECK(Half(1e-10f).bits == 0x0000);
   }
@@ -61,9 +61,9 @@ TEST_CASE("float8 values decode per variant", "[scalar_types]") {
   CHECK(decode_float8(0x7E, 4, false) == 448.0f);  // e4m3fn largest
   CHECK(std::isnan(decode_float8(0x7F, 4, false)));
   CHECK(decode_float8(0x01, 4, false) == std::ldexp(1.0f, -9));
-  CHECK(decode_float8(0x3C, 5, false) == 1.0f);    // e5m2 = top byte of a half
+  CHECK(decode_float8(0x3C, 5, false) == 1.0f);  // e5m2 = top byte of a half
   CHECK(std::isinf(decode_float8(0x7C, 5, false)));
-  CHECK(decode_float8(0x40, 4, true) == 1.0f);     // e4m3fnuz: bias 8
+  CHECK(decode_float8(0x40, 4, true) == 1.0f);  // e4m3fnuz: bias 8
   CHECK(std::isnan(decode_float8(0x80, 4, true)));
-  CHECK(decode_float8(0x40, 5, true) == 1.0f);     // e5m2fnuz: bias 16
+  CHECK(decode_float8(0x40, 5, true) == 1.0f);  // e5m2fnuz: bias 16
 }

@@ -54,9 +54,9 @@ TEST_CASE("Tensor construction checks the view against its storage", "[tensor]")
   const Storage s = heap_storage(24);  // six float32
   SECTION("fits") {
     CHECK_NOTHROW(Tensor(s, DType::Float32, {2, 3}, {3, 1}, 0));
-    CHECK_NOTHROW(Tensor(s, DType::Float32, {3}, {2}, 1));     // elements 1, 3, 5
+    CHECK_NOTHROW(Tensor(s, DType::Float32, {3}, {2}, 1));          // elements 1, 3, 5
     CHECK_NOTHROW(Tensor(s, DType::Float32, {0, 100}, {1, 1}, 6));  // empty tensors touch nothing
-    CHECK_NOTHROW(Tensor(s, DType::Float32, {1000}, {0}, 5));   // stride 0 broadcasts
+    CHECK_NOTHROW(Tensor(s, DType::Float32, {1000}, {0}, 5));       // stride 0 broadcasts
   }
   SECTION("leaves the storage") {
     REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {2, 3}, {3, 1}, 1),
@@ -69,7 +69,8 @@ TEST_CASE("Tensor construction checks the view against its storage", "[tensor]")
   SECTION("negative or overflowing") {
     REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {2}, {-1}, 1),
                         "tensorfile: negative size or stride in sizes (2,), strides (-1,)");
-    REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {-2}, {1}), "tensorfile: negative size or stride in sizes (-2,), strides (1,)");
+    REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {-2}, {1}),
+                        "tensorfile: negative size or stride in sizes (-2,), strides (1,)");
     REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {2}, {1}, -1), "tensorfile: negative storage offset -1");
     REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {2, 2}, {std::numeric_limits<std::int64_t>::max(), 1}),
                         "tensorfile: view extent overflows int64");
@@ -85,12 +86,14 @@ TEST_CASE("data<T>() checks dtype, writability and device", "[tensor]") {
   t.data<float>()[1] = 10.0f;
   CHECK(t.data<const float>()[1] == 10.0f);
   REQUIRE_THROWS_WITH(t.data<double>(), "tensorfile: tensor has dtype float32; expected float64 for this element type");
-  REQUIRE_THROWS_WITH(t.data<const std::int32_t>(), "tensorfile: tensor has dtype float32; expected int32 for this element type");
+  REQUIRE_THROWS_WITH(t.data<const std::int32_t>(),
+                      "tensorfile: tensor has dtype float32; expected int32 for this element type");
   SECTION("read-only storage") {
     const std::array<std::byte, 8> bytes{};
     const Tensor ro(Storage(BorrowedBackend(std::span<const std::byte>(bytes))), DType::Int32, {2});
     CHECK(ro.data<const std::int32_t>()[1] == 0);
-    REQUIRE_THROWS_WITH(ro.data<std::int32_t>(), "tensorfile: storage (borrowed) is read-only; expected a writable storage");
+    REQUIRE_THROWS_WITH(ro.data<std::int32_t>(),
+                        "tensorfile: storage (borrowed) is read-only; expected a writable storage");
     CHECK_THROWS_AS(ro.mutable_raw_data(), ArgumentError);
     CHECK_FALSE(ro.is_writable());
   }
@@ -151,7 +154,8 @@ TEST_CASE("Views share the storage", "[tensor][views]") {
     CHECK(base.select(0, 0).reshape({2, 2}).storage_offset() == 0);
     REQUIRE_THROWS_WITH(base.reshape({5, -1}), "tensorfile: shape (5, -1) is invalid for 12 elements");
     REQUIRE_THROWS_WITH(base.reshape({5, 2}), "tensorfile: shape (5, 2) is invalid for 12 elements");
-    REQUIRE_THROWS_WITH(base.transpose(0, 1).reshape({12}), "tensorfile: reshape needs a contiguous tensor; call contiguous() first");
+    REQUIRE_THROWS_WITH(base.transpose(0, 1).reshape({12}),
+                        "tensorfile: reshape needs a contiguous tensor; call contiguous() first");
   }
   SECTION("expand and unsqueeze") {
     const Tensor col = base.select(1, 0).unsqueeze(1);  // (3, 1)
@@ -165,7 +169,9 @@ TEST_CASE("Views share the storage", "[tensor][views]") {
                         "tensorfile: cannot expand dimension 1 of size 4 to 8; only size-1 dimensions expand");
     REQUIRE_THROWS_WITH(base.expand({4}), "tensorfile: expand to (4,) has fewer dimensions than (3, 4)");
   }
-  SECTION("shapes whose element count overflows or goes negative are refused (a wrapped numel once let copies write past their buffer)") {
+  SECTION(
+      "shapes whose element count overflows or goes negative are refused (a wrapped numel once let copies write past "
+      "their buffer)") {
     const Tensor row = arange_f32(4, {1, 4});
     REQUIRE_THROWS_WITH(row.expand({3, 6148914691236517206, 4}),
                         "tensorfile: sizes (3, 6148914691236517206, 4) hold more elements than int64 counts");

@@ -262,7 +262,7 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
   save(Value(std::move(state)), scratch / "big.pt");
   const Value on_cpu = load(scratch / "big.pt", {.mmap = MapMode::copy_on_write});
   (void)Tensor::zeros({1}, DType::Float32, Device::cuda(0));  // the CUDA context exists before the measurement
-  std::ofstream("/proc/self/clear_refs") << "5";  // resets the peak resident size (VmHWM)
+  std::ofstream("/proc/self/clear_refs") << "5";              // resets the peak resident size (VmHWM)
   const std::int64_t before = peak_rss_kib();
   const Value on_gpu = cuda::load(scratch / "big.pt", {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20});
   const std::int64_t growth_kib = peak_rss_kib() - before;

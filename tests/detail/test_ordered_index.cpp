@@ -76,8 +76,8 @@ std::string key_number(int i) { return "key" + std::to_string(i); }
 
 using tensorfile::detail::OrderedIndex;
 
-TEMPLATE_TEST_CASE("OrderedIndex keeps insertion order and finds every key as it grows", "[ordered_index]",
-                   StringKeys, CollidingKeys) {
+TEMPLATE_TEST_CASE("OrderedIndex keeps insertion order and finds every key as it grows", "[ordered_index]", StringKeys,
+                   CollidingKeys) {
   OrderedIndex<Item, TestType> index;
   CHECK(index.empty());
   CHECK(index.find(std::string_view("absent")) == index.npos);
@@ -95,7 +95,8 @@ TEMPLATE_TEST_CASE("OrderedIndex keeps insertion order and finds every key as it
     append(index, "key5", -5);
     expected[5].value = -5;
     check_holds(index, expected);
-    const auto found = index.find_or_append(std::string_view("key7"), []() -> Item { throw std::logic_error("not called"); });
+    const auto found =
+        index.find_or_append(std::string_view("key7"), []() -> Item { throw std::logic_error("not called"); });
     CHECK_FALSE(found.inserted);
     CHECK(found.item.value == 7);
   }
@@ -108,10 +109,12 @@ TEMPLATE_TEST_CASE("OrderedIndex keeps insertion order and finds every key as it
   }
 }
 
-TEST_CASE("OrderedIndex scans small maps and indexes larger ones, with empty and repeated-hash keys", "[ordered_index]") {
+TEST_CASE("OrderedIndex scans small maps and indexes larger ones, with empty and repeated-hash keys",
+          "[ordered_index]") {
   OrderedIndex<Item, StringKeys> index;
   append(index, "", 0);  // the empty key is a key like any other
-  for (std::size_t i = 1; i <= OrderedIndex<Item, StringKeys>::scan_limit + 1; ++i) append(index, std::string(i, 'a'), static_cast<int>(i));
+  for (std::size_t i = 1; i <= OrderedIndex<Item, StringKeys>::scan_limit + 1; ++i)
+    append(index, std::string(i, 'a'), static_cast<int>(i));
   CHECK(index.find(std::string_view("")) == 0);
   CHECK(index.find(std::string_view("aaa")) == 3);
   CHECK(index.find(std::string_view("b")) == index.npos);
@@ -155,8 +158,10 @@ TEST_CASE("OrderedIndex agrees with a plain vector under random appends, replace
       }
     } else {
       append(index, key, step);
-      if (at != expected.end()) at->value = step;
-      else expected.push_back({key, step});
+      if (at != expected.end())
+        at->value = step;
+      else
+        expected.push_back({key, step});
     }
     if (step % 97 == 0) check_holds(index, expected);
   }

@@ -53,12 +53,14 @@ TEST_CASE("hex digits", "[detail][text]") {
 
 TEST_CASE("WTF-8 decoding and encoding", "[detail][text]") {
   CHECK(is_valid_wtf8("plain \xc3\xa9 \xf0\x9f\x98\x80"));
-  CHECK(is_valid_wtf8("\xed\xa0\x80"));       // a lone surrogate, as Python's str may hold
-  CHECK_FALSE(is_valid_wtf8("\xc0\x80"));     // overlong
+  CHECK(is_valid_wtf8("\xed\xa0\x80"));            // a lone surrogate, as Python's str may hold
+  CHECK_FALSE(is_valid_wtf8("\xc0\x80"));          // overlong
   CHECK_FALSE(is_valid_wtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
-  CHECK_FALSE(is_valid_wtf8("\xe2\x82"));     // cut short
+  CHECK_FALSE(is_valid_wtf8("\xe2\x82"));          // cut short
   std::size_t i = 0;
-  CHECK(decode_wtf8_or_latin1("\xff" "a", i) == 0xff);
+  CHECK(decode_wtf8_or_latin1("\xff"
+                              "a",
+                              i) == 0xff);
   CHECK(i == 1);
   for (const std::uint32_t cp : {0x41u, 0xe9u, 0x20acu, 0xd800u, 0x1f600u}) {
     std::string text;
@@ -83,7 +85,7 @@ TEST_CASE("Python float repr", "[detail][text]") {
   CHECK(python_float_repr(1e16) == "1e+16");
   CHECK(python_float_repr(-1.5e300) == "-1.5e+300");
   CHECK(python_float_repr(123456789.125) == "123456789.125");
-  CHECK(python_float_repr(5e-324) == "5e-324");                    // the smallest subnormal
+  CHECK(python_float_repr(5e-324) == "5e-324");                                  // the smallest subnormal
   CHECK(python_float_repr(2.225073858507201e-308) == "2.225073858507201e-308");  // the largest subnormal
   CHECK(python_float_repr(std::numeric_limits<double>::max()) == "1.7976931348623157e+308");
   CHECK(python_float_repr(std::nan("")) == "nan");
@@ -99,8 +101,8 @@ TEST_CASE("Python str and bytes repr", "[detail][text]") {
   CHECK(python_str_repr("a\\b\n\r\t\x01\x7f") == "'a\\\\b\\n\\r\\t\\x01\\x7f'");
   CHECK(python_str_repr("h\xc3\xa9") == "'h\xc3\xa9'");  // non-ASCII as is
   CHECK(python_str_repr("\xff") == "'\xc3\xbf'");        // not UTF-8: the latin-1 code point
-  const std::array<std::byte, 6> raw{std::byte{'a'}, std::byte{'\''}, std::byte{'\n'}, std::byte{0x00},
-                                     std::byte{0x80}, std::byte{0xff}};
+  const std::array<std::byte, 6> raw{std::byte{'a'},  std::byte{'\''}, std::byte{'\n'},
+                                     std::byte{0x00}, std::byte{0x80}, std::byte{0xff}};
   CHECK(python_bytes_repr(raw) == "b'a\\'\\n\\x00\\x80\\xff'");
   CHECK(python_bytes_repr({}) == "b''");
 }

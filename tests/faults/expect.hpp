@@ -10,10 +10,10 @@ namespace {
 std::atomic<int> failures{0};
 }  // namespace
 
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define EXPECT(cond)                                                         \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
       std::fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                             \
-    }                                                                         \
+      ++failures;                                                            \
+    }                                                                        \
   } while (0)

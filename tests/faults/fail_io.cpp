@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// LD_PRELOAD fault injector (C++ only to keep the project CXX-only; every symbol is extern "C"): makes write()/pwrite()/fsync() fail like a full or broken disk.
+// LD_PRELOAD fault injector (C++ only to keep the project CXX-only; every symbol is extern "C"): makes
+// write()/pwrite()/fsync() fail like a full or broken disk.
 //   TENSORFILE_FAIL_MATCH=s     only descriptors whose path contains s (default ".tmp-": save's temporary)
 //   TENSORFILE_FAIL_AFTER=N     after N bytes in total, writes fail (a write crossing N is cut short first)
 //   TENSORFILE_FAIL_ERRNO=n     the errno of failing writes (default ENOSPC=28; EIO=5)

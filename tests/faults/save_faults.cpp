@@ -34,7 +34,8 @@ std::string slurp(const fs::path& p) {
 
 int temporaries(const fs::path& dir) {
   int n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp-") != std::string::npos;
+  for (const auto& e : fs::directory_iterator(dir))
+    n += e.path().filename().string().find(".tmp-") != std::string::npos;
   return n;
 }
 
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run me with LD_PRELOAD=libtensorfile_fail_io.so\n");
     return 2;
   }
-  const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / ("tensorfile-faults-" + std::to_string(::getpid()));
+  const fs::path dir =
+      argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / ("tensorfile-faults-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path target = dir / "model.pt";
@@ -76,8 +78,9 @@ int main(int argc, char** argv) {
   // 1. Writes fail after N bytes (ENOSPC, EIO), for N across the whole file.
   int attempts = 0;
   std::printf("the new file is %zu bytes\n", full);
-  std::vector<unsigned long long> points = {0, 1, 2, 29, 30, 64, 100, 511, 4095, 4096, 65535, 65536, 65537,
-                                            100000, 200000, 262144, full / 2, full - 64, full - 22, full - 1};
+  std::vector<unsigned long long> points = {0,      1,      2,        29,        30,        64,      100,
+                                            511,    4095,   4096,     65535,     65536,     65537,   100000,
+                                            200000, 262144, full / 2, full - 64, full - 22, full - 1};
   for (unsigned long long n = 0; n < full; n += 7919) points.push_back(n);
   // Saves `v` with writes failing with `error` after `n` bytes: the save throws that error and
   // leaves the old file and no temporary.
@@ -152,9 +155,10 @@ int main(int argc, char** argv) {
   EXPECT(temporaries(dir) == 0);
   std::printf("large save (72 MiB): %zu injected-failure saves and one of short writes\n", large_points);
 
-  std::printf("save faults: %d injected-failure saves (ENOSPC/EIO at %zu byte offsets, fsync EIO/ENOSPC), "
-              "%llu failures injected, 3 short-write saves; old file intact and no temporary each time\n",
-              attempts, points.size(), injected());
+  std::printf(
+      "save faults: %d injected-failure saves (ENOSPC/EIO at %zu byte offsets, fsync EIO/ENOSPC), "
+      "%llu failures injected, 3 short-write saves; old file intact and no temporary each time\n",
+      attempts, points.size(), injected());
 
   // 4. A file shrunk under a live mapping. At map time the loader checks every record against the file
   //    size, so a file already short fails to load (FormatError). Shrinking it after the load cannot be
@@ -174,7 +178,8 @@ int main(int argc, char** argv) {
     int status = 0;
     ::waitpid(child, &status, 0);
     const bool sigbus = WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS;
-    std::printf("shrunk under a live mapping: child %s\n", sigbus ? "died of SIGBUS (documented)" : "did NOT die of SIGBUS");
+    std::printf("shrunk under a live mapping: child %s\n",
+                sigbus ? "died of SIGBUS (documented)" : "did NOT die of SIGBUS");
     EXPECT(sigbus);
   }
   // The file is now 4096 bytes: loading it again is an error at map time, in both modes.

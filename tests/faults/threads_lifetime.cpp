@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path data = argv[1];
-  const std::vector<fs::path> files = {data / "torch_gen" / "state_dict_linear_bn.pt", data / "torch_gen" / "zip_deflated.pt",
-                                       data / "torch" / "legacy_format.pt", data / "torch_gen" / "many_storages_12.pt"};
+  const std::vector<fs::path> files = {data / "torch_gen" / "state_dict_linear_bn.pt",
+                                       data / "torch_gen" / "zip_deflated.pt", data / "torch" / "legacy_format.pt",
+                                       data / "torch_gen" / "many_storages_12.pt"};
   const fs::path tree = data / "tensordict" / "s02_dtypes";
 
   // 1. Eight threads at once, several rounds, every mode.
@@ -100,11 +101,13 @@ int main(int argc, char** argv) {
   std::vector<tf::Tensor> kept;
   std::vector<double> expected;
   for (const auto& [key, value] : reference.as_dict()) {
-    if (value.is_tensor() && value.as_tensor().dtype() == tf::DType::Float32) expected.push_back(sum_floats(value.as_tensor()));
+    if (value.is_tensor() && value.as_tensor().dtype() == tf::DType::Float32)
+      expected.push_back(sum_floats(value.as_tensor()));
   }
   for (const bool mmap : {false, true}) {
     {
-      tf::Value v = tf::load(copy, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
+      tf::Value v =
+          tf::load(copy, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
       for (const auto& [key, value] : v.as_dict()) {
         if (value.is_tensor() && value.as_tensor().dtype() == tf::DType::Float32) kept.push_back(value.as_tensor());
       }

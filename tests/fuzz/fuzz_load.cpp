@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return o;
   };
   const auto heap = try_load(bytes, limited({.strict = true}));
-  const auto mapped = try_load(bytes, limited({.mmap = tensorfile::MapMode::read_only, .strict = true, .verify_crc = (size & 1) != 0}));
+  const auto mapped =
+      try_load(bytes, limited({.mmap = tensorfile::MapMode::read_only, .strict = true, .verify_crc = (size & 1) != 0}));
   if (heap && mapped && !(*heap == *mapped)) __builtin_trap();  // two modes, one meaning
   (void)try_load(bytes, limited({.strict = false}));
   return 0;

@@ -18,7 +18,7 @@ namespace tf = tensorfile;
 namespace {
 struct Gen {
   FuzzedDataProvider& in;
-  std::vector<tf::Value> made;     // earlier values, reused to make shared references (memo)
+  std::vector<tf::Value> made;      // earlier values, reused to make shared references (memo)
   std::vector<tf::Tensor> tensors;  // earlier tensors, whose storages new views may share
   int budget = 256;
 
@@ -50,7 +50,8 @@ struct Gen {
     }
     const auto dtype = static_cast<tf::DType>(in.ConsumeIntegralInRange<int>(0, 20));
     tf::Shape shape;
-    for (int r = in.ConsumeIntegralInRange<int>(0, 3); r > 0; --r) shape.push_back(in.ConsumeIntegralInRange<int>(0, 4));
+    for (int r = in.ConsumeIntegralInRange<int>(0, 3); r > 0; --r)
+      shape.push_back(in.ConsumeIntegralInRange<int>(0, 4));
     tf::Tensor t = tf::Tensor::zeros(shape, dtype);
     if (t.nbytes() > 0) {
       const auto bytes = in.ConsumeBytes<std::uint8_t>(t.nbytes());
@@ -77,11 +78,13 @@ struct Gen {
       case 1: return tf::Value(in.ConsumeBool());
       case 2: return tf::Value(in.ConsumeIntegral<std::int64_t>());
       case 3: return tf::Value(in.ConsumeFloatingPoint<double>());
-      case 4: return tf::Value(std::complex<double>(in.ConsumeFloatingPoint<double>(), in.ConsumeFloatingPoint<double>()));
+      case 4:
+        return tf::Value(std::complex<double>(in.ConsumeFloatingPoint<double>(), in.ConsumeFloatingPoint<double>()));
       case 5: return tf::Value(in.ConsumeRandomLengthString(64));
       case 6: {
         tf::Bytes b;
-        for (auto c : in.ConsumeBytes<std::uint8_t>(in.ConsumeIntegralInRange<std::size_t>(0, 64))) b.data.push_back(std::byte{c});
+        for (auto c : in.ConsumeBytes<std::uint8_t>(in.ConsumeIntegralInRange<std::size_t>(0, 64)))
+          b.data.push_back(std::byte{c});
         return tf::Value(std::move(b));
       }
       case 7: {  // an int beyond 64 bits, in its minimal two's-complement form
@@ -109,11 +112,12 @@ struct Gen {
       case 13: {
         // Only dtypes with a legacy storage class (torch.FloatStorage...): the others are saved, as torch
         // does, as torch.UntypedStorage and come back as uint8 (by design; see the report).
-        constexpr tf::DType legacy[] = {tf::DType::Bool,    tf::DType::UInt8,    tf::DType::Int8,    tf::DType::Int16,
-                                        tf::DType::Int32,   tf::DType::Int64,    tf::DType::Float16, tf::DType::BFloat16,
-                                        tf::DType::Float32, tf::DType::Float64,  tf::DType::Complex64,
-                                        tf::DType::Complex128};
-        tf::Tensor t = tf::Tensor::zeros({in.ConsumeIntegralInRange<int>(0, 16)}, legacy[in.ConsumeIntegralInRange<int>(0, 11)]);
+        constexpr tf::DType legacy[] = {tf::DType::Bool,    tf::DType::UInt8,     tf::DType::Int8,
+                                        tf::DType::Int16,   tf::DType::Int32,     tf::DType::Int64,
+                                        tf::DType::Float16, tf::DType::BFloat16,  tf::DType::Float32,
+                                        tf::DType::Float64, tf::DType::Complex64, tf::DType::Complex128};
+        tf::Tensor t =
+            tf::Tensor::zeros({in.ConsumeIntegralInRange<int>(0, 16)}, legacy[in.ConsumeIntegralInRange<int>(0, 11)]);
         const auto bytes = in.ConsumeBytes<std::uint8_t>(t.nbytes());
         if (!bytes.empty()) std::memcpy(t.mutable_raw_data(), bytes.data(), bytes.size());
         return tf::Value(tf::StorageValue{t, "cpu"});
@@ -173,9 +177,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (const bool mmap : {false, true}) {
     try {
-      const tf::Value back = tf::load(std::span<const std::byte>(bytes), {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::read_only) : std::nullopt, .strict = false, .verify_crc = true});
+      const tf::Value back = tf::load(std::span<const std::byte>(bytes),
+                                      {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::read_only) : std::nullopt,
+                                       .strict = false,
+                                       .verify_crc = true});
       tensorfile_fuzz::walk(back);
-      if (!(back == root)) fail(mmap ? "loaded (mmap) != saved" : "loaded != saved", root, "loaded: " + tf::to_string(back));
+      if (!(back == root))
+        fail(mmap ? "loaded (mmap) != saved" : "loaded != saved", root, "loaded: " + tf::to_string(back));
     } catch (const tf::Error& e) {
       fail("a saved file does not load", root, e.what());
     }

@@ -33,7 +33,8 @@ bool safe_relative(std::string_view name) {
   std::size_t start = 0;
   while (start <= name.size()) {
     const std::size_t slash = name.find('/', start);
-    const std::string_view part = name.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    const std::string_view part =
+        name.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (part.empty() || part == "." || part == ".." || ++parts > 4) return false;
     for (char c : part) {
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
@@ -86,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (const auto access : {tensorfile::MapMode::read_only, tensorfile::MapMode::copy_on_write}) {
     try {
-      const tensorfile::TensorDict td = tensorfile::load_memmap(root, {.access = access, .max_meta_json_bytes = 1u << 20});
+      const tensorfile::TensorDict td =
+          tensorfile::load_memmap(root, {.access = access, .max_meta_json_bytes = 1u << 20});
       walk(td);
     } catch (const tensorfile::Error&) {
     }

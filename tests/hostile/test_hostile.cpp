@@ -10,9 +10,9 @@
 #include <sstream>
 #include <vector>
 
-#include "torch/torch_file_builder.hpp"
 #include "hostile/hostile_outcome.hpp"
 #include "tensorfile_catch.hpp"
+#include "torch/torch_file_builder.hpp"
 
 namespace fs = std::filesystem;
 using tensorfile_hostile::outcome;
@@ -128,7 +128,8 @@ TEST_CASE("Every truncation and every byte flip of small valid files fails clean
     for (std::size_t n = 0; n < whole.size(); ++n) {
       const std::vector<std::byte> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n));
       for (const bool mmap : {false, true}) {
-        const Outcome o = outcome([&] { (void)tensorfile::load(std::span<const std::byte>(cut), options_for("", mmap)); });
+        const Outcome o =
+            outcome([&] { (void)tensorfile::load(std::span<const std::byte>(cut), options_for("", mmap)); });
         CHECK(o.first != "NOT-A-TENSORFILE-ERROR");
         ++tried;
       }
@@ -154,15 +155,20 @@ TEST_CASE("Tensordict trees cannot reach outside themselves through symbolic lin
   const fs::path outside = scratch / "outside";
   fs::create_directories(outside / "sub");
   { std::ofstream(outside / "secret.memmap", std::ios::binary) << std::string(8, 'S'); }
-  { std::ofstream(outside / "sub" / "meta.json") << R"({"shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})"; }
+  {
+    std::ofstream(outside / "sub" / "meta.json")
+        << R"({"shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
+  }
   const std::string leaf = R"({"device": "cpu", "shape": [2], "dtype": "torch.float32", "is_nested": false})";
-  const auto tree = [&](const std::string& name, const std::string& entries) {
-    const fs::path root = scratch / name;
-    fs::create_directories(root);
-    std::ofstream(root / "meta.json") << "{" << entries << (entries.empty() ? "" : ", ")
-                                      << R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
-    return root;
-  };
+  const auto tree =
+      [&](const std::string& name, const std::string& entries) {
+        const fs::path root = scratch / name;
+        fs::create_directories(root);
+        std::ofstream(root / "meta.json")
+            << "{" << entries << (entries.empty() ? "" : ", ")
+            << R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
+        return root;
+      };
   SECTION("a data file linking outside (relative and absolute)") {
     const fs::path rel = tree("rel", "\"a\": " + leaf);
     fs::create_symlink("../outside/secret.memmap", rel / "a.memmap");
@@ -171,7 +177,9 @@ TEST_CASE("Tensordict trees cannot reach outside themselves through symbolic lin
     for (const fs::path& root : {rel, abs}) {
       const Outcome o = tree_outcome(root);
       CHECK(o.first == "FormatError");
-      CHECK(o.second == "tensorfile: <dir>/a.memmap: symbolic link leaves the tree; expected a target under <dir>, got " + fs::canonical(outside / "secret.memmap").string());
+      CHECK(o.second ==
+            "tensorfile: <dir>/a.memmap: symbolic link leaves the tree; expected a target under <dir>, got " +
+                fs::canonical(outside / "secret.memmap").string());
     }
   }
   SECTION("a sub-collection directory linking outside") {
@@ -179,7 +187,8 @@ TEST_CASE("Tensordict trees cannot reach outside themselves through symbolic lin
     fs::create_symlink(fs::canonical(outside / "sub"), root / "sub");
     const Outcome o = tree_outcome(root);
     CHECK(o.first == "FormatError");
-    CHECK(o.second == "tensorfile: <dir>/sub: symbolic link leaves the tree; expected a target under <dir>, got " + fs::canonical(outside / "sub").string());
+    CHECK(o.second == "tensorfile: <dir>/sub: symbolic link leaves the tree; expected a target under <dir>, got " +
+                          fs::canonical(outside / "sub").string());
   }
   SECTION("meta.json itself linking outside") {
     const fs::path root = scratch / "meta";
@@ -249,7 +258,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
     for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{300}}) {
       PickleWriter memo;
       memo.proto().none();
-      for (std::size_t i = 0; i < n; ++i) memo.op('r').raw(std::string(reinterpret_cast<const char*>(&i), 4));  // LONG_BINPUT i
+      for (std::size_t i = 0; i < n; ++i)
+        memo.op('r').raw(std::string(reinterpret_cast<const char*>(&i), 4));  // LONG_BINPUT i
       memo.stop();
       CHECK(load_pickle(memo.bytes(), {.max_memo = n}).first == "OK");
       const Outcome over = load_pickle(memo.bytes(), {.max_memo = n - 1});
@@ -294,7 +304,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
                                 .tuple()
                                 .stop()
                                 .bytes();
-    const std::string file = tensorfile_test::torch_zip("archive", {{"data.pkl", two}, {"data/0", six}, {"data/1", six}, {"version", "3\n"}});
+    const std::string file = tensorfile_test::torch_zip(
+        "archive", {{"data.pkl", two}, {"data/0", six}, {"data/1", six}, {"version", "3\n"}});
     const auto run = [&](std::uint64_t limit) {
       return outcome([&] {
         (void)tensorfile::load(std::as_bytes(std::span(file.data(), file.size())), {.max_total_bytes = limit});

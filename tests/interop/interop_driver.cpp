@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
     }
     if (args[0] == "write" && args.size() == 6) {
       const auto dtype = tensorfile::parse_dtype(args[2]);
-      const auto t = tensorfile::from_file(args[1], {.mode = tensorfile::MapMode::shared, .size = std::stoll(args[3]), .dtype = dtype});
+      const auto t = tensorfile::from_file(
+          args[1], {.mode = tensorfile::MapMode::shared, .size = std::stoll(args[3]), .dtype = dtype});
       const auto bytes = from_hex(args[5]);
       const auto index = std::stoll(args[4]);
       std::memcpy(t.select(0, index).mutable_raw_data(), bytes.data(), bytes.size());
@@ -62,9 +63,9 @@ int main(int argc, char** argv) {
     }
     if (args[0] == "frombuffer" && args.size() == 5) {
       auto bytes = from_hex(args[1]);
-      const auto t = tensorfile::from_buffer(std::span<std::byte>(bytes), {.dtype = tensorfile::parse_dtype(args[2]),
-                                                                           .count = std::stoll(args[3]),
-                                                                           .offset = std::stoll(args[4])});
+      const auto t = tensorfile::from_buffer(
+          std::span<std::byte>(bytes),
+          {.dtype = tensorfile::parse_dtype(args[2]), .count = std::stoll(args[3]), .offset = std::stoll(args[4])});
       std::cout << "ok " << t.numel() << " " << to_hex(t.raw_data(), t.nbytes()) << "\n";
       return 0;
     }

@@ -19,7 +19,8 @@ TEMPLATE_TEST_CASE("from_buffer shares the buffer for every dtype", "[from_buffe
   const Tensor all = from_buffer(std::span<std::byte>(buffer), {.dtype = dtype});
   CHECK(all.numel() == 6);
   CHECK(all.raw_data() == buffer.data());
-  const Tensor part = from_buffer(std::span<std::byte>(buffer), {.dtype = dtype, .count = 2, .offset = sizeof(TestType)});
+  const Tensor part =
+      from_buffer(std::span<std::byte>(buffer), {.dtype = dtype, .count = 2, .offset = sizeof(TestType)});
   CHECK(part.numel() == 2);
   CHECK(part.raw_data() == buffer.data() + sizeof(TestType));
   buffer[sizeof(TestType)] = std::byte{1};
@@ -31,7 +32,8 @@ TEST_CASE("from_buffer of const memory is read-only", "[from_buffer]") {
   const Tensor t = from_buffer(std::span<const std::byte>(bytes), {.dtype = DType::Int16});
   CHECK_FALSE(t.is_writable());
   CHECK(t.numel() == 4);
-  REQUIRE_THROWS_WITH(t.data<std::int16_t>(), "tensorfile: storage (borrowed) is read-only; expected a writable storage");
+  REQUIRE_THROWS_WITH(t.data<std::int16_t>(),
+                      "tensorfile: storage (borrowed) is read-only; expected a writable storage");
 }
 
 TEST_CASE("from_buffer keeps a keep-alive owner", "[from_buffer]") {

@@ -142,8 +142,9 @@ TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
   }
   SECTION("whole file not a whole number of elements") {
     REQUIRE_THROWS_WITH(from_file(path, {.dtype = DType::Float64}),
-                        where + "file size is not a whole number of float64 elements; expected a multiple of 8 "
-                                "bytes, got 10");
+                        where +
+                            "file size is not a whole number of float64 elements; expected a multiple of 8 "
+                            "bytes, got 10");
   }
   SECTION("empty file") {
     const auto empty = dir / "empty.bin";
@@ -174,8 +175,7 @@ TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
     write_bytes(secret, std::string(8, 's'));
     ::chmod(secret.c_str(), 0600);
     ::chmod(dir.path().c_str(), 0755);
-    const std::string expected =
-        "tensorfile: " + secret.string() + ": cannot open for reading: Permission denied";
+    const std::string expected = "tensorfile: " + secret.string() + ": cannot open for reading: Permission denied";
     const int status = run_unprivileged([&] {
       try {
         (void)from_file(secret);

@@ -22,13 +22,21 @@ namespace tensorfile_test {
 class OpcodeHooks {
  public:
   explicit OpcodeHooks(tensorfile::detail::TorchHooks& inner) : inner_(inner) {}
-  tensorfile::Value find_class(std::string_view m, std::string_view n, std::uint64_t at) { return inner_.find_class(m, n, at); }
-  tensorfile::Value reduce(const tensorfile::Value& c, tensorfile::Value a, std::uint64_t at) { return inner_.reduce(c, std::move(a), at); }
+  tensorfile::Value find_class(std::string_view m, std::string_view n, std::uint64_t at) {
+    return inner_.find_class(m, n, at);
+  }
+  tensorfile::Value reduce(const tensorfile::Value& c, tensorfile::Value a, std::uint64_t at) {
+    return inner_.reduce(c, std::move(a), at);
+  }
   tensorfile::Value new_object(const tensorfile::Value& c, tensorfile::Value a, std::uint64_t at) {
     return inner_.new_object(c, std::move(a), at);
   }
-  tensorfile::Value build(const tensorfile::Value& o, tensorfile::Value s, std::uint64_t at) { return inner_.build(o, std::move(s), at); }
-  tensorfile::Value persistent_load(tensorfile::Value id, std::uint64_t at) { return inner_.persistent_load(std::move(id), at); }
+  tensorfile::Value build(const tensorfile::Value& o, tensorfile::Value s, std::uint64_t at) {
+    return inner_.build(o, std::move(s), at);
+  }
+  tensorfile::Value persistent_load(tensorfile::Value id, std::uint64_t at) {
+    return inner_.persistent_load(std::move(id), at);
+  }
 
  protected:
   tensorfile::detail::TorchHooks& inner_;
@@ -55,8 +63,8 @@ class RecognizingHooks : public OpcodeHooks {
 
 struct PickleOutcome {
   std::optional<tensorfile::Value> value;
-  std::string error;            ///< what() of the tensorfile::Error when the run failed
-  std::size_t recognized = 0;   ///< calls built without running their opcodes
+  std::string error;           ///< what() of the tensorfile::Error when the run failed
+  std::size_t recognized = 0;  ///< calls built without running their opcodes
 };
 
 /// Runs a torch pickle with meta storages (any declared size, nothing allocated).

@@ -103,9 +103,7 @@ TEST_CASE("list_records throws for what is not a zip archive", "[archive]") {
     REQUIRE_THROWS_WITH(list_records(sample("torch", "legacy_format.pt")),
                         Catch::Matchers::Contains("it starts like a pickle stream"));
   }
-  SECTION("a missing file") {
-    REQUIRE_THROWS_AS(list_records(tensorfile_test::data_dir() / "missing.pt"), IoError);
-  }
+  SECTION("a missing file") { REQUIRE_THROWS_AS(list_records(tensorfile_test::data_dir() / "missing.pt"), IoError); }
   SECTION("empty bytes") {
     REQUIRE_THROWS_WITH(list_records(std::span<const std::byte>()),
                         "tensorfile: not a zip archive: the file is empty (at byte 0)");
@@ -130,8 +128,10 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
   }
   SECTION("the version record's errors are load()'s") {
     for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
-             {"11", "tensorfile: archive/version: unsupported file format version \"11\"; expected 1 to 10 (at byte 0)"},
-             {"x\n", "tensorfile: archive/version: unsupported file format version \"x\"; expected 1 to 10 (at byte 0)"},
+             {"11",
+              "tensorfile: archive/version: unsupported file format version \"11\"; expected 1 to 10 (at byte 0)"},
+             {"x\n",
+              "tensorfile: archive/version: unsupported file format version \"x\"; expected 1 to 10 (at byte 0)"},
          }) {
       const std::string zip = tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}, {"version", version}});
       REQUIRE_THROWS_WITH(read_archive_info(byte_span(zip)), message);
@@ -142,9 +142,10 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
     const std::string no_version = tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}});
     REQUIRE_THROWS_WITH(read_archive_info(byte_span(no_version)),
                         "tensorfile: archive/version: the archive has no version record");
-    const std::string bad_order = tensorfile_test::torch_zip(
-        "archive", {{"data.pkl", "\x80\x02N."}, {"version", "3"}, {"byteorder", "middle"}});
-    REQUIRE_THROWS_WITH(read_archive_info(byte_span(bad_order)),
-                        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
+    const std::string bad_order =
+        tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}, {"version", "3"}, {"byteorder", "middle"}});
+    REQUIRE_THROWS_WITH(
+        read_archive_info(byte_span(bad_order)),
+        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
   }
 }

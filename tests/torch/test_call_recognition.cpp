@@ -6,9 +6,9 @@
 
 #include <fstream>
 
+#include "tensorfile_catch.hpp"
 #include "torch/recognition_differential.hpp"
 #include "torch/torch_file_builder.hpp"
-#include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
 
@@ -80,7 +80,8 @@ namespace {
 // tag, location and OrderedDict are memo reads, so its call is recognizable. `tail` goes after
 // both tensors, inside the outer tuple.
 // `second_shape`, when given, replaces the second tensor's size and stride tuples (raw opcodes).
-std::string two_tensors(std::int32_t second_offset, const std::string& tail = {}, const std::string& second_shape = {}) {
+std::string two_tensors(std::int32_t second_offset, const std::string& tail = {},
+                        const std::string& second_shape = {}) {
   using tensorfile_test::PickleWriter;
   PickleWriter w;
   w.proto().mark();
@@ -135,7 +136,8 @@ TEST_CASE("a recognized tensor call that leaves its storage fails exactly as the
   CHECK(tensorfile_test::recognition_difference(fast, slow).empty());
   CHECK_FALSE(fast.value);
   CHECK(fast.error.find("_rebuild_tensor_v2: ") != std::string::npos);
-  CHECK(fast.error.find("(at byte " + std::to_string(pickle.size() - 5) + ")") != std::string::npos);  // the last REDUCE
+  CHECK(fast.error.find("(at byte " + std::to_string(pickle.size() - 5) + ")") !=
+        std::string::npos);  // the last REDUCE
 }
 
 TEST_CASE("a torch 2.x _rebuild_tensor_v3 call over an UntypedStorage is recognized with its memoized dtype") {
@@ -167,7 +169,7 @@ TEST_CASE("a torch 2.x _rebuild_tensor_v3 call over an UntypedStorage is recogni
 
 TEST_CASE("ints the matcher cannot read as it reads them leave the call to the opcode path") {
   // LONG1 of length 0 is a valid 0; a LONG1 of 9 bytes is a wider int; a cut-off BININT is broken.
-  const std::string long1_zero("(K\x02\x8a\x00t(K\x01\x8a\x00t", 12);   // sizes (2, 0), strides (1, 0)
+  const std::string long1_zero("(K\x02\x8a\x00t(K\x01\x8a\x00t", 12);  // sizes (2, 0), strides (1, 0)
   const std::string long1_wide("(K\x02\x8a\x09\x01\x00\x00\x00\x00\x00\x00\x00\x00t(K\x01K\x01t", 21);
   for (const std::string& shape : {long1_zero, long1_wide}) {
     const std::string pickle = two_tensors(0, {}, shape);

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "torch/torch_file_builder.hpp"
 #include "tensorfile_catch.hpp"
+#include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
 using tensorfile::detail::Op;
@@ -110,9 +110,7 @@ TEST_CASE("load reads the legacy format and pickle protocol 4", "[load]") {
 
 TEST_CASE("map_location takes every form torch.load takes", "[load][map_location]") {
   const auto path = sample("fake_cuda0.pt");  // storages tagged cuda:0, written on a CPU machine
-  SECTION("nothing: restore the saved tag, which needs CUDA") {
-    CHECK_THROWS_AS(load(path), DeviceError);
-  }
+  SECTION("nothing: restore the saved tag, which needs CUDA") { CHECK_THROWS_AS(load(path), DeviceError); }
   SECTION("a device string or Device") {
     const Value v = load(path, {.map_location = "cpu"});
     for (const auto& [name, t] : named_tensors(v)) CHECK(t.device().is_cpu());
@@ -134,7 +132,8 @@ TEST_CASE("map_location takes every form torch.load takes", "[load][map_location
     const Value v = load(path, {.map_location = keep_on_host});
     CHECK(!seen.empty());
     for (const auto& tag : seen) CHECK(tag == "cuda:0");
-    const MapLocation decline = MapLocation::Function([](const Storage&, std::string_view) { return std::optional<Storage>(); });
+    const MapLocation decline =
+        MapLocation::Function([](const Storage&, std::string_view) { return std::optional<Storage>(); });
     CHECK_THROWS_AS(load(path, {.map_location = decline}), DeviceError);  // nullopt: the saved tag, cuda:0
   }
   SECTION("an unknown tag") {
@@ -183,7 +182,8 @@ TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the h
   }
   SECTION("read_only refuses writes") {
     const Value mapped = load(path, {.mmap = MapMode::read_only});
-    REQUIRE_THROWS_WITH(mapped.as_tensor().data<float>(), "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
+    REQUIRE_THROWS_WITH(mapped.as_tensor().data<float>(),
+                        "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
   }
   SECTION("a span gives read-only views of the caller's bytes whatever the mode") {
     const std::string bytes = slurp(path);
@@ -209,11 +209,12 @@ TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]"
 }
 
 TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {
-  REQUIRE_THROWS_WITH(load(sample("whole_module.pt")),
-                      "tensorfile: " + sample("whole_module.pt").string() +
-                          ": whole_module/data.pkl: global torch.nn.modules.linear.Linear is not allowed; only tensors, "
-                          "containers and plain values load in strict mode (set .strict = false to keep it as an "
-                          "opaque object) (at byte 2)");
+  REQUIRE_THROWS_WITH(
+      load(sample("whole_module.pt")),
+      "tensorfile: " + sample("whole_module.pt").string() +
+          ": whole_module/data.pkl: global torch.nn.modules.linear.Linear is not allowed; only tensors, "
+          "containers and plain values load in strict mode (set .strict = false to keep it as an "
+          "opaque object) (at byte 2)");
   const Value module = load(sample("whole_module.pt"), {.strict = false});
   REQUIRE(module.is_object());
   CHECK(module.as_object().name == "Linear");
@@ -221,8 +222,9 @@ TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[lo
   CHECK(module.as_object().state["_parameters"]["weight"].is_parameter());
   REQUIRE_THROWS_WITH(load(sample("quantized.pt")),
                       Catch::Matchers::Contains("quantized tensors (torch._utils._rebuild_qtensor) are not supported"));
-  REQUIRE_THROWS_WITH(load(sample("sparse.pt")),
-                      Catch::Matchers::Contains("sparse tensors (torch._utils._rebuild_sparse_tensor) are not supported"));
+  REQUIRE_THROWS_WITH(
+      load(sample("sparse.pt")),
+      Catch::Matchers::Contains("sparse tensors (torch._utils._rebuild_sparse_tensor) are not supported"));
   CHECK(load(sample("sparse.pt"), {.strict = false}).is_dict());
   CHECK_THROWS_AS(load(sample("numpy_objects.pt")), UnsupportedError);
 }
@@ -262,21 +264,26 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
   }
   SECTION("missing records and version") {
     const std::string pickle = one_tensor(6, 0, {6}, {1});
-    const auto no_data = write("nodata.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"version", "3\n"}}));
+    const auto no_data =
+        write("nodata.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"version", "3\n"}}));
     REQUIRE_THROWS_WITH(load(no_data), "tensorfile: " + no_data.string() +
                                            ": archive/data.pkl: storage record archive/data/0 is missing (at byte 89)");
-    const auto no_version = write("noversion.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}}));
+    const auto no_version =
+        write("noversion.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}}));
     REQUIRE_THROWS_WITH(load(no_version),
                         "tensorfile: " + no_version.string() + ": archive/version: the archive has no version record");
-    const auto bad_version = write("v11.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}, {"version", "11\n"}}));
-    REQUIRE_THROWS_WITH(load(bad_version), Catch::Matchers::Contains("unsupported file format version \"11\"; expected 1 to 10"));
+    const auto bad_version = write(
+        "v11.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}, {"version", "11\n"}}));
+    REQUIRE_THROWS_WITH(load(bad_version),
+                        Catch::Matchers::Contains("unsupported file format version \"11\"; expected 1 to 10"));
   }
   SECTION("malformed pickles") {
     const auto run = [&](const std::string& pickle) { return load(as_span(tensorfile_test::torch_file(pickle, six))); };
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).bytes()),
                         "tensorfile: archive/data.pkl: pickle ends before its STOP opcode (at byte 7)");
-    REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).integer(2).stop().bytes()),
-                        "tensorfile: archive/data.pkl: STOP needs exactly one value on the stack; expected 1, got 2 (at byte 12)");
+    REQUIRE_THROWS_WITH(
+        run(PickleWriter().proto().integer(1).integer(2).stop().bytes()),
+        "tensorfile: archive/data.pkl: STOP needs exactly one value on the stack; expected 1, got 2 (at byte 12)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().get(3).stop().bytes()),
                         "tensorfile: archive/data.pkl: memo index 3 was never stored (at byte 2)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().append().stop().bytes()),
@@ -286,7 +293,8 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(0xFF).bytes()),
                         "tensorfile: archive/data.pkl: unsupported pickle opcode 0xff (at byte 2)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(Op::binunicode).raw(std::string("\xff\xff\xff\x7f", 4)).bytes()),
-                        "tensorfile: archive/data.pkl: pickle ends inside an opcode argument; expected 2147483647 bytes, got 0 (at byte 2)");
+                        "tensorfile: archive/data.pkl: pickle ends inside an opcode argument; expected 2147483647 "
+                        "bytes, got 0 (at byte 2)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).empty_dict().setitem().stop().bytes()),
                         "tensorfile: archive/data.pkl: pickle stack underflow (at byte 8)");
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).integer(2).integer(3).setitem().stop().bytes()),
@@ -301,24 +309,41 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).get(0).append().stop().bytes()),
                         "tensorfile: archive/data.pkl: pickle puts a list inside itself (at byte 7)");
     // x = []; y = [x]; x.append(y): x is sealed once inside y.
-    REQUIRE_THROWS_WITH(run(PickleWriter().proto().empty_list().put(0).empty_list().get(0).append().put(1).op(Op::pop)
-                                .get(0).get(1).append().stop().bytes()),
-                        "tensorfile: archive/data.pkl: pickle modifies a list after placing it in another container (at byte 16)");
+    REQUIRE_THROWS_WITH(
+        run(PickleWriter()
+                .proto()
+                .empty_list()
+                .put(0)
+                .empty_list()
+                .get(0)
+                .append()
+                .put(1)
+                .op(Op::pop)
+                .get(0)
+                .get(1)
+                .append()
+                .stop()
+                .bytes()),
+        "tensorfile: archive/data.pkl: pickle modifies a list after placing it in another container (at byte 16)");
     PickleWriter deep;
     deep.proto();
     for (int i = 0; i < 20; ++i) deep.empty_list();
     for (int i = 0; i < 19; ++i) deep.append();
     deep.stop();
     CHECK_NOTHROW(run(deep.bytes()));
-    REQUIRE_THROWS_WITH(run(deep.bytes(), {.max_depth = 10}), "tensorfile: archive/data.pkl: nesting exceeds 10 levels (at byte 31)");
+    REQUIRE_THROWS_WITH(run(deep.bytes(), {.max_depth = 10}),
+                        "tensorfile: archive/data.pkl: nesting exceeds 10 levels (at byte 31)");
   }
   SECTION("not a torch file, TorchScript, tar, empty") {
     const auto text = write("notes.txt", "hello world");
-    REQUIRE_THROWS_WITH(load(text), "tensorfile: " + text.string() +
-                                        ": not a torch file; expected a zip archive or a pickle, got bytes 68 65 6c 6c (at byte 0)");
+    REQUIRE_THROWS_WITH(
+        load(text), "tensorfile: " + text.string() +
+                        ": not a torch file; expected a zip archive or a pickle, got bytes 68 65 6c 6c (at byte 0)");
     const auto empty = write("empty.pt", "");
     REQUIRE_THROWS_WITH(load(empty), "tensorfile: " + empty.string() + ": file is empty; expected a torch file");
-    const auto script = write("script.pt", tensorfile_test::torch_zip("m", {{"data.pkl", "\x80\x02N."}, {"constants.pkl", "\x80\x02N."}, {"version", "3"}}));
+    const auto script =
+        write("script.pt", tensorfile_test::torch_zip(
+                               "m", {{"data.pkl", "\x80\x02N."}, {"constants.pkl", "\x80\x02N."}, {"version", "3"}}));
     REQUIRE_THROWS_WITH(load(script), Catch::Matchers::Contains("TorchScript archive"));
     std::string tar(512, '\0');
     tar.replace(257, 5, "ustar");
@@ -341,7 +366,14 @@ TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
                      const std::string& metadata_key = "") {
     PickleWriter p;
     p.proto().global("torch._utils", "_rebuild_tensor_v3").mark();
-    p.mark().string("storage").global("torch", "UntypedStorage").string("0").string("cpu").integer(bytes).tuple().persid();
+    p.mark()
+        .string("storage")
+        .global("torch", "UntypedStorage")
+        .string("0")
+        .string("cpu")
+        .integer(bytes)
+        .tuple()
+        .persid();
     p.integer(0).int_tuple(size).int_tuple({1}).boolean(false);
     p.global("collections", "OrderedDict").empty_tuple().reduce();
     p.global("torch", dtype);
@@ -349,9 +381,12 @@ TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
     return p.tuple().reduce().stop().bytes();
   };
   const auto zip = [](const std::string& pickle, const std::string& record, const std::string& order = "little") {
-    return tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {".format_version", "1"},
-                                                  {".storage_alignment", "64"}, {"byteorder", order},
-                                                  {"data/0", record}, {"version", "3\n"},
+    return tensorfile_test::torch_zip("archive", {{"data.pkl", pickle},
+                                                  {".format_version", "1"},
+                                                  {".storage_alignment", "64"},
+                                                  {"byteorder", order},
+                                                  {"data/0", record},
+                                                  {"version", "3\n"},
                                                   {".data/serialization_id", std::string(40, '0')}});
   };
   SECTION("_rebuild_tensor_v3 over an UntypedStorage with the new dtypes") {
@@ -373,13 +408,13 @@ TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
     CHECK(neg.as_tensor().item<float>() == -3.0f);
   }
   SECTION("byteorder big is honoured by swapping each element") {
-    const Value be = load(as_span(zip(
-        PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
-        std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
+    const Value be = load(as_span(zip(PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
+                                      std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
     CHECK(be.as_tensor().data<const std::int32_t>()[0] == 1);
     CHECK(be.as_tensor().data<const std::int32_t>()[1] == 256);
-    REQUIRE_THROWS_WITH(load(as_span(zip(PickleWriter().proto().none().stop().bytes(), "", "middle"))),
-                        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
+    REQUIRE_THROWS_WITH(
+        load(as_span(zip(PickleWriter().proto().none().stop().bytes(), "", "middle"))),
+        "tensorfile: archive/byteorder: byteorder is \"middle\"; expected \"little\" or \"big\" (at byte 0)");
   }
   SECTION("_rebuild_parameter_with_state and _rebuild_from_type_v2") {
     PickleWriter p;
@@ -409,16 +444,25 @@ TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
   for (int i = 0; i < 5; ++i) memo.put(static_cast<std::uint8_t>(i));
   memo.stop();
   CHECK_NOTHROW(run(memo.bytes(), {.max_memo = 5}));
-  REQUIRE_THROWS_WITH(run(memo.bytes(), {.max_memo = 4}), "tensorfile: archive/data.pkl: pickle memo exceeds 4 entries (at byte 11)");
+  REQUIRE_THROWS_WITH(run(memo.bytes(), {.max_memo = 4}),
+                      "tensorfile: archive/data.pkl: pickle memo exceeds 4 entries (at byte 11)");
   PickleWriter wide;
   wide.proto().empty_list().mark();
   for (int i = 0; i < 5; ++i) wide.integer(i);
   wide.op(Op::appends).stop();
   CHECK_NOTHROW(run(wide.bytes(), {.max_container = 5}));
-  REQUIRE_THROWS_WITH(run(wide.bytes(), {.max_container = 4}), "tensorfile: archive/data.pkl: container exceeds 4 items (at byte 29)");
+  REQUIRE_THROWS_WITH(run(wide.bytes(), {.max_container = 4}),
+                      "tensorfile: archive/data.pkl: container exceeds 4 items (at byte 29)");
   const std::string big = PickleWriter().proto().tensor("FloatStorage", "0", 6, 0, {6}, {1}).stop().bytes();
-  REQUIRE_THROWS_WITH(run(big, {.max_total_bytes = 16}), "tensorfile: archive/data.pkl: storages exceed 16 bytes (at byte 89)");
-  REQUIRE_THROWS_WITH(run(PickleWriter().proto().op(Op::long1).raw(std::string(1, '\xc8')).raw(std::string(200, '\x01')).stop().bytes()),
+  REQUIRE_THROWS_WITH(run(big, {.max_total_bytes = 16}),
+                      "tensorfile: archive/data.pkl: storages exceed 16 bytes (at byte 89)");
+  REQUIRE_THROWS_WITH(run(PickleWriter()
+                              .proto()
+                              .op(Op::long1)
+                              .raw(std::string(1, '\xc8'))
+                              .raw(std::string(200, '\x01'))
+                              .stop()
+                              .bytes()),
                       "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
   const LoadOptions defaults;
   CHECK(defaults.max_depth == 1000);
@@ -435,9 +479,11 @@ TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero an
   w.tensor("FloatStorage", "123456789", 1, 0, {1}, {1});
   w.tensor("FloatStorage", "7", 1, 0, {1}, {1});
   w.tuple().stop();
-  const std::string file = tensorfile_test::torch_zip(
-      "archive", {{"data.pkl", w.bytes()}, {"data/7", f32_bytes({7})}, {"data/07", f32_bytes({70})},
-                  {"data/123456789", f32_bytes({9})}, {"version", "3\n"}});
+  const std::string file = tensorfile_test::torch_zip("archive", {{"data.pkl", w.bytes()},
+                                                                  {"data/7", f32_bytes({7})},
+                                                                  {"data/07", f32_bytes({70})},
+                                                                  {"data/123456789", f32_bytes({9})},
+                                                                  {"version", "3\n"}});
   const Value v = load(as_span(file));
   CHECK(floats(v.at(0).as_tensor()) == std::vector<float>{7});
   CHECK(floats(v.at(1).as_tensor()) == std::vector<float>{70});
@@ -454,7 +500,8 @@ TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero an
   again.tensor("FloatStorage", "64", 1, 0, {1}, {1});
   again.tuple().stop();
   const Value u = load(as_span(tensorfile_test::torch_zip(
-      "archive", {{"data.pkl", again.bytes()}, {"data/64", f32_bytes({64})}, {"data/0", f32_bytes({0})}, {"version", "3\n"}})));
+      "archive",
+      {{"data.pkl", again.bytes()}, {"data/64", f32_bytes({64})}, {"data/0", f32_bytes({0})}, {"version", "3\n"}})));
   CHECK(u.at(2).as_tensor().storage().shares_owner_with(u.at(0).as_tensor().storage()));
   CHECK(floats(u.at(2).as_tensor()) == std::vector<float>{64});
 }

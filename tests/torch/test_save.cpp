@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Tests of <tensorfile/formats/torch/save.hpp>: round trips, torch's record layout, crash-safe replace.
+#include <tensorfile/detail/zip/reader.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
-#include <tensorfile/detail/zip/reader.hpp>
 
 #include <fstream>
 #include <sstream>

@@ -60,8 +60,9 @@ TEST_CASE("verify counts what it checked", "[verify]") {
   }
   SECTION("a storage record data.pkl does not use") {
     const tensorfile_test::ScratchDir scratch;
-    write_file(scratch / "unused.pt", tensorfile_test::torch_zip(
-                                     "archive", {{"data.pkl", "\x80\x02N."}, {"data/0", "abcd"}, {"version", "3\n"}}));
+    write_file(
+        scratch / "unused.pt",
+        tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}, {"data/0", "abcd"}, {"version", "3\n"}}));
     const VerifyReport report = verify(scratch / "unused.pt");
     CHECK(report.ok());
     CHECK(report.storage_records == 1);
@@ -83,8 +84,9 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
     const VerifyReport report = verify(path);
     REQUIRE(report.errors.size() == 1);
     CHECK_FALSE(report.ok());
-    CHECK_THAT(report.errors[0], Catch::Matchers::StartsWith("tensorfile: " + path.string() +
-                                                            ": t_float32_2x3/data/0: CRC-32 mismatch; expected 0x91e79017"));
+    CHECK_THAT(report.errors[0],
+               Catch::Matchers::StartsWith("tensorfile: " + path.string() +
+                                           ": t_float32_2x3/data/0: CRC-32 mismatch; expected 0x91e79017"));
     CHECK(report.tensors == 1);  // the other checks still ran
     CHECK(verify(path, {.crc = false}).ok());
   }

@@ -23,7 +23,9 @@ using tensorfile::detail::Op;
 class PickleWriter {
  public:
   PickleWriter& proto(int version = 2) { return op(Op::proto).byte(static_cast<std::uint8_t>(version)); }
-  PickleWriter& global(const std::string& module, const std::string& name) { return op(Op::global).text(module + "\n" + name + "\n"); }
+  PickleWriter& global(const std::string& module, const std::string& name) {
+    return op(Op::global).text(module + "\n" + name + "\n");
+  }
   PickleWriter& mark() { return op(Op::mark); }
   PickleWriter& tuple() { return op(Op::tuple); }
   PickleWriter& empty_tuple() { return op(Op::empty_tuple); }
@@ -87,7 +89,8 @@ class PickleWriter {
 };
 
 /// A zip of stored entries under `prefix/`, in the given order, with correct CRCs and a classic EOCD.
-inline std::string torch_zip(const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& records) {
+inline std::string torch_zip(const std::string& prefix,
+                             const std::vector<std::pair<std::string, std::string>>& records) {
   std::string out;
   std::string central;
   const auto u16 = [](std::string& s, std::uint32_t v) {
@@ -163,6 +166,8 @@ inline void write_file(const std::filesystem::path& path, const std::string& byt
 }
 
 /// The bytes of a string, as the loaders take them.
-inline std::span<const std::byte> byte_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+inline std::span<const std::byte> byte_span(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 }  // namespace tensorfile_test

@@ -164,7 +164,8 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.device = *device}); }});
   } else {
     const auto load_file = [path](MapLocation where, bool mmap) {
-      return load(path, {.map_location = std::move(where), .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt});
+      return load(path, {.map_location = std::move(where),
+                         .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt});
     };
     LoadOptions sizes{.map_location = MapLocation::Function([&data_bytes](const Storage& bytes, std::string_view) {
                         data_bytes += bytes.size_bytes();

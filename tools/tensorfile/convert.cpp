@@ -143,8 +143,9 @@ int run_convert(const Args& args) {
     return exit_ok;
   }
 
-  const LoadOptions options{
-      .map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()), .mmap = MapMode::copy_on_write, .strict = false};
+  const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
+                            .mmap = MapMode::copy_on_write,
+                            .strict = false};
   const Value loaded = load(in, options);
   const Value v = without_code(loaded, dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {

@@ -18,8 +18,9 @@ std::string checked_summary(const VerifyReport& report) {
   const auto tensors = fmt::format("; {} tensor{}", report.tensors, report.tensors == 1 ? "" : "s");
   switch (report.format) {
     case FileFormat::torch_zip: {
-      std::string text = fmt::format("torch-zip, {} records ({}), every CRC-32", report.records,
-                                     human_bytes(report.record_bytes)) + tensors;
+      std::string text =
+          fmt::format("torch-zip, {} records ({}), every CRC-32", report.records, human_bytes(report.record_bytes)) +
+          tensors;
       if (report.storages_used < report.storage_records) {
         text += fmt::format("; {} of {} storage records are not used by data.pkl",
                             report.storage_records - report.storages_used, report.storage_records);

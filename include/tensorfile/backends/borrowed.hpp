@@ -26,10 +26,10 @@ class BorrowedBackend {
       : data_(const_cast<std::byte*>(bytes.data())), size_(bytes.size()), writable_(false), device_(where),
         keep_alive_(std::move(keep_alive)) {}
 
-  [[nodiscard]] std::byte* data() const noexcept { return data_; }          ///< first byte
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }   ///< bytes borrowed
-  [[nodiscard]] Device device() const noexcept { return device_; }          ///< where the memory is
-  [[nodiscard]] bool writable() const noexcept { return writable_; }        ///< false for const spans
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }         ///< first byte
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }  ///< bytes borrowed
+  [[nodiscard]] Device device() const noexcept { return device_; }         ///< where the memory is
+  [[nodiscard]] bool writable() const noexcept { return writable_; }       ///< false for const spans
 
  private:
   std::byte* data_;

@@ -28,14 +28,16 @@ class MmapBackend {
   explicit MmapBackend(detail::Mapping mapping) noexcept : mapping_(std::move(mapping)) {}
 
   [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::mmap; }  ///< backend kind
-  [[nodiscard]] std::byte* data() const noexcept { return mapping_.data(); }         ///< first mapped byte
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return mapping_.size(); }  ///< mapped bytes
-  [[nodiscard]] Device device() const noexcept { return Device::cpu(); }             ///< the host
-  [[nodiscard]] bool writable() const noexcept { return mode() != MapMode::read_only; }  ///< per mode
-  [[nodiscard]] MapMode mode() const noexcept { return mapping_.mode(); }            ///< how it was mapped
+  [[nodiscard]] std::byte* data() const noexcept { return mapping_.data(); }                ///< first mapped byte
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return mapping_.size(); }         ///< mapped bytes
+  [[nodiscard]] Device device() const noexcept { return Device::cpu(); }                    ///< the host
+  [[nodiscard]] bool writable() const noexcept { return mode() != MapMode::read_only; }     ///< per mode
+  [[nodiscard]] MapMode mode() const noexcept { return mapping_.mode(); }                   ///< how it was mapped
   /// Name in messages: "mmap_shared", "mmap_private" or "mmap_read_only".
   [[nodiscard]] std::string_view name() const noexcept {
-    return mode() == MapMode::shared ? "mmap_shared" : mode() == MapMode::copy_on_write ? "mmap_private" : "mmap_read_only";
+    return mode() == MapMode::shared          ? "mmap_shared"
+           : mode() == MapMode::copy_on_write ? "mmap_private"
+                                              : "mmap_read_only";
   }
 
  private:
@@ -47,8 +49,8 @@ class MmapBackend {
 /// Throws IoError when the file cannot be opened or mapped, FormatError when it is shorter than `bytes`.
 [[nodiscard]] inline Storage mmap_storage(const std::filesystem::path& path, MapMode mode,
                                           std::optional<std::uint64_t> bytes = std::nullopt) {
-  const auto file = detail::FileHandle::open(
-      path, mode == MapMode::shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const auto file =
+      detail::FileHandle::open(path, mode == MapMode::shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t file_size = file.size();
   const std::uint64_t wanted = bytes.value_or(file_size);
   if (wanted > file_size) {

@@ -39,7 +39,8 @@ struct Device {
     } else if (type == "meta") {
       device.kind = Kind::Meta;
     } else {
-      throw ArgumentError("unknown device \"" + std::string(text) + "\"; expected \"cpu\", \"cuda\", \"cuda:N\" or \"meta\"");
+      throw ArgumentError("unknown device \"" + std::string(text) +
+                          "\"; expected \"cpu\", \"cuda\", \"cuda:N\" or \"meta\"");
     }
     if (colon != std::string_view::npos) {
       const std::string_view digits = text.substr(colon + 1);
@@ -47,7 +48,8 @@ struct Device {
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
       if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || ordinal < 0 ||
           (digits.size() > 1 && digits.front() == '0')) {
-        throw ArgumentError("invalid device index in \"" + std::string(text) + "\"; expected a non-negative integer after ':'");
+        throw ArgumentError("invalid device index in \"" + std::string(text) +
+                            "\"; expected a non-negative integer after ':'");
       }
       device.index = ordinal;
     }

@@ -50,11 +50,11 @@ enum class DTypeKind : std::uint8_t { boolean, integer, floating, complex, float
 
 /// Static facts about one dtype.
 struct DTypeInfo {
-  DType dtype;                ///< the dtype described
-  std::string_view name;      ///< short name as torch prints it without "torch.": "float32"
-  std::uint8_t size;          ///< bytes per element (packed sub-byte dtypes: 1 byte holds several values)
-  DTypeKind kind;             ///< family
-  bool is_signed;             ///< integers: whether negative values exist
+  DType dtype;            ///< the dtype described
+  std::string_view name;  ///< short name as torch prints it without "torch.": "float32"
+  std::uint8_t size;      ///< bytes per element (packed sub-byte dtypes: 1 byte holds several values)
+  DTypeKind kind;         ///< family
+  bool is_signed;         ///< integers: whether negative values exist
 };
 
 namespace detail {
@@ -153,26 +153,43 @@ inline constexpr std::array<DTypeAlias, 11> dtype_aliases{{
 /// Maps a C++ element type to its DType: `dtype_of<float>` is DType::Float32.
 template <class T>
 inline constexpr std::optional<DType> dtype_of_v = std::nullopt;
-template <> inline constexpr std::optional<DType> dtype_of_v<bool> = DType::Bool;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::uint8_t> = DType::UInt8;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::int8_t> = DType::Int8;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::int16_t> = DType::Int16;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::int32_t> = DType::Int32;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::int64_t> = DType::Int64;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::uint16_t> = DType::UInt16;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::uint32_t> = DType::UInt32;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::uint64_t> = DType::UInt64;
-template <> inline constexpr std::optional<DType> dtype_of_v<Half> = DType::Float16;
-template <> inline constexpr std::optional<DType> dtype_of_v<BFloat16> = DType::BFloat16;
-template <> inline constexpr std::optional<DType> dtype_of_v<float> = DType::Float32;
-template <> inline constexpr std::optional<DType> dtype_of_v<double> = DType::Float64;
-template <> inline constexpr std::optional<DType> dtype_of_v<ComplexHalf> = DType::Complex32;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::complex<float>> = DType::Complex64;
-template <> inline constexpr std::optional<DType> dtype_of_v<std::complex<double>> = DType::Complex128;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<bool> = DType::Bool;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::uint8_t> = DType::UInt8;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::int8_t> = DType::Int8;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::int16_t> = DType::Int16;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::int32_t> = DType::Int32;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::int64_t> = DType::Int64;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::uint16_t> = DType::UInt16;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::uint32_t> = DType::UInt32;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::uint64_t> = DType::UInt64;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<Half> = DType::Float16;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<BFloat16> = DType::BFloat16;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<float> = DType::Float32;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<double> = DType::Float64;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<ComplexHalf> = DType::Complex32;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::complex<float>> = DType::Complex64;
+template <>
+inline constexpr std::optional<DType> dtype_of_v<std::complex<double>> = DType::Complex128;
 
 /// A C++ type that names exactly one DType (const-qualified types name the same one).
 template <class T>
-concept element_type = dtype_of_v<std::remove_cv_t<T>>.has_value();
+concept element_type = dtype_of_v<std::remove_cv_t<T>>
+.has_value();
 
 /// The DType of element type T.
 template <element_type T>

@@ -26,9 +26,9 @@ enum class ErrorCode {
 
 /// Where an error happened: the file, the member inside it (an archive record), the byte offset.
 struct ErrorLocation {
-  std::filesystem::path file{};          ///< empty for in-memory input
-  std::string member{};                  ///< archive member or key; empty if none
-  std::optional<std::uint64_t> offset{}; ///< byte offset inside the member (or file)
+  std::filesystem::path file{};           ///< empty for in-memory input
+  std::string member{};                   ///< archive member or key; empty if none
+  std::optional<std::uint64_t> offset{};  ///< byte offset inside the member (or file)
 };
 
 /// Base of every exception tensorfile throws. The message reads

@@ -15,10 +15,10 @@ class MetaBackend {
 
   explicit MetaBackend(std::size_t size) noexcept : size_(size) {}
 
-  [[nodiscard]] std::byte* data() const noexcept { return nullptr; }        ///< no bytes
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }   ///< bytes claimed
-  [[nodiscard]] Device device() const noexcept { return Device::meta(); }   ///< meta
-  [[nodiscard]] bool writable() const noexcept { return false; }            ///< nothing to write
+  [[nodiscard]] std::byte* data() const noexcept { return nullptr; }       ///< no bytes
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }  ///< bytes claimed
+  [[nodiscard]] Device device() const noexcept { return Device::meta(); }  ///< meta
+  [[nodiscard]] bool writable() const noexcept { return false; }           ///< nothing to write
 
  private:
   std::size_t size_;

@@ -36,7 +36,8 @@ inline double element_as_double(DType dtype, const std::byte* p, bool imaginary 
       return static_cast<float>(imaginary ? c.imag : c.real);
     }
     case DType::Complex64: return imaginary ? load(std::complex<float>{}).imag() : load(std::complex<float>{}).real();
-    case DType::Complex128: return imaginary ? load(std::complex<double>{}).imag() : load(std::complex<double>{}).real();
+    case DType::Complex128:
+      return imaginary ? load(std::complex<double>{}).imag() : load(std::complex<double>{}).real();
     case DType::Float8_e4m3fn: return decode_float8(load(std::uint8_t{}), 4, false);
     case DType::Float8_e5m2: return decode_float8(load(std::uint8_t{}), 5, false);
     case DType::Float8_e4m3fnuz: return decode_float8(load(std::uint8_t{}), 4, true);
@@ -56,9 +57,11 @@ inline std::string integer_text(DType dtype, const std::byte* p) {
   };
   switch (dtype) {
     case DType::Bool: return load(std::uint8_t{}) ? "True" : "False";
-    case DType::Int8: case DType::QInt8: return std::to_string(load(std::int8_t{}));
+    case DType::Int8:
+    case DType::QInt8: return std::to_string(load(std::int8_t{}));
     case DType::Int16: return std::to_string(load(std::int16_t{}));
-    case DType::Int32: case DType::QInt32: return std::to_string(load(std::int32_t{}));
+    case DType::Int32:
+    case DType::QInt32: return std::to_string(load(std::int32_t{}));
     case DType::Int64: return std::to_string(load(std::int64_t{}));
     case DType::UInt16: return std::to_string(load(std::uint16_t{}));
     case DType::UInt32: return std::to_string(load(std::uint32_t{}));
@@ -126,7 +129,8 @@ class TensorPrinter {
       body = block(tensor_.sizes(), 0, next);
     }
     const bool implied = dtype == DType::Int64 || dtype == DType::Bool || dtype == DType::Complex64;
-    if (dtype != DType::Float32 && (!host || tensor_.numel() == 0 || !implied)) suffix += ", dtype=" + torch_name(dtype);
+    if (dtype != DType::Float32 && (!host || tensor_.numel() == 0 || !implied))
+      suffix += ", dtype=" + torch_name(dtype);
     if (tensor_.requires_grad()) suffix += ", requires_grad=True";
     return "tensor(" + body + suffix + ")";
   }
@@ -195,7 +199,8 @@ class TensorPrinter {
     for (std::int64_t i : shown(sizes[0])) {
       if (!first) out += row_break;
       first = false;
-      out += i < 0 ? (sizes.size() == 1 ? padded("...") : std::string("...")) : block(sizes.subspan(1), depth + 1, next);
+      out +=
+          i < 0 ? (sizes.size() == 1 ? padded("...") : std::string("...")) : block(sizes.subspan(1), depth + 1, next);
     }
     return out + "]";
   }

@@ -64,14 +64,17 @@ class Storage {
 
   /// Takes ownership of `backend` and shares it among all copies.
   template <class B>
-    requires(!std::same_as<B, Storage> && storage_backend<B>)  // Storage itself first: keeps copies unconstrained
-  explicit Storage(B backend) {
+  requires(!std::same_as<B, Storage> && storage_backend<B>)  // Storage itself first: keeps copies unconstrained
+      explicit Storage(B backend) {
     auto owner = std::make_shared<B>(std::move(backend));
     data_ = const_cast<std::byte*>(static_cast<const std::byte*>(owner->data()));
     size_ = static_cast<std::size_t>(owner->size_bytes());
     device_ = owner->device();
     writable_ = owner->writable();
-    if constexpr (requires { { owner->kind() } -> std::convertible_to<StorageKind>; }) kind_ = owner->kind();
+    if constexpr (requires {
+                    { owner->kind() } -> std::convertible_to<StorageKind>;
+                  })
+      kind_ = owner->kind();
     if constexpr (requires { std::string_view{owner->name()}; }) {
       name_ = owner->name();
     } else {
@@ -87,7 +90,8 @@ class Storage {
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   /// First byte for writing; throws ArgumentError when the storage is read-only.
   [[nodiscard]] std::byte* mutable_data() const {
-    if (!writable_) throw ArgumentError("storage (" + std::string(name_) + ") is read-only; expected a writable storage");
+    if (!writable_)
+      throw ArgumentError("storage (" + std::string(name_) + ") is read-only; expected a writable storage");
     return data_;
   }
   /// Length in bytes.

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/heap_backend.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor_view.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
@@ -128,8 +128,8 @@ class Tensor {
   /// size, stride or offset is negative, or when the view reaches past the end of the storage.
   Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, std::int64_t storage_offset = 0,
          bool requires_grad = false)
-      : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(std::move(strides)),
-        offset_(storage_offset), dtype_(dtype), requires_grad_(requires_grad) {
+      : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(std::move(strides)), offset_(storage_offset),
+        dtype_(dtype), requires_grad_(requires_grad) {
     check_bounds();
   }
 
@@ -166,19 +166,21 @@ class Tensor {
 
   // ---- shape and metadata -------------------------------------------------------------------
 
-  [[nodiscard]] bool defined() const noexcept { return storage_.defined(); }                 ///< has a storage
-  [[nodiscard]] DType dtype() const noexcept { return dtype_; }                              ///< element type
-  [[nodiscard]] const Shape& sizes() const noexcept { return sizes_; }                       ///< extents
-  [[nodiscard]] const Shape& strides() const noexcept { return strides_; }                   ///< in elements
-  [[nodiscard]] std::int64_t storage_offset() const noexcept { return offset_; }             ///< in elements
-  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }                   ///< rank
-  [[nodiscard]] std::int64_t size(std::int64_t d) const { return sizes_[wrap_dim(d)]; }      ///< extent of d (negative counts from the end)
-  [[nodiscard]] std::int64_t stride(std::int64_t d) const { return strides_[wrap_dim(d)]; }  ///< stride of d
+  [[nodiscard]] bool defined() const noexcept { return storage_.defined(); }      ///< has a storage
+  [[nodiscard]] DType dtype() const noexcept { return dtype_; }                   ///< element type
+  [[nodiscard]] const Shape& sizes() const noexcept { return sizes_; }            ///< extents
+  [[nodiscard]] const Shape& strides() const noexcept { return strides_; }        ///< in elements
+  [[nodiscard]] std::int64_t storage_offset() const noexcept { return offset_; }  ///< in elements
+  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }        ///< rank
+  [[nodiscard]] std::int64_t size(std::int64_t d) const {
+    return sizes_[wrap_dim(d)];
+  }  ///< extent of d (negative counts from the end)
+  [[nodiscard]] std::int64_t stride(std::int64_t d) const { return strides_[wrap_dim(d)]; }             ///< stride of d
   [[nodiscard]] std::size_t element_size() const noexcept { return tensorfile::element_size(dtype_); }  ///< bytes
-  [[nodiscard]] const Storage& storage() const noexcept { return storage_; }                 ///< shared storage
-  [[nodiscard]] Device device() const noexcept { return storage_.device(); }                 ///< where the bytes are
-  [[nodiscard]] bool is_writable() const noexcept { return storage_.writable(); }            ///< may be written
-  [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }               ///< autograd flag, kept for round trips
+  [[nodiscard]] const Storage& storage() const noexcept { return storage_; }       ///< shared storage
+  [[nodiscard]] Device device() const noexcept { return storage_.device(); }       ///< where the bytes are
+  [[nodiscard]] bool is_writable() const noexcept { return storage_.writable(); }  ///< may be written
+  [[nodiscard]] bool requires_grad() const noexcept { return requires_grad_; }  ///< autograd flag, kept for round trips
   /// Sets the requires_grad flag (tensorfile does no autograd; the flag is saved and loaded).
   Tensor& set_requires_grad(bool value) noexcept {
     requires_grad_ = value;
@@ -287,7 +289,7 @@ class Tensor {
     Tensor out = *this;
     out.offset_ += start * strides_[d];
     out.sizes_[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
-    if (out.sizes_[d] > 1) {  // a stride only matters where it is used to step
+    if (out.sizes_[d] > 1) {                                          // a stride only matters where it is used to step
       const auto stride = detail::checked_mul(strides_[d], step);
       if (!stride) throw ArgumentError("slice step " + std::to_string(step) + " overflows the stride");
       out.strides_[d] = *stride;
@@ -307,7 +309,8 @@ class Tensor {
   /// Reorders dimensions: result dim i is this tensor's dim order[i].
   [[nodiscard]] Tensor permute(std::span<const std::int64_t> order) const {
     if (order.size() != dim()) {
-      throw ArgumentError("permute needs " + std::to_string(dim()) + " dimensions; got " + std::to_string(order.size()));
+      throw ArgumentError("permute needs " + std::to_string(dim()) + " dimensions; got " +
+                          std::to_string(order.size()));
     }
     Tensor out = *this;
     std::vector<bool> seen(dim(), false);

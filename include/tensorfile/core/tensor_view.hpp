@@ -76,7 +76,9 @@ class TensorView {
     assert(sizeof...(I) == sizes_.size());
     std::int64_t offset = 0;
     std::size_t d = 0;
-    ((assert(index >= 0 && static_cast<std::int64_t>(index) < sizes_[d]), offset += static_cast<std::int64_t>(index) * strides_[d++]), ...);
+    ((assert(index >= 0 && static_cast<std::int64_t>(index) < sizes_[d]),
+      offset += static_cast<std::int64_t>(index) * strides_[d++]),
+     ...);
     return data_[offset];
   }
 
@@ -104,11 +106,11 @@ class TensorView {
   [[nodiscard]] iterator begin() const { return numel_ == 0 ? end() : iterator(this, 0); }  ///< first element
   [[nodiscard]] iterator end() const { return iterator(this, numel_); }                     ///< past the last
 
-  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }                  ///< number of dims
-  [[nodiscard]] std::int64_t size(std::size_t d) const { return sizes_.at(d); }             ///< extent of dim d
-  [[nodiscard]] std::int64_t stride(std::size_t d) const { return strides_.at(d); }         ///< stride of dim d
-  [[nodiscard]] std::int64_t numel() const noexcept { return numel_; }                      ///< element count
-  [[nodiscard]] T* data() const noexcept { return data_; }                                  ///< element (0,...,0)
+  [[nodiscard]] std::size_t dim() const noexcept { return sizes_.size(); }           ///< number of dims
+  [[nodiscard]] std::int64_t size(std::size_t d) const { return sizes_.at(d); }      ///< extent of dim d
+  [[nodiscard]] std::int64_t stride(std::size_t d) const { return strides_.at(d); }  ///< stride of dim d
+  [[nodiscard]] std::int64_t numel() const noexcept { return numel_; }               ///< element count
+  [[nodiscard]] T* data() const noexcept { return data_; }                           ///< element (0,...,0)
 
  private:
   T* data_;

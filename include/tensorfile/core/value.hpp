@@ -107,31 +107,47 @@ class Value {
  public:
   /// What a Value holds.
   enum class Kind : std::uint8_t {
-    none, boolean, integer, big_integer, floating, complex, string, bytes, tuple, list, dict, set,
-    tensor, storage, device, dtype, global, object,
+    none,
+    boolean,
+    integer,
+    big_integer,
+    floating,
+    complex,
+    string,
+    bytes,
+    tuple,
+    list,
+    dict,
+    set,
+    tensor,
+    storage,
+    device,
+    dtype,
+    global,
+    object,
   };
 
-  Value() noexcept {}                                                          ///< None
-  Value(None) noexcept {}                                                      ///< None
-  Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}      ///< bool
-  Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}       ///< int
-  Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}  ///< int
-  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}  ///< int beyond 64 bits
-  Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}  ///< float
-  Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}  ///< complex
-  Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}         ///< str
-  Value(const char* v) : kind_(Kind::string), string_(v) {}                    ///< str
-  Value(std::string_view v) : kind_(Kind::string), string_(v) {}               ///< str
-  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}  ///< bytes
+  Value() noexcept {}                                                                         ///< None
+  Value(None) noexcept {}                                                                     ///< None
+  Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}                     ///< bool
+  Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}                      ///< int
+  Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}             ///< int
+  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}       ///< int beyond 64 bits
+  Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}                 ///< float
+  Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}     ///< complex
+  Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}                        ///< str
+  Value(const char* v) : kind_(Kind::string), string_(v) {}                                   ///< str
+  Value(std::string_view v) : kind_(Kind::string), string_(v) {}                              ///< str
+  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}               ///< bytes
   Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}  ///< list
-  Value(Dict v);                                                               ///< dict
-  Value(Set v);                                                                ///< set
+  Value(Dict v);                                                                              ///< dict
+  Value(Set v);                                                                               ///< set
   Value(Tensor v) : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
-  Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}      ///< torch.device
-  Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}         ///< torch.dtype
+  Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}           ///< torch.device
+  Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}              ///< torch.dtype
   Value(Global v) : Value(Kind::global, std::make_shared<Global>(std::move(v))) {}  ///< class/function reference
-  Value(Object v);                                                             ///< opaque object
-  Value(StorageValue v);                                                       ///< bare storage
+  Value(Object v);                                                                  ///< opaque object
+  Value(StorageValue v);                                                            ///< bare storage
 
   /// Shares `other`'s containers, tensors and storages (copies only its plain data).
   Value(const Value& other) : kind_(other.kind_) {
@@ -143,7 +159,8 @@ class Value {
       scalar_ = other.scalar_;
     }
   }
-  /// Takes `other`'s data, leaving it of the same kind with nothing inside (only assignment and destruction are valid then).
+  /// Takes `other`'s data, leaving it of the same kind with nothing inside (only assignment and destruction are valid
+  /// then).
   Value(Value&& other) noexcept { take(other); }
   /// Shares as the copy constructor does; the old data is released after the copy is made.
   Value& operator=(const Value& other) {
@@ -176,25 +193,25 @@ class Value {
     return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
   }
 
-  [[nodiscard]] Kind kind() const noexcept { return kind_; }                    ///< what it holds
-  [[nodiscard]] bool is_none() const noexcept { return kind() == Kind::none; }           ///< None
-  [[nodiscard]] bool is_bool() const noexcept { return kind() == Kind::boolean; }           ///< bool
-  [[nodiscard]] bool is_int() const noexcept { return kind() == Kind::integer; }             ///< 64-bit int
-  [[nodiscard]] bool is_big_int() const noexcept { return kind() == Kind::big_integer; }      ///< wider int
-  [[nodiscard]] bool is_float() const noexcept { return kind() == Kind::floating; }         ///< float
-  [[nodiscard]] bool is_complex() const noexcept { return kind() == Kind::complex; }     ///< complex
-  [[nodiscard]] bool is_string() const noexcept { return kind() == Kind::string; }       ///< str
-  [[nodiscard]] bool is_bytes() const noexcept { return kind() == Kind::bytes; }         ///< bytes
-  [[nodiscard]] bool is_tuple() const noexcept { return kind() == Kind::tuple; }         ///< tuple
-  [[nodiscard]] bool is_list() const noexcept { return kind() == Kind::list; }           ///< list
-  [[nodiscard]] bool is_dict() const noexcept { return kind() == Kind::dict; }           ///< dict/OrderedDict
-  [[nodiscard]] bool is_set() const noexcept { return kind() == Kind::set; }             ///< set/frozenset
-  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }       ///< tensor/Parameter
-  [[nodiscard]] bool is_storage() const noexcept { return kind() == Kind::storage; }     ///< bare storage
-  [[nodiscard]] bool is_device() const noexcept { return kind() == Kind::device; }       ///< torch.device
-  [[nodiscard]] bool is_dtype() const noexcept { return kind() == Kind::dtype; }         ///< torch.dtype
-  [[nodiscard]] bool is_global() const noexcept { return kind() == Kind::global; }       ///< class/function
-  [[nodiscard]] bool is_object() const noexcept { return kind() == Kind::object; }       ///< opaque object
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }                              ///< what it holds
+  [[nodiscard]] bool is_none() const noexcept { return kind() == Kind::none; }            ///< None
+  [[nodiscard]] bool is_bool() const noexcept { return kind() == Kind::boolean; }         ///< bool
+  [[nodiscard]] bool is_int() const noexcept { return kind() == Kind::integer; }          ///< 64-bit int
+  [[nodiscard]] bool is_big_int() const noexcept { return kind() == Kind::big_integer; }  ///< wider int
+  [[nodiscard]] bool is_float() const noexcept { return kind() == Kind::floating; }       ///< float
+  [[nodiscard]] bool is_complex() const noexcept { return kind() == Kind::complex; }      ///< complex
+  [[nodiscard]] bool is_string() const noexcept { return kind() == Kind::string; }        ///< str
+  [[nodiscard]] bool is_bytes() const noexcept { return kind() == Kind::bytes; }          ///< bytes
+  [[nodiscard]] bool is_tuple() const noexcept { return kind() == Kind::tuple; }          ///< tuple
+  [[nodiscard]] bool is_list() const noexcept { return kind() == Kind::list; }            ///< list
+  [[nodiscard]] bool is_dict() const noexcept { return kind() == Kind::dict; }            ///< dict/OrderedDict
+  [[nodiscard]] bool is_set() const noexcept { return kind() == Kind::set; }              ///< set/frozenset
+  [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }        ///< tensor/Parameter
+  [[nodiscard]] bool is_storage() const noexcept { return kind() == Kind::storage; }      ///< bare storage
+  [[nodiscard]] bool is_device() const noexcept { return kind() == Kind::device; }        ///< torch.device
+  [[nodiscard]] bool is_dtype() const noexcept { return kind() == Kind::dtype; }          ///< torch.dtype
+  [[nodiscard]] bool is_global() const noexcept { return kind() == Kind::global; }        ///< class/function
+  [[nodiscard]] bool is_object() const noexcept { return kind() == Kind::object; }        ///< opaque object
 
   /// The held value; each throws ArgumentError naming both kinds when the Value holds another kind.
   [[nodiscard]] bool as_bool() const { return expect(Kind::boolean).scalar_.boolean; }
@@ -245,8 +262,8 @@ class Value {
 
   /// The name of a kind: "None", "int", "dict", "Tensor"...
   [[nodiscard]] static std::string_view kind_name(Kind kind) noexcept {
-    constexpr std::string_view names[] = {"None", "bool",   "int",    "int",   "float",  "complex",
-                                          "str",  "bytes",  "tuple",  "list",  "dict",   "set",
+    constexpr std::string_view names[] = {"None",   "bool",    "int",    "int",   "float",  "complex",
+                                          "str",    "bytes",   "tuple",  "list",  "dict",   "set",
                                           "Tensor", "storage", "device", "dtype", "global", "object"};
     return names[static_cast<std::size_t>(kind)];
   }
@@ -357,7 +374,8 @@ inline std::size_t hash_key(const Value& v) {
     case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
     case Value::Kind::floating: {
       const double d = v.as_float();  // integral floats hash as the int they equal
-      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18) return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
+      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18)
+        return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
       return std::hash<double>{}(d);
     }
     case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
@@ -442,17 +460,17 @@ struct Set {
 /// An opaque Python object: `module.name` called with `args` (REDUCE/NEWOBJ), then given `state`
 /// (BUILD). Only permissive loads produce these; nothing is ever executed.
 struct Object {
-  std::string module;  ///< class or function module
-  std::string name;    ///< class or function name
-  Value args;          ///< the argument tuple
-  Value state;         ///< None, or the state set by BUILD
-  bool newobj = false; ///< made by NEWOBJ (cls.__new__) rather than a call
+  std::string module;   ///< class or function module
+  std::string name;     ///< class or function name
+  Value args;           ///< the argument tuple
+  Value state;          ///< None, or the state set by BUILD
+  bool newobj = false;  ///< made by NEWOBJ (cls.__new__) rather than a call
 };
 
 /// A storage saved on its own: a 1-d tensor over all of its elements, and the saved device tag.
 struct StorageValue {
-  Tensor tensor;          ///< 1-d, contiguous, the whole storage
-  std::string location;   ///< the device tag the file recorded ("cpu", "cuda:0")
+  Tensor tensor;         ///< 1-d, contiguous, the whole storage
+  std::string location;  ///< the device tag the file recorded ("cpu", "cuda:0")
 };
 
 struct Value::DictBox {
@@ -487,9 +505,7 @@ inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
     default: return nullptr;
   }
 }
-inline const StorageValue& Value::as_storage() const {
-  return expect(Kind::storage).box<StorageValue>();
-}
+inline const StorageValue& Value::as_storage() const { return expect(Kind::storage).box<StorageValue>(); }
 
 inline const Value& Value::at(std::size_t index) const {
   const List& items = elements();
@@ -585,10 +601,12 @@ inline bool operator==(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::set: return a.as_set().frozen == b.as_set().frozen && detail::same_items(a.as_set().items, b.as_set().items);
+    case Kind::set:
+      return a.as_set().frozen == b.as_set().frozen && detail::same_items(a.as_set().items, b.as_set().items);
     case Kind::tensor: return a.is_parameter() == b.is_parameter() && detail::same_tensor(a.as_tensor(), b.as_tensor());
-    case Kind::storage: return a.as_storage().location == b.as_storage().location &&
-                               detail::same_tensor(a.as_storage().tensor, b.as_storage().tensor);
+    case Kind::storage:
+      return a.as_storage().location == b.as_storage().location &&
+             detail::same_tensor(a.as_storage().tensor, b.as_storage().tensor);
     case Kind::device: return a.as_device() == b.as_device();
     case Kind::dtype: return a.as_dtype() == b.as_dtype();
     case Kind::global: return a.as_global() == b.as_global();

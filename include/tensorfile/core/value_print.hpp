@@ -81,7 +81,8 @@ void walk_tensors(const Value& v, const std::string& path, Fn& fn) {
       for (const auto& [key, item] : v.as_dict()) walk_tensors(item, child(key_text(key)), fn);
       return;
     case Value::Kind::set:
-      for (std::size_t i = 0; i < v.as_set().items.size(); ++i) walk_tensors(v.as_set().items[i], child(std::to_string(i)), fn);
+      for (std::size_t i = 0; i < v.as_set().items.size(); ++i)
+        walk_tensors(v.as_set().items[i], child(std::to_string(i)), fn);
       return;
     case Value::Kind::object:
       walk_tensors(v.as_object().args, child("args"), fn);

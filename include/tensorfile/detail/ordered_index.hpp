@@ -65,7 +65,7 @@ class OrderedIndex {
 
   /// The position of the item matching `key`, or npos.
   template <class Key>
-    requires IndexKeys<Keys, Item, Key>
+  requires IndexKeys<Keys, Item, Key>
   [[nodiscard]] std::size_t find(const Key& key) const {
     if (slots_.empty()) return scan(key);
     return probe(key, tag_of(Keys::hash(key)));
@@ -74,8 +74,8 @@ class OrderedIndex {
   /// The item matching `key`, or else `make_item()` appended (its key must match `key`, which is not read
   /// once make_item runs, so make_item may move from it). Strong guarantee.
   template <class Key, class MakeItem>
-    requires IndexKeys<Keys, Item, Key> && std::invocable<MakeItem&>
-  Found find_or_append(const Key& key, MakeItem&& make_item) {
+  requires IndexKeys<Keys, Item, Key> && std::invocable<MakeItem&> Found find_or_append(const Key& key,
+                                                                                        MakeItem&& make_item) {
     std::uint32_t tag = 0;
     if (slots_.empty()) {
       if (const std::size_t position = scan(key); position != npos) return {items_[position], false};
@@ -174,8 +174,10 @@ class OrderedIndex {
     const auto target = static_cast<std::uint32_t>(position + 1);
     std::size_t hole = 0;
     for (std::size_t s = 0; s < slots_.size(); ++s) {
-      if (slots_[s].position_plus_one == target) hole = s;
-      else if (slots_[s].position_plus_one > target) --slots_[s].position_plus_one;
+      if (slots_[s].position_plus_one == target)
+        hole = s;
+      else if (slots_[s].position_plus_one > target)
+        --slots_[s].position_plus_one;
     }
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t next = (hole + 1) & mask; slots_[next].position_plus_one != 0; next = (next + 1) & mask) {

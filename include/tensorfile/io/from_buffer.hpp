@@ -80,7 +80,8 @@ template <byte_buffer Buffer>
 
 /// As above; the tensor and every view of it keep `keep_alive` (the buffer's owner) alive.
 template <byte_buffer Buffer>
-[[nodiscard]] Tensor from_buffer(Buffer&& buffer, std::shared_ptr<const void> keep_alive, FromBufferOptions options = {}) {
+[[nodiscard]] Tensor from_buffer(Buffer&& buffer, std::shared_ptr<const void> keep_alive,
+                                 FromBufferOptions options = {}) {
   if constexpr (std::convertible_to<Buffer, std::span<std::byte>>) {
     return detail::from_buffer_impl(std::span<std::byte>(buffer), std::move(keep_alive), options);
   } else {

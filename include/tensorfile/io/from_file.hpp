@@ -16,8 +16,11 @@ namespace tensorfile {
 
 /// Options of from_file; use designated initializers: `{.mode = MapMode::shared, .size = 10}`.
 struct FromFileOptions {
-  MapMode mode = MapMode::copy_on_write;  ///< shared: the file is created or grown and writes reach it (torch's shared=True); copy_on_write: writes stay in memory (shared=False); read_only: a read-only tensor
-  std::optional<std::int64_t> size{};  ///< element count; unset maps the whole file (which must divide evenly); 0 gives an empty tensor as in torch
+  MapMode mode =
+      MapMode::copy_on_write;  ///< shared: the file is created or grown and writes reach it (torch's shared=True);
+                               ///< copy_on_write: writes stay in memory (shared=False); read_only: a read-only tensor
+  std::optional<std::int64_t> size{};  ///< element count; unset maps the whole file (which must divide evenly); 0 gives
+                                       ///< an empty tensor as in torch
   DType dtype = DType::Float32;        ///< element type (torch's default dtype)
 };
 
@@ -60,9 +63,9 @@ struct FromFileOptions {
     }
   } else {
     if (file_size == 0) {
-      throw FormatError("file is empty; expected at least one " + type_name +
-                            " element (pass .size = 0 for an empty tensor)",
-                        {.file = path});
+      throw FormatError(
+          "file is empty; expected at least one " + type_name + " element (pass .size = 0 for an empty tensor)",
+          {.file = path});
     }
     if (file_size % elem != 0) {
       throw FormatError("file size is not a whole number of " + type_name + " elements; expected a multiple of " +

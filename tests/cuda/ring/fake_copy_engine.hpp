@@ -2,8 +2,8 @@
 // A CPU stand-in for the CUDA copy engine and a fault-injecting reader, for the ring's tests.
 #pragma once
 
-#include <tensorfile/core/heap_backend.hpp>
 #include <tensorfile/core/error.hpp>
+#include <tensorfile/core/heap_backend.hpp>
 #include <tensorfile/core/storage.hpp>
 #include <tensorfile/core/tensor.hpp>
 #include <tensorfile/cuda/detail/ring_scheduler.hpp>

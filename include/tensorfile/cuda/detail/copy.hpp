@@ -9,11 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/cuda/detail/runtime.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile::detail {
 

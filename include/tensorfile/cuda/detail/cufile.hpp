@@ -19,14 +19,14 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/storage.hpp"
+#include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/cuda/detail/copy.hpp"
-#include "tensorfile/cuda/detail/runtime.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
 #include "tensorfile/cuda/detail/ring_plan.hpp"
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
+#include "tensorfile/cuda/detail/runtime.hpp"
 
 namespace tensorfile::detail {
 

@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/cuda/detail/ring_plan.hpp"
 #include "tensorfile/cuda/detail/ring_reader.hpp"
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 
 namespace tensorfile::detail {
@@ -223,8 +223,8 @@ template <class Resolve, class Stream>
 
 /// stream_load_torch through the ring with `Engine`.
 template <device_copy_engine Engine>
-[[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const LoadOptions& options, const RingOptions& ring,
-                                    const RingProgress& callback = {}) {
+[[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const LoadOptions& options,
+                                    const RingOptions& ring, const RingProgress& callback = {}) {
   return stream_load_torch(
       path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
       [&](const RingGroup& group, RingProgressState& progress) {

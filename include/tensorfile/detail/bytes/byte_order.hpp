@@ -12,10 +12,14 @@ namespace tensorfile::detail {
 /// The value with its bytes reversed.
 template <class T>
 [[nodiscard]] constexpr T byteswap(T v) noexcept {
-  if constexpr (sizeof(T) == 1) return v;
-  else if constexpr (sizeof(T) == 2) return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
-  else if constexpr (sizeof(T) == 4) return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
-  else return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
+  if constexpr (sizeof(T) == 1)
+    return v;
+  else if constexpr (sizeof(T) == 2)
+    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
+  else if constexpr (sizeof(T) == 4)
+    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
+  else
+    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
 }
 
 /// Reverses each `width`-byte group of `bytes` in place (width 1 leaves them as they are).

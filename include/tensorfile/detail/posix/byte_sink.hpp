@@ -112,7 +112,7 @@ class AtomicFileSink final : public ByteSink {
     for (const Piece& piece : pieces_) {
       const std::byte* data = piece.borrowed != nullptr ? piece.borrowed : staging_.data() + piece.offset;
       for (std::size_t done = 0; done < piece.size; done += max_call_bytes) {  // some systems refuse > 2 GiB
-        iov.push_back({const_cast<std::byte*>(data + done),  // writev's iovec is not const-correct
+        iov.push_back({const_cast<std::byte*>(data + done),                    // writev's iovec is not const-correct
                        std::min(piece.size - done, max_call_bytes)});
       }
     }

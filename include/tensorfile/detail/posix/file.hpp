@@ -40,8 +40,7 @@ class FileHandle {
   FileHandle() = default;
   FileHandle(const FileHandle&) = delete;
   FileHandle& operator=(const FileHandle&) = delete;
-  FileHandle(FileHandle&& other) noexcept
-      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+  FileHandle(FileHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
   FileHandle& operator=(FileHandle&& other) noexcept {
     if (this != &other) {
       close();
@@ -124,9 +123,9 @@ class FileHandle {
         throw IoError("cannot read", errno, {.file = path_, .offset = offset + done});
       }
       if (got == 0) {
-        throw FormatError("file ends early; expected " + std::to_string(out.size()) + " bytes, got " +
-                              std::to_string(done),
-                          {.file = path_, .offset = offset + done});
+        throw FormatError(
+            "file ends early; expected " + std::to_string(out.size()) + " bytes, got " + std::to_string(done),
+            {.file = path_, .offset = offset + done});
       }
       done += static_cast<std::size_t>(got);
     }
@@ -195,7 +194,8 @@ class Mapping {
 
   /// Maps the first `bytes` (> 0) of `file`. No throw: nullopt with errno set when mmap(2) refuses, so
   /// the caller names the file (and member) in its own error.
-  [[nodiscard]] static std::optional<Mapping> try_map(const FileHandle& file, std::size_t bytes, MapMode mode) noexcept {
+  [[nodiscard]] static std::optional<Mapping> try_map(const FileHandle& file, std::size_t bytes,
+                                                      MapMode mode) noexcept {
     const int protection = mode == MapMode::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
     const int flags = mode == MapMode::shared ? MAP_SHARED : MAP_PRIVATE;
     void* address = ::mmap(nullptr, bytes, protection, flags, file.fd(), 0);
@@ -207,9 +207,9 @@ class Mapping {
     return mapping;
   }
 
-  [[nodiscard]] std::byte* data() const noexcept { return data_; }     ///< first mapped byte
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }    ///< mapped bytes
-  [[nodiscard]] MapMode mode() const noexcept { return mode_; }        ///< how it was mapped
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }   ///< first mapped byte
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< mapped bytes
+  [[nodiscard]] MapMode mode() const noexcept { return mode_; }      ///< how it was mapped
 
  private:
   void unmap() noexcept {

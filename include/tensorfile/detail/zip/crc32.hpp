@@ -78,7 +78,7 @@ __attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i x, __m128i 
 /// of 16 and at least 64: four 128-bit lanes folded 64 bytes a step, then reduced to 32 bits with
 /// a Barrett step. The constants are x^k mod P for the reflected zip polynomial.
 __attribute__((target("pclmul,sse4.1"))) inline std::uint32_t update_folded(std::uint32_t crc, const unsigned char* p,
-                                                                          std::size_t n) noexcept {
+                                                                            std::size_t n) noexcept {
   __m128i x1 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
   __m128i x2 = load(p + 16);
   __m128i x3 = load(p + 32);

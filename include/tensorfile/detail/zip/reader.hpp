@@ -17,8 +17,8 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
-#include "tensorfile/detail/zip/crc32.hpp"
 #include "tensorfile/detail/text/hex.hpp"
+#include "tensorfile/detail/zip/crc32.hpp"
 #include "tensorfile/detail/zip/inflate.hpp"
 
 namespace tensorfile::detail {
@@ -71,9 +71,7 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 }
 
 /// `0x` and eight hex digits.
-[[nodiscard]] inline std::string hex32(std::uint32_t value) {
-  return "0x" + hex_text(value, 8);
-}
+[[nodiscard]] inline std::string hex32(std::uint32_t value) { return "0x" + hex_text(value, 8); }
 
 /// A name from the archive made safe to print: control and non-ASCII bytes become `\xNN`, and
 /// names longer than 256 bytes are cut.
@@ -506,7 +504,7 @@ class ZipReader {
         fail("the local file header at byte " + std::to_string(lho) + " runs past the end of the archive", lho,
              entry.name);
       const std::byte* h = at(lho);
-      std::array<std::byte, 30 + 1024> copy;  // filled only when read_at_ is used
+      std::array<std::byte, 30 + 1024> copy;        // filled only when read_at_ is used
       if (read_at_ && size - lho >= copy.size()) {  // the name follows the fixed part; names are short
         read_at_(lho, copy);
         h = copy.data();

@@ -112,7 +112,9 @@ class ZipWriter {
     write(bytes);
     end_record();
   }
-  void add(std::string_view name, std::string_view text) { add(name, std::as_bytes(std::span(text.data(), text.size()))); }
+  void add(std::string_view name, std::string_view text) {
+    add(name, std::as_bytes(std::span(text.data(), text.size())));
+  }
 
   /// Writes the central directory and the end records.
   void finish() {

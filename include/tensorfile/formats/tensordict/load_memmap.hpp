@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"

@@ -20,10 +20,10 @@
 #include <string_view>
 #include <utility>
 
+#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
@@ -203,8 +203,8 @@ class MemmapWriter {
 
   /// Creates `name` in `dir` (never replacing anything); the handle names it shown / name in errors.
   FileHandle create_file(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
-    FileHandle fd = FileHandle::try_open_at(dir, name.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | (remap_ ? O_RDWR : O_WRONLY),
-                                            0666, shown / name);
+    FileHandle fd = FileHandle::try_open_at(
+        dir, name.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | (remap_ ? O_RDWR : O_WRONLY), 0666, shown / name);
     if (!fd.valid()) {
       const int error = errno;
       if (error == EEXIST) {
@@ -264,7 +264,8 @@ class MemmapWriter {
   }
 
   /// Creates subdirectory `name` of `dir` and opens it.
-  static FileHandle make_dir(int dir, const std::string& name, const std::filesystem::path& shown, const std::string& key) {
+  static FileHandle make_dir(int dir, const std::string& name, const std::filesystem::path& shown,
+                             const std::string& key) {
     if (::mkdirat(dir, name.c_str(), 0777) != 0) {
       const int error = errno;
       if (error == EEXIST) {

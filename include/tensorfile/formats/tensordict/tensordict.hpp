@@ -369,11 +369,11 @@ class TensorDict {
 
   // ---- entries ------------------------------------------------------------------------------
 
-  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }         ///< number of keys (not leaves)
-  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }              ///< no keys
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }  ///< number of keys (not leaves)
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }       ///< no keys
   [[nodiscard]] const std::vector<Item>& items() const noexcept { return items_.items(); }  ///< in insertion order
-  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }              ///< first item
-  [[nodiscard]] auto end() const noexcept { return items_.end(); }                  ///< past the last item
+  [[nodiscard]] auto begin() const noexcept { return items_.begin(); }                      ///< first item
+  [[nodiscard]] auto end() const noexcept { return items_.end(); }                          ///< past the last item
   /// The keys in insertion order (views into this TensorDict).
   [[nodiscard]] std::vector<std::string_view> keys() const {
     std::vector<std::string_view> out;
@@ -610,8 +610,7 @@ class TensorDict {
 
   Shape stacked_batch_size() const {
     Shape base;
-    if (!items_.empty() && items_[0].value.is_tensordict())
-      base = items_[0].value.as_tensordict().batch_size();
+    if (!items_.empty() && items_[0].value.is_tensordict()) base = items_[0].value.as_tensordict().batch_size();
     const auto count = static_cast<std::int64_t>(items_.size());
     const auto rank = static_cast<std::int64_t>(base.size());
     std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;

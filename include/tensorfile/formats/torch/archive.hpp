@@ -24,19 +24,19 @@ enum class Compression {
 
 /// One record (zip entry) of a torch zip file, as its central directory describes it.
 struct ArchiveRecord {
-  std::string name{};                           ///< full name, archive prefix included ("archive/data/0")
-  std::uint64_t offset = 0;                     ///< file offset of the record's stored bytes (after its local header)
-  std::uint64_t stored_size = 0;                ///< bytes the record takes in the file
-  std::uint64_t size = 0;                       ///< bytes once decompressed (stored_size when stored)
+  std::string name{};                             ///< full name, archive prefix included ("archive/data/0")
+  std::uint64_t offset = 0;                       ///< file offset of the record's stored bytes (after its local header)
+  std::uint64_t stored_size = 0;                  ///< bytes the record takes in the file
+  std::uint64_t size = 0;                         ///< bytes once decompressed (stored_size when stored)
   Compression compression = Compression::stored;  ///< stored or deflated
-  std::uint32_t crc32 = 0;                      ///< CRC-32 the archive records (0 when the writer skipped it)
+  std::uint32_t crc32 = 0;                        ///< CRC-32 the archive records (0 when the writer skipped it)
 };
 
 /// What the small records of a torch zip file say about it, with its listing.
 struct ArchiveInfo {
-  std::string prefix{};                 ///< the archive folder every record sits in ("archive")
-  int version = 0;                      ///< the format version record, 1 to 10
-  bool big_endian = false;              ///< whether the byteorder record says "big" (absent: little-endian)
+  std::string prefix{};                  ///< the archive folder every record sits in ("archive")
+  int version = 0;                       ///< the format version record, 1 to 10
+  bool big_endian = false;               ///< whether the byteorder record says "big" (absent: little-endian)
   std::vector<ArchiveRecord> records{};  ///< every record in central-directory order
 };
 

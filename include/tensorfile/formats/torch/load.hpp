@@ -13,21 +13,21 @@
 #include <vector>
 
 #include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/core/heap_backend.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/text/hex.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
-#include "tensorfile/formats/torch/options.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
 #include "tensorfile/formats/torch/detail/torch_hooks.hpp"
-#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/torch/options.hpp"
 
 namespace tensorfile {
 
@@ -38,11 +38,11 @@ inline constexpr std::uint64_t whole_read_limit = std::uint64_t{64} << 20;
 
 /// The bytes of a whole torch file and the ways storage bytes may be taken from it.
 struct TorchArchive {
-  std::filesystem::path path;             ///< for messages; empty for memory input
-  std::span<const std::byte> bytes;       ///< the whole file
-  Storage views;                          ///< when set, storages are zero-copy slices of it
-  const FileHandle* file = nullptr;       ///< otherwise, pread from here (path input) ...
-};                                        ///< ... or copy from `bytes` (memory input)
+  std::filesystem::path path;        ///< for messages; empty for memory input
+  std::span<const std::byte> bytes;  ///< the whole file
+  Storage views;                     ///< when set, storages are zero-copy slices of it
+  const FileHandle* file = nullptr;  ///< otherwise, pread from here (path input) ...
+};                                   ///< ... or copy from `bytes` (memory input)
 
 /// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
 template <class Read, class Where>
@@ -59,9 +59,9 @@ Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::
   try {
     device = Device::parse(tag);
   } catch (const ArgumentError&) {
-    throw UnsupportedError("don't know how to restore a storage tagged \"" + tag +
-                               "\"; map it with .map_location = \"cpu\" or a tag map",
-                           where());
+    throw UnsupportedError(
+        "don't know how to restore a storage tagged \"" + tag + "\"; map it with .map_location = \"cpu\" or a tag map",
+        where());
   }
   if (device.is_meta()) return meta_storage(bytes);
   if (!cpu.defined()) cpu = read();
@@ -151,12 +151,12 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle());
     }
     if (options.storage_source) {
-      const StorageRecord info{key, record->name, location, dtype, record->data_offset, record->size,
-                               record->method == 0 && !big_endian};
+      const StorageRecord info{
+          key, record->name, location, dtype, record->data_offset, record->size, record->method == 0 && !big_endian};
       if (std::optional<Storage> given = options.storage_source(info)) {
         if (given->size_bytes() != record->size) {
-          throw ArgumentError("storage_source gave " + std::to_string(given->size_bytes()) + " bytes for storage " + key +
-                                  "; expected " + std::to_string(record->size),
+          throw ArgumentError("storage_source gave " + std::to_string(given->size_bytes()) + " bytes for storage " +
+                                  key + "; expected " + std::to_string(record->size),
                               in_pickle());
         }
         return *std::move(given);
@@ -181,8 +181,9 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       }
       return cpu;
     };
-    return place_storage(options, static_cast<std::size_t>(record->size), location, read,
-                         [&] { return ErrorLocation{archive.path, record->name}; });
+    return place_storage(options, static_cast<std::size_t>(record->size), location, read, [&] {
+      return ErrorLocation{archive.path, record->name};
+    });
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
@@ -256,7 +257,8 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   PickleMachine magic_machine(archive.bytes, header_hooks, where, pickle_limits(options));
   const Value magic = magic_machine.run(0);
   static constexpr std::uint8_t magic_bytes[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
-  if (!magic.is_big_int() || magic.as_big_int().bytes != std::vector<std::uint8_t>(std::begin(magic_bytes), std::end(magic_bytes))) {
+  if (!magic.is_big_int() ||
+      magic.as_big_int().bytes != std::vector<std::uint8_t>(std::begin(magic_bytes), std::end(magic_bytes))) {
     throw FormatError("not a torch file: a pickle without torch's legacy magic number", {archive.path, "", 0});
   }
   std::size_t pos = magic_machine.end();
@@ -308,7 +310,8 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
     if (!key_value.is_string()) throw FormatError("legacy storage key is not a string", {archive.path, "", pos});
     const std::string& key = key_value.as_string();
     auto it = pending.find(key);
-    if (it == pending.end()) throw FormatError("legacy storage " + key + " is listed but never used", {archive.path, "", pos});
+    if (it == pending.end())
+      throw FormatError("legacy storage " + key + " is listed but never used", {archive.path, "", pos});
     Pending& p = it->second;
     if (archive.bytes.size() - pos < 8) throw FormatError("file ends before storage " + key, {archive.path, "", pos});
     std::int64_t count = 0;
@@ -332,14 +335,17 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
     ++filled;
     if (!p.storage.device().is_cpu()) continue;
     const Storage cpu = p.storage;
-    Storage target = place_storage(options, bytes, p.location, [&] { return cpu; },
-                                   [&] { return ErrorLocation{archive.path, key, pos}; });
+    Storage target = place_storage(
+        options, bytes, p.location, [&] { return cpu; },
+        [&] {
+          return ErrorLocation{archive.path, key, pos};
+        });
     if (!target.shares_owner_with(cpu) && cpu.data() != nullptr) placed.emplace(cpu.data(), target);
   }
   if (filled != pending.size()) {
-    throw FormatError("legacy file lists " + std::to_string(filled) + " storages; expected " +
-                          std::to_string(pending.size()),
-                      {archive.path, "", pos});
+    throw FormatError(
+        "legacy file lists " + std::to_string(filled) + " storages; expected " + std::to_string(pending.size()),
+        {archive.path, "", pos});
   }
   if (!placed.empty()) replace_storages(result, placed);
   return result;
@@ -380,8 +386,7 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
   detail::TorchArchive archive;
   archive.path = path;
   const bool shared = options.mmap == MapMode::shared;
-  const auto file =
-      detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
   if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
   if (!options.mmap && size <= detail::whole_read_limit) {

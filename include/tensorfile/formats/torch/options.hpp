@@ -29,12 +29,12 @@ class MapLocation {
   /// The callable form.
   using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
 
-  MapLocation() = default;                                              ///< restore saved tags
-  MapLocation(Device device) : how_(device.str()) {}                    ///< everything to `device`
+  MapLocation() = default;                                                 ///< restore saved tags
+  MapLocation(Device device) : how_(device.str()) {}                       ///< everything to `device`
   MapLocation(const char* device) : MapLocation(Device::parse(device)) {}  ///< "cpu", "cuda:1", "meta"
   MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
   MapLocation(std::map<std::string, std::string> tags) : how_(std::move(tags)) {}  ///< tag remap
-  MapLocation(Function function) : how_(std::move(function)) {}        ///< callable
+  MapLocation(Function function) : how_(std::move(function)) {}                    ///< callable
 
   /// The tag a storage saved under `saved` goes to, before any callable is asked.
   [[nodiscard]] std::string target_tag(const std::string& saved) const {
@@ -59,23 +59,26 @@ class MapLocation {
 
 /// One storage record of a zip torch file, as LoadOptions::storage_source sees it before it is read.
 struct StorageRecord {
-  std::string_view key;                ///< record name under data/ ("0", "1", ...)
-  std::string_view member;             ///< the archive member holding it ("archive/data/0"), for messages
-  std::string_view location;           ///< device tag saved in the file ("cpu", "cuda:0")
-  DType dtype = DType::UInt8;          ///< element type of the storage
-  std::uint64_t file_offset = 0;       ///< offset of the record's first byte in the file
-  std::uint64_t size = 0;              ///< bytes in the record
-  bool raw = false;                    ///< stored uncompressed and little-endian: the file bytes are the storage as is
+  std::string_view key;           ///< record name under data/ ("0", "1", ...)
+  std::string_view member;        ///< the archive member holding it ("archive/data/0"), for messages
+  std::string_view location;      ///< device tag saved in the file ("cpu", "cuda:0")
+  DType dtype = DType::UInt8;     ///< element type of the storage
+  std::uint64_t file_offset = 0;  ///< offset of the record's first byte in the file
+  std::uint64_t size = 0;         ///< bytes in the record
+  bool raw = false;               ///< stored uncompressed and little-endian: the file bytes are the storage as is
 };
 
-/// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap = MapMode::copy_on_write})`.
+/// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap =
+/// MapMode::copy_on_write})`.
 struct LoadOptions {
-  MapLocation map_location{};       ///< where storages go (see MapLocation)
-  std::optional<MapMode> mmap{};    ///< set: storages are views into one mapping of the file in this mode (path input) or of the caller's buffer, read-only (span input): no data copied; unset: heap storages
-  bool strict = true;               ///< unknown globals are an error; false: kept as opaque Object records
-  bool verify_crc = false;          ///< check every zip record's CRC-32 (torch does not)
-  std::size_t max_depth = 1000;     ///< most nesting of containers
-  std::size_t max_memo = 1u << 22;  ///< most pickle memo entries
+  MapLocation map_location{};  ///< where storages go (see MapLocation)
+  std::optional<MapMode>
+      mmap{};  ///< set: storages are views into one mapping of the file in this mode (path input) or of the caller's
+               ///< buffer, read-only (span input): no data copied; unset: heap storages
+  bool strict = true;                    ///< unknown globals are an error; false: kept as opaque Object records
+  bool verify_crc = false;               ///< check every zip record's CRC-32 (torch does not)
+  std::size_t max_depth = 1000;          ///< most nesting of containers
+  std::size_t max_memo = 1u << 22;       ///< most pickle memo entries
   std::size_t max_container = 1u << 26;  ///< most items in one container
   std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
   /// Advanced (<tensorfile/cuda.hpp> streams records with it): asked once per storage record of a zip

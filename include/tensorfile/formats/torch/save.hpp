@@ -23,10 +23,11 @@ namespace tensorfile {
 
 /// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
 struct SaveOptions {
-  std::uint64_t alignment = 64;   ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
-  bool sync = true;               ///< fsync the new file and its directory before it replaces the old one (paths only);
-                                  ///< on by default, as save_memmap, so that a finished save survives power loss
-  std::string prefix{};           ///< archive folder name; empty: the file stem for paths, "archive" for streams
+  std::uint64_t alignment =
+      64;                ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
+  bool sync = true;      ///< fsync the new file and its directory before it replaces the old one (paths only);
+                         ///< on by default, as save_memmap, so that a finished save survives power loss
+  std::string prefix{};  ///< archive folder name; empty: the file stem for paths, "archive" for streams
 };
 
 namespace detail {
@@ -48,7 +49,9 @@ inline void write_storage_records(ZipWriter& zip, const std::vector<SavedStorage
     hosts.push_back(host_bytes_of(saved));
     total += hosts.back().size_bytes();
   }
-  const auto bytes_of = [&](std::size_t i) { return std::span<const std::byte>(hosts[i].data(), hosts[i].size_bytes()); };
+  const auto bytes_of = [&](std::size_t i) {
+    return std::span<const std::byte>(hosts[i].data(), hosts[i].size_bytes());
+  };
   if (total < (std::uint64_t{64} << 20) || hosts.size() < 2) {
     for (std::size_t i = 0; i < hosts.size(); ++i) zip.add("data/" + storages[i].key, bytes_of(i));
     return;
@@ -70,7 +73,8 @@ inline void write_storage_records(ZipWriter& zip, const std::vector<SavedStorage
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     zip.begin_record("data/" + storages[i].key, hosts[i].size_bytes());
     zip.write_borrowed(bytes_of(i));
-    for (std::size_t seen = ready.load(std::memory_order_acquire); seen <= i; seen = ready.load(std::memory_order_acquire)) {
+    for (std::size_t seen = ready.load(std::memory_order_acquire); seen <= i;
+         seen = ready.load(std::memory_order_acquire)) {
       ready.wait(seen, std::memory_order_acquire);
     }
     zip.end_record(crcs[i]);

@@ -294,7 +294,8 @@ class JsonWriter {
       case Value::Kind::integer: integer(v.as_int()); return;
       case Value::Kind::big_integer: out_ += v.as_big_int().str(); return;
       case Value::Kind::floating:
-        append_json_float(out_, v.as_float(), style_ == MetaJsonStyle::stdlib ? JsonNonFinite::python_tokens : JsonNonFinite::null);
+        append_json_float(out_, v.as_float(),
+                          style_ == MetaJsonStyle::stdlib ? JsonNonFinite::python_tokens : JsonNonFinite::null);
         return;
       case Value::Kind::string: string(v.as_string()); return;
       case Value::Kind::list:

@@ -17,20 +17,20 @@ enum class Op : std::uint8_t {
   pop = '0',
   pop_mark = '1',
   dup = '2',
-  floating = 'F',          ///< FLOAT: text line
-  integer = 'I',           ///< INT: text line ("00"/"01" are False/True)
+  floating = 'F',  ///< FLOAT: text line
+  integer = 'I',   ///< INT: text line ("00"/"01" are False/True)
   binint = 'J',
   binint1 = 'K',
-  long_text = 'L',         ///< LONG: text line
+  long_text = 'L',  ///< LONG: text line
   binint2 = 'M',
   none = 'N',
   persid = 'P',
   binpersid = 'Q',
   reduce = 'R',
-  string = 'S',            ///< quoted text line (not run by the machine)
+  string = 'S',  ///< quoted text line (not run by the machine)
   binstring = 'T',
   short_binstring = 'U',
-  unicode = 'V',           ///< raw-unicode-escaped line (not run by the machine)
+  unicode = 'V',  ///< raw-unicode-escaped line (not run by the machine)
   binunicode = 'X',
   append = 'a',
   build = 'b',
@@ -40,11 +40,11 @@ enum class Op : std::uint8_t {
   appends = 'e',
   get = 'g',
   binget = 'h',
-  inst = 'i',              ///< not run by the machine
+  inst = 'i',  ///< not run by the machine
   long_binget = 'j',
   list = 'l',
   empty_list = ']',
-  obj = 'o',               ///< not run by the machine
+  obj = 'o',  ///< not run by the machine
   put = 'p',
   binput = 'q',
   long_binput = 'r',
@@ -56,7 +56,7 @@ enum class Op : std::uint8_t {
   // protocol 2
   proto = 0x80,
   newobj = 0x81,
-  ext1 = 0x82,             ///< extension registry codes: not run by the machine
+  ext1 = 0x82,  ///< extension registry codes: not run by the machine
   ext2 = 0x83,
   ext4 = 0x84,
   tuple1 = 0x85,
@@ -82,7 +82,7 @@ enum class Op : std::uint8_t {
   frame = 0x95,
   // protocol 5
   bytearray8 = 0x96,
-  next_buffer = 0x97,      ///< out-of-band buffers: not run by the machine
+  next_buffer = 0x97,  ///< out-of-band buffers: not run by the machine
   readonly_buffer = 0x98,
 };
 
@@ -95,11 +95,16 @@ enum class Op : std::uint8_t {
 /// except BINFLOAT's big-endian double).
 enum class OpArg : std::uint8_t {
   none,
-  fixed1, fixed2, fixed4, fixed8,   ///< a number of that width
-  counted1, counted4, counted8,     ///< a length of that width, then that many bytes
-  counted_signed4,                  ///< a signed 4-byte length (negative is an error), then that many bytes
-  line,                             ///< text up to a newline
-  two_lines,                        ///< two newline-ended lines (module, name)
+  fixed1,
+  fixed2,
+  fixed4,
+  fixed8,  ///< a number of that width
+  counted1,
+  counted4,
+  counted8,         ///< a length of that width, then that many bytes
+  counted_signed4,  ///< a signed 4-byte length (negative is an error), then that many bytes
+  line,             ///< text up to a newline
+  two_lines,        ///< two newline-ended lines (module, name)
 };
 
 /// What an opcode does to the memo.
@@ -111,7 +116,7 @@ enum class OpMemo : std::uint8_t {
 
 /// What the memo scan needs to know of an opcode without running it.
 struct OpInfo {
-  bool runs = false;          ///< the machine runs it (others fail as unsupported)
+  bool runs = false;  ///< the machine runs it (others fail as unsupported)
   OpArg arg = OpArg::none;
   OpMemo memo = OpMemo::none;
 };
@@ -121,10 +126,11 @@ constexpr OpInfo plain(OpArg arg = OpArg::none) { return {true, arg, OpMemo::non
 constexpr void set(std::array<OpInfo, 256>& t, Op op, OpInfo info) { t[static_cast<std::uint8_t>(op)] = info; }
 constexpr std::array<OpInfo, 256> make() {
   std::array<OpInfo, 256> t{};  // every other byte: not an opcode, not run
-  for (Op op : {Op::mark, Op::stop, Op::pop, Op::pop_mark, Op::dup, Op::none, Op::binpersid, Op::reduce,
-                Op::append, Op::build, Op::dict, Op::empty_dict, Op::appends, Op::list, Op::empty_list, Op::setitem,
-                Op::tuple, Op::empty_tuple, Op::setitems, Op::newobj, Op::tuple1, Op::tuple2, Op::tuple3, Op::newtrue,
-                Op::newfalse, Op::empty_set, Op::additems, Op::frozenset, Op::newobj_ex, Op::stack_global}) {
+  for (Op op : {Op::mark,      Op::stop,      Op::pop,        Op::pop_mark,  Op::dup,       Op::none,
+                Op::binpersid, Op::reduce,    Op::append,     Op::build,     Op::dict,      Op::empty_dict,
+                Op::appends,   Op::list,      Op::empty_list, Op::setitem,   Op::tuple,     Op::empty_tuple,
+                Op::setitems,  Op::newobj,    Op::tuple1,     Op::tuple2,    Op::tuple3,    Op::newtrue,
+                Op::newfalse,  Op::empty_set, Op::additems,   Op::frozenset, Op::newobj_ex, Op::stack_global}) {
     set(t, op, plain());
   }
   set(t, Op::proto, plain(OpArg::fixed1));
@@ -180,7 +186,7 @@ inline constexpr std::uint8_t op_shape_stop = 0xFE;
 inline constexpr std::array<std::uint8_t, 256> op_shapes = [] {
   std::array<std::uint8_t, 256> shapes{};
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    shapes[i] = !op_info[i].runs                          ? op_shape_not_run
+    shapes[i] = !op_info[i].runs                           ? op_shape_not_run
                 : i == static_cast<std::uint8_t>(Op::stop) ? op_shape_stop
                                                            : op_shape(op_info[i].arg, op_info[i].memo);
   }

@@ -25,20 +25,20 @@ namespace tensorfile::detail {
 
 /// Bounds a pickle may not exceed; each breach is a LimitError.
 struct PickleLimits {
-  std::size_t max_depth = 1000;                ///< nesting of containers
-  std::size_t max_memo = 1u << 22;             ///< memo entries
-  std::size_t max_stack = 1u << 22;            ///< values on the stack
-  std::size_t max_container = 1u << 26;        ///< items in one list, dict, set or tuple
-  std::size_t max_int_bytes = 128;             ///< bytes of a LONG1/LONG4 integer
+  std::size_t max_depth = 1000;          ///< nesting of containers
+  std::size_t max_memo = 1u << 22;       ///< memo entries
+  std::size_t max_stack = 1u << 22;      ///< values on the stack
+  std::size_t max_container = 1u << 26;  ///< items in one list, dict, set or tuple
+  std::size_t max_int_bytes = 128;       ///< bytes of a LONG1/LONG4 integer
 };
 
 /// What the machine asks of its user (the torch layer). Every call gets the opcode's byte offset.
 template <class H>
 concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_view s, std::uint64_t at) {
-  { h.find_class(s, s, at) } -> std::same_as<Value>;      // GLOBAL / STACK_GLOBAL
-  { h.reduce(v, owned, at) } -> std::same_as<Value>;      // REDUCE: callable, args tuple
-  { h.new_object(v, owned, at) } -> std::same_as<Value>;  // NEWOBJ: class, args tuple
-  { h.build(v, owned, at) } -> std::same_as<Value>;       // BUILD: object, state -> object
+  { h.find_class(s, s, at) } -> std::same_as<Value>;        // GLOBAL / STACK_GLOBAL
+  { h.reduce(v, owned, at) } -> std::same_as<Value>;        // REDUCE: callable, args tuple
+  { h.new_object(v, owned, at) } -> std::same_as<Value>;    // NEWOBJ: class, args tuple
+  { h.build(v, owned, at) } -> std::same_as<Value>;         // BUILD: object, state -> object
   { h.persistent_load(owned, at) } -> std::same_as<Value>;  // BINPERSID
 };
 
@@ -154,7 +154,8 @@ class PickleMachine {
     const auto le = [&](std::size_t n, std::uint64_t& out) {
       if (n > remaining()) return false;
       out = 0;
-      for (std::size_t i = 0; i < n; ++i) out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[at + i])} << (8 * i);
+      for (std::size_t i = 0; i < n; ++i)
+        out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[at + i])} << (8 * i);
       at += n;
       return true;
     };
@@ -187,11 +188,17 @@ class PickleMachine {
         case op_shape(OpArg::none, OpMemo::none): break;
         case op_shape(OpArg::none, OpMemo::write): ++puts; break;
         case op_shape(OpArg::fixed1, OpMemo::none): ok = skip(1); break;
-        case op_shape(OpArg::fixed1, OpMemo::write): ++puts; ok = skip(1); break;
+        case op_shape(OpArg::fixed1, OpMemo::write):
+          ++puts;
+          ok = skip(1);
+          break;
         case op_shape(OpArg::fixed1, OpMemo::read): ok = le(1, n) && note(n); break;
         case op_shape(OpArg::fixed2, OpMemo::none): ok = skip(2); break;
         case op_shape(OpArg::fixed4, OpMemo::none): ok = skip(4); break;
-        case op_shape(OpArg::fixed4, OpMemo::write): ++puts; ok = skip(4); break;
+        case op_shape(OpArg::fixed4, OpMemo::write):
+          ++puts;
+          ok = skip(4);
+          break;
         case op_shape(OpArg::fixed4, OpMemo::read): ok = le(4, n) && note(n); break;
         case op_shape(OpArg::fixed8, OpMemo::none): ok = skip(8); break;
         case op_shape(OpArg::counted1, OpMemo::none): ok = le(1, n) && skip(n); break;
@@ -199,7 +206,10 @@ class PickleMachine {
         case op_shape(OpArg::counted8, OpMemo::none): ok = le(8, n) && skip(n); break;
         case op_shape(OpArg::counted_signed4, OpMemo::none): ok = le(4, n) && n < 0x80000000u && skip(n); break;
         case op_shape(OpArg::line, OpMemo::none): ok = line(text); break;
-        case op_shape(OpArg::line, OpMemo::write): ++puts; ok = line(text); break;
+        case op_shape(OpArg::line, OpMemo::write):
+          ++puts;
+          ok = line(text);
+          break;
         case op_shape(OpArg::line, OpMemo::read):
           ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), text_index).ec == std::errc{} &&
                text_index >= 0 && note(static_cast<std::uint64_t>(text_index));
@@ -213,7 +223,8 @@ class PickleMachine {
 
   // ---- stack ---------------------------------------------------------------------------------
   void push(Value v) {
-    if (stack_.size() >= limits_.max_stack) over("pickle stack exceeds " + std::to_string(limits_.max_stack) + " values");
+    if (stack_.size() >= limits_.max_stack)
+      over("pickle stack exceeds " + std::to_string(limits_.max_stack) + " values");
     stack_.push_back(std::move(v));
   }
   Value pop() {
@@ -229,7 +240,8 @@ class PickleMachine {
   std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
   List pop_items(std::size_t n) {
     if (stack_.size() - floor() < n) fail("pickle stack underflow");
-    List items(std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(n)), std::make_move_iterator(stack_.end()));
+    List items(std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(n)),
+               std::make_move_iterator(stack_.end()));
     stack_.resize(stack_.size() - n);
     return items;
   }
@@ -284,7 +296,8 @@ class PickleMachine {
     if (index < memo_.size()) {
       memo_[index] = v;
     } else if (index == memo_.size()) {
-      if (memo_.size() >= limits_.max_memo) over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      if (memo_.size() >= limits_.max_memo)
+        over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
       memo_.push_back(v);
     } else {
       if (sparse_memo_.size() + memo_.size() >= limits_.max_memo) {
@@ -294,7 +307,8 @@ class PickleMachine {
     }
   }
   void memo_get(std::uint64_t index) {
-    if (!read_anywhere(index)) fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
+    if (!read_anywhere(index))
+      fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
     if (index < memo_.size()) return push(memo_[index]);
     if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
     fail("memo index " + std::to_string(index) + " was never stored");
@@ -307,7 +321,9 @@ class PickleMachine {
     const auto k = v.kind();
     return k == Value::Kind::list || k == Value::Kind::dict || k == Value::Kind::set || k == Value::Kind::object;
   }
-  static bool is_container(const Value& v) noexcept { return v.kind() == Value::Kind::tuple || is_mutable_container(v); }
+  static bool is_container(const Value& v) noexcept {
+    return v.kind() == Value::Kind::tuple || is_mutable_container(v);
+  }
 
   static std::size_t depth_of(const Value& v) noexcept {
     const Nesting* nesting = nesting_of(v);
@@ -331,9 +347,15 @@ class PickleMachine {
       seal(c);
     };
     switch (v.kind()) {
-      case Value::Kind::tuple: for (const auto& c : v.as_tuple()) child(c); break;
-      case Value::Kind::list: for (const auto& c : v.as_list()) child(c); break;
-      case Value::Kind::set: for (const auto& c : v.as_set().items) child(c); break;
+      case Value::Kind::tuple:
+        for (const auto& c : v.as_tuple()) child(c);
+        break;
+      case Value::Kind::list:
+        for (const auto& c : v.as_list()) child(c);
+        break;
+      case Value::Kind::set:
+        for (const auto& c : v.as_set().items) child(c);
+        break;
       case Value::Kind::dict:
         for (const auto& [k, c] : v.as_dict()) {
           child(k);
@@ -353,7 +375,8 @@ class PickleMachine {
   // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
   void check_open(const Value& target) const {
     if (nesting_of(target)->sealed) {
-      fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) + " after placing it in another container");
+      fail("pickle modifies a " + std::string(Value::kind_name(target.kind())) +
+           " after placing it in another container");
     }
   }
   void insert_check(const Value& target, const Value& child, std::size_t new_size) {
@@ -400,7 +423,8 @@ class PickleMachine {
     }
   }
   void add_items(Value& target, List items) {
-    if (!target.is_set() || target.as_set().frozen) fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
+    if (!target.is_set() || target.as_set().frozen)
+      fail("ADDITEMS on a " + std::string(Value::kind_name(target.kind())) + "; expected a set");
     check_open(target);
     for (auto& item : items) {
       check_hashable(item, "set item");
@@ -409,7 +433,8 @@ class PickleMachine {
     }
   }
   Value make_tuple(List items) {
-    if (items.size() > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    if (items.size() > limits_.max_container)
+      over("container exceeds " + std::to_string(limits_.max_container) + " items");
     return made(Value::tuple(std::move(items)));
   }
   Value make_int_from_le(std::span<const std::byte> raw) {
@@ -438,7 +463,8 @@ class PickleMachine {
     if (!line.empty() && line.back() == 'L') line.remove_suffix(1);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
-    if (ec != std::errc{} || end != line.data() + line.size()) fail("invalid text integer \"" + std::string(line) + "\"");
+    if (ec != std::errc{} || end != line.data() + line.size())
+      fail("invalid text integer \"" + std::string(line) + "\"");
     return Value(v);
   }
 
@@ -609,7 +635,8 @@ class PickleMachine {
         if (is_mutable_container(object) && nesting_of(object)->sealed) {
           fail("BUILD on an object already placed in another container");
         }
-        if (state.identity() != nullptr && state.identity() == object.identity()) fail("BUILD gives an object itself as state");
+        if (state.identity() != nullptr && state.identity() == object.identity())
+          fail("BUILD gives an object itself as state");
         seal(state);
         const std::size_t depth = depth_of(state) + 1;
         if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");

@@ -20,9 +20,9 @@ namespace tensorfile::detail {
 
 /// One distinct storage met while pickling: its key ("0", "1"...), in first-use order.
 struct SavedStorage {
-  Storage storage;   ///< the bytes to write as data/<key>
-  DType dtype;       ///< the element type it is saved as (one per storage)
-  std::string key;   ///< record name under data/
+  Storage storage;  ///< the bytes to write as data/<key>
+  DType dtype;      ///< the element type it is saved as (one per storage)
+  std::string key;  ///< record name under data/
 };
 
 /// Emits protocol-2 opcodes for a Value tree. Tensors that share a storage share one record;

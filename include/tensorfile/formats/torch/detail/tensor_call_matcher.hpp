@@ -28,18 +28,18 @@ struct TensorRecord {
   /// would add; the machine recognises calls only this far from its limits.
   static constexpr std::size_t max_growth = max_dims + 16;
 
-  std::string_view key;             ///< storage key, e.g. "0"
-  std::string_view location;        ///< saved device tag, e.g. "cpu"
+  std::string_view key;                  ///< storage key, e.g. "0"
+  std::string_view location;             ///< saved device tag, e.g. "cpu"
   DType storage_dtype = DType::Float32;  ///< from the storage class, e.g. FloatStorage
-  std::int64_t numel = 0;           ///< storage element count
-  std::int64_t offset = 0;          ///< storage offset of the view
+  std::int64_t numel = 0;                ///< storage element count
+  std::int64_t offset = 0;               ///< storage offset of the view
   Shape sizes;
   Shape strides;
   bool requires_grad = false;
-  std::optional<DType> dtype;       ///< set for _rebuild_tensor_v3
-  std::uint64_t storage_at = 0;     ///< offset of the BINPERSID opcode
-  std::uint64_t call_at = 0;        ///< offset of the final REDUCE
-  std::size_t end = 0;              ///< offset just past that REDUCE
+  std::optional<DType> dtype;                  ///< set for _rebuild_tensor_v3
+  std::uint64_t storage_at = 0;                ///< offset of the BINPERSID opcode
+  std::uint64_t call_at = 0;                   ///< offset of the final REDUCE
+  std::size_t end = 0;                         ///< offset just past that REDUCE
   std::array<std::uint64_t, max_puts> puts{};  ///< memo indices written on the way, in order
   std::size_t put_count = 0;
 };
@@ -140,7 +140,8 @@ class RecordCursor {
   bool le(std::size_t n, std::uint64_t& out) {
     if (n > bytes_.size() - pos_) return fail();
     out = 0;
-    for (std::size_t i = 0; i < n; ++i) out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[pos_ + i])} << (8 * i);
+    for (std::size_t i = 0; i < n; ++i)
+      out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[pos_ + i])} << (8 * i);
     pos_ += n;
     return true;
   }

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/formats/torch/options.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 #include "tensorfile/formats/torch/detail/tensor_call_matcher.hpp"
+#include "tensorfile/formats/torch/options.hpp"
 
 namespace tensorfile::detail {
 
@@ -31,8 +31,9 @@ inline bool is_known_global(std::string_view module, std::string_view name) {
         "_rebuild_device_tensor_from_cpu_tensor", "_rebuild_device_tensor_from_numpy", "_rebuild_xla_tensor"}},
       {"torch._tensor", {"_rebuild_from_type_v2", "_rebuild_from_type"}},
       {"collections", {"OrderedDict"}},
-      {"torch", {"Size", "device", "Tensor", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
-                 "per_channel_symmetric", "per_channel_affine_float_qparams"}},
+      {"torch",
+       {"Size", "device", "Tensor", "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
+        "per_channel_symmetric", "per_channel_affine_float_qparams"}},
       {"torch.nn.parameter", {"Parameter"}},
       {"torch.serialization", {"_get_layout"}},
       {"builtins", {"set", "frozenset", "complex", "bytearray", "bytes"}},
@@ -155,7 +156,8 @@ class TorchHooks {
       need(a, 2, full, at);
       return Value(std::complex<double>(number_arg(a[0], full, at), number_arg(a[1], full, at)));
     }
-    if (full == "_codecs.encode" || full == "builtins.bytearray" || full == "builtins.bytes") return make_bytes(a, full, at);
+    if (full == "_codecs.encode" || full == "builtins.bytearray" || full == "builtins.bytes")
+      return make_bytes(a, full, at);
     if (full == "torch.serialization._get_layout") {
       need(a, 1, full, at);
       const std::string& text = string_arg(a[0], full, at);
@@ -182,7 +184,8 @@ class TorchHooks {
       data.set_requires_grad(a.size() < 2 || bool_arg(a[1], "Parameter", at));
       return Value::parameter(std::move(data));
     }
-    if (options_.strict) throw UnsupportedError("creating " + g.module + "." + g.name + " objects is not supported", at_(at));
+    if (options_.strict)
+      throw UnsupportedError("creating " + g.module + "." + g.name + " objects is not supported", at_(at));
     return Value(Object{g.module, g.name, std::move(args), Value(), true});
   }
 
@@ -263,9 +266,9 @@ class TorchHooks {
   }
   void need(const List& a, std::size_t count, std::string_view function, std::uint64_t at) const {
     if (a.size() < count) {
-      throw FormatError(std::string(function) + " has " + std::to_string(a.size()) + " arguments; expected " +
-                            std::to_string(count),
-                        at_(at));
+      throw FormatError(
+          std::string(function) + " has " + std::to_string(a.size()) + " arguments; expected " + std::to_string(count),
+          at_(at));
     }
   }
   Tensor tensor_arg(const Value& v, std::string_view function, std::uint64_t at) const {
@@ -353,7 +356,8 @@ class TorchHooks {
     Shape sizes = shape_arg(a[2], function, at);
     Shape strides = shape_arg(a[3], function, at);
     const bool requires_grad = fixed > 4 && bool_arg(a[4], function, at);
-    Tensor t = make_tensor(storage, dtype, a[1].as_int(), std::move(sizes), std::move(strides), requires_grad, function, at);
+    Tensor t =
+        make_tensor(storage, dtype, a[1].as_int(), std::move(sizes), std::move(strides), requires_grad, function, at);
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
     return Value(std::move(t));
@@ -368,7 +372,8 @@ class TorchHooks {
     if (!do_conj && !do_neg) return;
     if (!t.device().is_cpu()) return;  // meta: nothing to negate
     if (do_neg && !is_floating_point(t.dtype()) && !is_complex(t.dtype())) {
-      throw UnsupportedError("neg view of a " + std::string(dtype_name(t.dtype())) + " tensor is not supported", at_(at));
+      throw UnsupportedError("neg view of a " + std::string(dtype_name(t.dtype())) + " tensor is not supported",
+                             at_(at));
     }
     const bool grad = t.requires_grad();
     t = t.clone();
@@ -398,8 +403,8 @@ class TorchHooks {
       }
       const auto bytes = checked_mul(extent, static_cast<std::int64_t>(element_size(a[0].as_dtype())));
       if (!bytes) throw ArgumentError("view extent overflows int64");
-      Tensor t(meta_storage(static_cast<std::size_t>(*bytes)), a[0].as_dtype(), std::move(sizes), std::move(strides),
-               0, bool_arg(a[3], function, at));
+      Tensor t(meta_storage(static_cast<std::size_t>(*bytes)), a[0].as_dtype(), std::move(sizes), std::move(strides), 0,
+               bool_arg(a[3], function, at));
       return Value(std::move(t));
     } catch (const ArgumentError& error) {
       throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
@@ -417,7 +422,8 @@ class TorchHooks {
     if (type.module == "torch.nn.parameter" && type.name == "Parameter") {
       return inner.is_tensor() ? Value::parameter(inner.as_tensor()) : inner;
     }
-    if (options_.strict) throw UnsupportedError("tensor subclass " + type.module + "." + type.name + " is not supported", at_(at));
+    if (options_.strict)
+      throw UnsupportedError("tensor subclass " + type.module + "." + type.name + " is not supported", at_(at));
     return Value(Object{type.module, type.name, Value::tuple({inner}), a[3], false});
   }
 
@@ -462,7 +468,8 @@ class TorchHooks {
 
   // Ancient legacy files: (view_key, offset, numel) picks a sub-range of the root storage.
   Value legacy_view(const StorageValue& root, const Value& view, std::uint64_t at) {
-    if (!view.is_tuple() || view.as_tuple().size() != 3 || !view.as_tuple()[1].is_int() || !view.as_tuple()[2].is_int()) {
+    if (!view.is_tuple() || view.as_tuple().size() != 3 || !view.as_tuple()[1].is_int() ||
+        !view.as_tuple()[2].is_int()) {
       bad_arg("legacy storage view", "(key, offset, numel)", view, at);
     }
     const std::int64_t offset = view.as_tuple()[1].as_int();
