@@ -13,11 +13,9 @@
 using namespace tensorfile;
 using tensorfile_test::byte_span;
 using tensorfile_test::file_bytes;
+using tensorfile_test::sample;
 
 namespace {
-std::filesystem::path sample(const std::string& folder, const std::string& name) {
-  return tensorfile_test::data_dir() / folder / name;
-}
 bool same(const ArchiveRecord& a, const ArchiveRecord& b) {
   return a.name == b.name && a.offset == b.offset && a.stored_size == b.stored_size && a.size == b.size &&
          a.compression == b.compression && a.crc32 == b.crc32;

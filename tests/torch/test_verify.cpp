@@ -9,13 +9,8 @@
 
 using namespace tensorfile;
 using tensorfile_test::file_bytes;
+using tensorfile_test::sample;
 using tensorfile_test::write_file;
-
-namespace {
-std::filesystem::path sample(const std::string& folder, const std::string& name) {
-  return tensorfile_test::data_dir() / folder / name;
-}
-}  // namespace
 
 TEST_CASE("verify passes every fixture", "[verify]") {
   for (const auto& path : tensorfile_test::torch_fixtures()) {

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "tensorfile_catch.hpp"  // data_dir()
+
 namespace tensorfile_test {
 
 using tensorfile::detail::Op;
@@ -168,6 +170,11 @@ inline void write_file(const std::filesystem::path& path, const std::string& byt
 /// The bytes of a string, as the loaders take them.
 inline std::span<const std::byte> byte_span(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+/// A file of the committed test data: tests/data/<folder>/<name>.
+inline std::filesystem::path sample(const std::string& folder, const std::string& name) {
+  return data_dir() / folder / name;
 }
 
 }  // namespace tensorfile_test
