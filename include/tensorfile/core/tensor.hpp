@@ -416,7 +416,8 @@ class Tensor {
   /// A new contiguous tensor on the same device with the same values (requires_grad kept).
   [[nodiscard]] Tensor clone() const {
     if (device().is_meta()) return Tensor::zeros(sizes_, dtype_, device()).set_requires_grad(requires_grad_);
-    if (!device().is_cpu()) return to(Device::cpu()).to(device()).set_requires_grad(requires_grad_);
+    // Through the host: to() keeps a view's strides and offset (transposed, expanded), so clone there first.
+    if (!device().is_cpu()) return to(Device::cpu()).clone().to(device()).set_requires_grad(requires_grad_);
     Tensor out(heap_storage(nbytes(), false), dtype_, sizes_);
     out.requires_grad_ = requires_grad_;
     copy_into(out.storage_.mutable_data());

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -42,11 +43,8 @@ class CudaBackend {
   struct Free {
     int ordinal;
     void operator()(std::byte* memory) const noexcept {
-      int previous = -1;
-      const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != ordinal;
-      if (switch_device) (void)cudaSetDevice(ordinal);
+      const detail::CudaDeviceGuard guard(ordinal, std::nothrow);  // restores only what it changed
       (void)cudaFree(memory);  // at process exit the runtime may already be gone: nothing to do then
-      if (switch_device) (void)cudaSetDevice(previous);
     }
   };
 

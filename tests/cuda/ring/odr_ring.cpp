@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // A second translation unit including the ring headers: the link fails if one defines a non-inline function.
+#include <tensorfile/cuda/detail/device_guard.hpp>
 #include <tensorfile/cuda/detail/ring_load.hpp>
 #include <tensorfile/cuda/detail/ring_plan.hpp>
 #include <tensorfile/cuda/detail/ring_reader.hpp>

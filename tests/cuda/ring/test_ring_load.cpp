@@ -4,6 +4,7 @@
 #include <tensorfile/cuda/detail/ring_load.hpp>
 #include <tensorfile/cuda/detail/ring_reader.hpp>
 #include <tensorfile/formats/torch/load.hpp>
+#include <tensorfile/formats/torch/save.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -244,4 +245,29 @@ TEST_CASE("PosixRangeReader reads ranges, short at the end of the file, buffered
                                                              ": cannot open for reading: No such file or directory";
                        }));
   CHECK(page_cache_fraction(-1, 4096) == 1.0);
+}
+
+TEST_CASE("ring_load_torch gives each empty record its own storage, so save() keeps them apart", "[ring][load]") {
+  tensorfile_test::ScratchDir scratch;
+  Dict saved;
+  saved.set(Value("empty_f32"), Value(Tensor::zeros({0}, DType::Float32)));
+  saved.set(Value("full"), Value(Tensor::from_values<float>({1, 2, 3})));
+  saved.set(Value("empty_i64"), Value(Tensor::zeros({0, 4}, DType::Int64)));
+  saved.set(Value("empty_f64"), Value(Tensor::zeros({2, 0}, DType::Float64)));
+  save(Value(std::move(saved)), scratch / "empties.pt");
+  for (const bool single : {true, false}) {
+    INFO("single allocation " << single);
+    const Value loaded = ring_load_torch<FakeCopyEngine>(scratch / "empties.pt", LoadOptions{.map_location = "cuda:0"},
+                                                         RingOptions{.single_allocation = single});
+    const auto tensors = tensorfile_test::tensors_of(loaded);
+    REQUIRE(tensors.size() == 4);
+    std::set<std::pair<const void*, std::size_t>> identities;
+    for (const Tensor& t : tensors) {
+      const Storage& s = t.storage();
+      identities.emplace(s.data() != nullptr ? static_cast<const void*>(s.data()) : s.owner(), s.size_bytes());
+    }
+    CHECK(identities.size() == 4);
+    CHECK_NOTHROW(save(loaded, scratch / "again.pt"));
+    CHECK(load(scratch / "again.pt", {.map_location = "cpu"}) == load(scratch / "empties.pt"));
+  }
 }

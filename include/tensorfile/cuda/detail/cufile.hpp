@@ -23,6 +23,7 @@
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/cuda/backend.hpp"
 #include "tensorfile/cuda/detail/copy.hpp"
+#include "tensorfile/cuda/detail/device_guard.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
 #include "tensorfile/cuda/detail/ring_plan.hpp"
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
@@ -154,12 +155,9 @@ class CuFileHandle {
   check_ring_options(options);
   std::optional<CuFileHandle> file = CuFileHandle::open(path);
   if (!file) return std::nullopt;
-  std::vector<Storage> allocations;
-  std::vector<std::byte*> bases;
-  for (const std::uint64_t bytes : group.layout.target_bytes) {
-    allocations.push_back(cuda_storage(static_cast<std::size_t>(bytes), group.device));
-    bases.push_back(bytes == 0 ? nullptr : allocations.back().mutable_data());
-  }
+  const auto allocate = [&](std::size_t bytes) { return cuda_storage(bytes, group.device); };
+  const GroupAllocations allocations = allocate_group(group, allocate);
+  const std::vector<std::byte*>& bases = allocations.bases;
   struct Piece {
     std::uint64_t file_offset;
     std::byte* device;
@@ -174,19 +172,12 @@ class CuFileHandle {
     }
   }
   std::mutex progress_mutex;
-  parallel_for(pieces.size(), options.threads, [&](std::size_t i) {
-    cuda_check(cudaSetDevice(group.device.index), "cudaSetDevice");
+  parallel_for_on_device<CudaThreadDevice>(group.device.index, pieces.size(), options.threads, [&](std::size_t i) {
     file->read_exact(pieces[i].device, pieces[i].file_offset, pieces[i].bytes);
     const std::lock_guard lock(progress_mutex);
     progress.advance(pieces[i].bytes);
   });
-  std::vector<Storage> out;
-  out.reserve(group.ranges.size());
-  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
-    out.push_back(allocations[group.layout.range_targets[i]].slice(
-        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
-  }
-  return out;
+  return group_storages(group, allocations, allocate);
 }
 
 /// Streams a planned group to its CUDA device: with cuFile when asked for and available, else

@@ -65,6 +65,44 @@ inline void check_ring_options(const RingOptions& options) {
   }
 }
 
+/// A group's device allocations (RingLayout::target_bytes) and their base addresses (null when empty).
+struct GroupAllocations {
+  std::vector<Storage> storages;  ///< one per target
+  std::vector<std::byte*> bases;  ///< their first bytes
+};
+
+/// Allocates `group`'s targets with `allocate(std::size_t bytes) -> Storage`.
+template <class Allocate>
+[[nodiscard]] GroupAllocations allocate_group(const RingGroup& group, Allocate&& allocate) {
+  GroupAllocations out;
+  out.storages.reserve(group.layout.target_bytes.size());
+  out.bases.reserve(group.layout.target_bytes.size());
+  for (const std::uint64_t bytes : group.layout.target_bytes) {
+    out.storages.push_back(allocate(static_cast<std::size_t>(bytes)));
+    out.bases.push_back(bytes == 0 ? nullptr : out.storages.back().mutable_data());
+  }
+  return out;
+}
+
+/// One Storage per range of `group`: its slice of the allocations, or a fresh empty one from
+/// `allocate(0)` for an empty range. Slices of one allocation would give every empty range the same
+/// (address, 0) identity, and save() would take them for one storage viewed as several dtypes.
+template <class Allocate>
+[[nodiscard]] std::vector<Storage> group_storages(const RingGroup& group, const GroupAllocations& allocations,
+                                                  Allocate&& allocate) {
+  std::vector<Storage> out;
+  out.reserve(group.ranges.size());
+  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
+    if (group.ranges[i].size == 0) {
+      out.push_back(allocate(std::size_t{0}));
+      continue;
+    }
+    out.push_back(allocations.storages[group.layout.range_targets[i]].slice(
+        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
+  }
+  return out;
+}
+
 /// Streams a planned group through the ring with `Engine`; returns one device Storage per range
 /// (slices of one allocation, or one allocation each). Reports progress into `progress`.
 template <device_copy_engine Engine>
@@ -72,14 +110,9 @@ template <device_copy_engine Engine>
                                                const RingOptions& options, RingProgressState& progress) {
   check_ring_options(options);
   Engine engine(group.device);
-  std::vector<Storage> allocations;
-  std::vector<std::byte*> bases;
-  allocations.reserve(group.layout.target_bytes.size());
-  bases.reserve(group.layout.target_bytes.size());
-  for (const std::uint64_t bytes : group.layout.target_bytes) {
-    allocations.push_back(engine.allocate_device(static_cast<std::size_t>(bytes)));
-    bases.push_back(bytes == 0 ? nullptr : allocations.back().mutable_data());
-  }
+  const auto allocate = [&](std::size_t bytes) { return engine.allocate_device(bytes); };
+  const GroupAllocations allocations = allocate_group(group, allocate);
+  const std::vector<std::byte*>& bases = allocations.bases;
   if (!group.layout.segments.empty()) {
     std::size_t slot = std::min(options.slot_bytes, options.ring_bytes);
     std::optional<bool> direct = options.direct_io;
@@ -92,13 +125,7 @@ template <device_copy_engine Engine>
              RingConfig{.slots = std::max<std::size_t>(1, options.ring_bytes / slot), .threads = options.threads},
              progress, path);
   }
-  std::vector<Storage> out;
-  out.reserve(group.ranges.size());
-  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
-    out.push_back(allocations[group.layout.range_targets[i]].slice(
-        static_cast<std::size_t>(group.layout.range_offsets[i]), static_cast<std::size_t>(group.ranges[i].size)));
-  }
-  return out;
+  return group_storages(group, allocations, allocate);
 }
 
 /// Streams the first `bytes` bytes of `path` to `device` (resolved) as one Storage, with

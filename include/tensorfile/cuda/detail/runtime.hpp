@@ -11,6 +11,7 @@
 
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/cuda/detail/device_guard.hpp"
 
 namespace tensorfile::detail {
 
@@ -52,26 +53,63 @@ inline void cuda_check(cudaError_t status, std::string_view call) {
   return Device::cuda(ordinal);
 }
 
-/// Makes `ordinal` the calling thread's current device and restores the previous one on destruction.
-class CudaDeviceGuard {
- public:
-  explicit CudaDeviceGuard(int ordinal) {
-    cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != ordinal) {
-      cuda_check(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
-      restore_ = true;
-    }
-  }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
-  ~CudaDeviceGuard() {
-    if (restore_) (void)cudaSetDevice(previous_);
-  }
+/// The calling thread's CUDA device, for BasicDeviceGuard. Whether the thread has chosen a device is
+/// asked of the driver (cuCtxGetCurrent, found through cudaGetDriverEntryPointByVersion so that nothing
+/// links libcuda); where that is unavailable the thread counts as having chosen one.
+struct CudaThreadDevice {
+  using GetContext = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*)
+  using SetContext = int (*)(void*);   // CUresult cuCtxSetCurrent(CUcontext)
+  struct DriverContextApi {
+    GetContext get = nullptr;
+    SetContext set = nullptr;
+  };
 
- private:
-  int previous_ = 0;
-  bool restore_ = false;
+  /// The driver's context calls, resolved once per process; null members when unavailable.
+  [[nodiscard]] static const DriverContextApi& driver() noexcept {
+    static const DriverContextApi api = [] {
+      DriverContextApi found;
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12050
+      void* get = nullptr;
+      void* set = nullptr;
+      cudaDriverEntryPointQueryResult status{};
+      if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 4000, cudaEnableDefault, &status) == cudaSuccess &&
+          status == cudaDriverEntryPointSuccess &&
+          cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 4000, cudaEnableDefault, &status) == cudaSuccess &&
+          status == cudaDriverEntryPointSuccess) {
+        found.get = reinterpret_cast<GetContext>(get);
+        found.set = reinterpret_cast<SetContext>(set);
+      }
+#endif
+      (void)cudaGetLastError();
+      return found;
+    }();
+    return api;
+  }
+  /// Whether a context is bound to the calling thread (true when the driver cannot say).
+  [[nodiscard]] static bool chosen() noexcept {
+    const DriverContextApi& api = driver();
+    if (api.get == nullptr) return true;
+    void* context = nullptr;
+    return api.get(&context) != 0 || context != nullptr;
+  }
+  /// cudaGetDevice; throws DeviceError.
+  [[nodiscard]] static int current_device() {
+    int ordinal = 0;
+    cuda_check(cudaGetDevice(&ordinal), "cudaGetDevice");
+    return ordinal;
+  }
+  /// cudaSetDevice; throws DeviceError.
+  static void set_device(int ordinal) {
+    cuda_check(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+  }
+  /// Unbinds the thread's context (cuCtxSetCurrent(nullptr)).
+  static void unset() noexcept {
+    if (const DriverContextApi& api = driver(); api.set != nullptr) (void)api.set(nullptr);
+  }
 };
+
+/// Makes a CUDA device the calling thread's current one and restores only what it changed.
+using CudaDeviceGuard = BasicDeviceGuard<CudaThreadDevice>;
 
 /// A non-blocking CUDA stream (it does not synchronise with the legacy default stream); destroyed
 /// with its handle.
