@@ -36,6 +36,13 @@ namespace tensorfile::cuda {
   return count;
 }
 
+/// Why cuFile (GPUDirect Storage) cannot be used in this process ("libcufile.so.0 does not load: ..."),
+/// or an empty string when its library loaded and its driver opened (a file may still be refused:
+/// CudaLoadOptions::require_cufile says so).
+[[nodiscard]] inline std::string cufile_unavailable_reason() {
+  return tensorfile::detail::CuFileApi::unavailable_reason();
+}
+
 /// Whether a CUDA device can be used.
 [[nodiscard]] inline bool is_available() noexcept { return device_count() > 0; }
 
@@ -80,6 +87,9 @@ struct CudaLoadOptions {
   /// One device allocation per file and device that the storages slice (its memory is freed with the
   /// last tensor); false: one allocation per storage.
   bool single_allocation = true;
+  /// With use_cufile: throw DeviceError naming why cuFile cannot be used (no libcufile.so.0, its driver
+  /// does not open, the file is refused) rather than falling back to the ring.
+  bool require_cufile = false;
 };
 
 }  // namespace tensorfile::cuda
@@ -92,6 +102,11 @@ inline RingOptions cuda_ring_options(const cuda::CudaLoadOptions& options) {
           .threads = options.threads,
           .direct_io = options.direct_io,
           .single_allocation = options.single_allocation};
+}
+/// The stream path `options` ask for.
+inline CudaStreamPath cuda_stream_path(const cuda::CudaLoadOptions& options) {
+  if (!options.use_cufile) return CudaStreamPath::ring;
+  return options.require_cufile ? CudaStreamPath::cufile_required : CudaStreamPath::cufile_or_ring;
 }
 /// Runs `fn`, adding `path` to a DeviceError that names no file.
 template <class Fn>
@@ -124,7 +139,8 @@ namespace tensorfile::cuda {
         path, options, ring, cuda_options.progress,
         [](Device device) { return tensorfile::detail::resolve_cuda_device(device); },
         [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
-          return tensorfile::detail::cuda_stream(path, group, ring, cuda_options.use_cufile, progress);
+          return tensorfile::detail::cuda_stream(path, group, ring, tensorfile::detail::cuda_stream_path(cuda_options),
+                                                 progress);
         });
   });
 }
@@ -149,7 +165,8 @@ namespace tensorfile::cuda {
     return tensorfile::detail::stream_read_file(
         mapped.nbytes(), target, cuda_options.progress,
         [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
-          return tensorfile::detail::cuda_stream(path, group, ring, cuda_options.use_cufile, progress);
+          return tensorfile::detail::cuda_stream(path, group, ring, tensorfile::detail::cuda_stream_path(cuda_options),
+                                                 progress);
         });
   });
   return {std::move(storage), options.dtype, mapped.sizes()};

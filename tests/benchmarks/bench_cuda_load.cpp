@@ -3,19 +3,26 @@
 // load, by load's per-storage copies, and the floors: a parallel pread of the file and one
 // cudaMemcpy from one pinned buffer. Prints one JSON line per run. Run by run_cuda_bench.sh.
 //
-// usage: bench_cuda_load FILE MODE [--repeats N] [--cold] [--ring-mib N] [--slot-mib N] [--threads N]
+// usage: bench_cuda_load FILE make --mib N        writes FILE with tensorfile's save (no torch needed): a
+//                                                 transformer-like state dict, bf16 layers and fp32 norms
+//        bench_cuda_load FILE MODE [--repeats N] [--cold] [--ring-mib N] [--slot-mib N] [--threads N]
 //                        [--direct on|off|auto] [--cufile] [--separate]
 //   MODE: stream       tensorfile::cuda::load(FILE, {.map_location = "cuda:0"}, ring options)
 //         hook         tensorfile::load(FILE, {.map_location = "cuda:0"}): one pageable cudaMemcpy per storage
 //         pinned_copy  floor: the file's bytes in one pinned buffer (read untimed), one cudaMemcpy to the device
 //         read_floor   floor: the file pread by --threads threads into a reused buffer, no device
 //   --cold          evict the file from the page cache (posix_fadvise DONTNEED) before every repeat
+//   --cufile        stream with cuFile only (CudaLoadOptions::require_cufile): where it cannot be used, one
+//                   row says why ("io": "unavailable") instead of timing the ring under a cuFile label
+// The timer stops with the loaded tensors alive (as run_cuda_bench.sh's torch.load does): freeing them
+// is not part of a load. Each row's "io" says what moved the bytes: ring, cufile, pageable (hook), ...
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <tensorfile/cuda.hpp>
+#include <tensorfile/formats/torch/save.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -42,11 +49,13 @@ struct Args {
   std::string direct = "auto";
   bool cufile = false;
   bool separate = false;
+  std::int64_t mib = 1024;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "bench_cuda_load: %s\nusage: bench_cuda_load FILE stream|hook|pinned_copy|read_floor [--repeats N] "
+               "bench_cuda_load: %s\nusage: bench_cuda_load FILE make --mib N\n       bench_cuda_load FILE "
+               "stream|hook|pinned_copy|read_floor [--repeats N] "
                "[--cold] [--ring-mib N] [--slot-mib N] [--threads N] [--direct on|off|auto] [--cufile] [--separate]\n",
                why);
   std::exit(2);
@@ -79,6 +88,8 @@ Args parse(int argc, char** argv) {
       args.cufile = true;
     else if (a == "--separate")
       args.separate = true;
+    else if (a == "--mib")
+      args.mib = std::stoll(value());
     else
       usage(("unknown argument " + a).c_str());
   }
@@ -90,6 +101,14 @@ void check(cudaError_t status, const char* what) {
     std::fprintf(stderr, "bench_cuda_load: %s: %s\n", what, cudaGetErrorString(status));
     std::exit(1);
   }
+}
+
+/// `text` with the characters JSON cannot hold bare replaced.
+std::string json_text(std::string text) {
+  for (char& c : text) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '\'';
+  }
+  return text;
 }
 
 long peak_rss_kb() {
@@ -130,10 +149,44 @@ void read_floor(const std::string& path, std::size_t threads) {
   ::close(fd);
 }
 
+/// Writes a transformer-like state dict of about `mib` MiB to `path`: per layer q, k, v, o (h x h), up, gate
+/// (m x h) and down (h x m) in bfloat16 and a float32 norm, each filled with its own byte.
+void make_file(const std::string& path, std::int64_t mib) {
+  using namespace tensorfile;
+  const std::int64_t total = mib << 20;
+  const std::int64_t h = mib >= 1024 ? 4096 : 1024;
+  const std::int64_t m = h * 11 / 4;
+  struct Weight {
+    const char* name;
+    std::int64_t rows;
+    std::int64_t cols;  // 0: a 1-d float32 norm
+  };
+  const Weight layer[] = {{"attn.q", h, h}, {"attn.k", h, h},   {"attn.v", h, h},   {"attn.o", h, h},
+                          {"mlp.up", m, h}, {"mlp.gate", m, h}, {"mlp.down", h, m}, {"norm", h, 0}};
+  Dict sd;
+  sd.ordered = true;
+  std::int64_t done = 0;
+  for (std::int64_t l = 0; done < total; ++l) {
+    for (const Weight& w : layer) {
+      const Tensor t =
+          w.cols != 0 ? Tensor::zeros({w.rows, w.cols}, DType::BFloat16) : Tensor::zeros({w.rows}, DType::Float32);
+      std::memset(t.storage().mutable_data(), static_cast<int>(0x3c + l % 7), t.nbytes());
+      done += static_cast<std::int64_t>(t.nbytes());
+      sd.set(Value("layers." + std::to_string(l) + "." + w.name + ".weight"), Value(t));
+    }
+  }
+  save(Value(std::move(sd)), path);
+  std::printf("wrote %s: %.2f GiB\n", path.c_str(), static_cast<double>(file_size(path)) / (1 << 30));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
+  if (args.mode == "make") {
+    make_file(args.file, args.mib);
+    return 0;
+  }
   const std::uint64_t bytes = file_size(args.file);
   check(cudaSetDevice(0), "cudaSetDevice");
   check(cudaFree(nullptr), "context creation");  // not timed: every mode needs a context
@@ -160,18 +213,35 @@ int main(int argc, char** argv) {
                                                                                       : std::nullopt,
                                                   .use_cufile = args.cufile,
                                                   .slot_bytes = args.slot_mib << 20,
-                                                  .single_allocation = !args.separate};
+                                                  .single_allocation = !args.separate,
+                                                  .require_cufile = args.cufile};
+  const char* io = args.mode == "stream"        ? (args.cufile ? "cufile" : "ring")
+                   : args.mode == "hook"        ? "pageable"
+                   : args.mode == "pinned_copy" ? "pinned"
+                                                : "read";
 
+  tensorfile::Value loaded;  // alive until the timer has stopped; freed before the next repeat, untimed
   for (int repeat = 0; repeat < args.repeats; ++repeat) {
+    loaded = tensorfile::Value();
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     if (args.cold) evict(args.file);
     const auto start = std::chrono::steady_clock::now();
     std::size_t tensors = 0;
     if (args.mode == "stream") {
-      const tensorfile::Value v = tensorfile::cuda::load(args.file, {.map_location = "cuda:0"}, options);
-      tensors = v.is_dict() ? v.as_dict().size() : 1;
+      try {
+        loaded = tensorfile::cuda::load(args.file, {.map_location = "cuda:0"}, options);
+      } catch (const tensorfile::DeviceError& e) {
+        if (!args.cufile) throw;
+        std::printf(
+            "{\"file\": \"%s\", \"mode\": \"stream\", \"io\": \"unavailable\", \"cufile\": true, "
+            "\"error\": \"%s\"}\n",
+            args.file.c_str(), json_text(e.reason()).c_str());
+        return 0;
+      }
+      tensors = loaded.is_dict() ? loaded.as_dict().size() : 1;
     } else if (args.mode == "hook") {
-      const tensorfile::Value v = tensorfile::load(args.file, {.map_location = "cuda:0"});
-      tensors = v.is_dict() ? v.as_dict().size() : 1;
+      loaded = tensorfile::load(args.file, {.map_location = "cuda:0"});
+      tensors = loaded.is_dict() ? loaded.as_dict().size() : 1;
     } else if (args.mode == "pinned_copy") {
       check(cudaMemcpy(device, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
     } else if (args.mode == "read_floor") {
@@ -182,10 +252,11 @@ int main(int argc, char** argv) {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::printf(
-        "{\"file\": \"%s\", \"mode\": \"%s\", \"cache\": \"%s\", \"repeat\": %d, \"bytes\": %llu, \"tensors\": %zu, "
+        "{\"file\": \"%s\", \"mode\": \"%s\", \"io\": \"%s\", \"cache\": \"%s\", \"repeat\": %d, \"bytes\": %llu, "
+        "\"tensors\": %zu, "
         "\"ms\": %.2f, \"gb_per_s\": %.3f, \"peak_rss_kb\": %ld, \"ring_mib\": %zu, \"slot_mib\": %zu, "
         "\"threads\": %zu, \"direct\": \"%s\", \"cufile\": %s, \"single_allocation\": %s}\n",
-        args.file.c_str(), args.mode.c_str(), args.cold ? "cold" : "warm", repeat,
+        args.file.c_str(), args.mode.c_str(), io, args.cold ? "cold" : "warm", repeat,
         static_cast<unsigned long long>(bytes), tensors, ms, static_cast<double>(bytes) / ms / 1e6, peak_rss_kb(),
         args.ring_mib, args.slot_mib, args.threads, args.direct.c_str(), args.cufile ? "true" : "false",
         args.separate ? "false" : "true");

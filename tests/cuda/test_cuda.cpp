@@ -7,9 +7,11 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/ring/value_map.hpp"
+#include "cuda/skip_rule.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -55,7 +57,11 @@ TEST_CASE("without a device CUDA reports itself unavailable", "[no_device]") {
   INFO(reason);
   CHECK(starts_with(reason, "cudaGetDeviceCount: "));
   CHECK(detail::device_copy_hook().copy == &detail::cuda_copy_tensor);  // installed by the include
-  (void)detail::CuFileApi::get();                                       // absent or present, never a crash
+  if (detail::CuFileApi::get() == nullptr) {  // absent or present, never a crash; when absent, the reason
+    const std::string why = cuda::cufile_unavailable_reason();
+    INFO(why);
+    CHECK((starts_with(why, "libcufile.so.0 ") || starts_with(why, "cuFileDriverOpen failed")));
+  }
 }
 
 TEST_CASE("without a device Tensor::to(cuda) throws a DeviceError naming the CUDA error", "[no_device]") {
@@ -272,4 +278,116 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
   std::set<const void*> owners;
   for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) owners.insert(t.storage().owner());
   CHECK(owners.size() == 1);  // one device allocation for the file
+}
+
+TEST_CASE("clone() and contiguous() of a CUDA tensor are contiguous", "[cuda]") {
+  const Tensor t = Tensor::from_values<float>({0, 1, 2, 3, 4, 5}, {2, 3});
+  for (const Tensor& view : {t.transpose(0, 1), t.select(0, 1).unsqueeze(0).expand({4, 3}), t.narrow(1, 1, 2)}) {
+    const Tensor there = view.to(Device::cuda(0));
+    for (const Tensor& dense : {there.clone(), there.contiguous()}) {
+      CHECK(dense.device() == Device::cuda(0));
+      CHECK(dense.is_contiguous());
+      CHECK(dense.storage().size_bytes() == dense.nbytes());
+      CHECK(dense.to(Device::cpu()).equal(view));
+    }
+  }
+}
+
+TEST_CASE("cuda::load gives each empty record its own storage", "[cuda]") {
+  tensorfile_test::ScratchDir scratch;
+  Dict saved;
+  saved.set(Value("empty_f32"), Value(Tensor::zeros({0}, DType::Float32)));
+  saved.set(Value("full"), Value(Tensor::from_values<float>({1, 2, 3})));
+  saved.set(Value("empty_i64"), Value(Tensor::zeros({0, 4}, DType::Int64)));
+  save(Value(std::move(saved)), scratch / "empties.pt");
+  for (const bool cufile : {false, true}) {
+    INFO("cufile " << cufile);
+    const Value loaded = cuda::load(scratch / "empties.pt", {.map_location = "cuda:0"}, {.use_cufile = cufile});
+    CHECK_NOTHROW(save(loaded, scratch / "again.pt"));
+    CHECK(load(scratch / "again.pt", {.map_location = "cpu"}) == load(scratch / "empties.pt"));
+  }
+}
+
+TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {
+  const auto path = sample("state_dict_linear_bn.pt");
+  const int last = cuda::device_count() - 1;
+  for (const bool cufile : {false, true}) {
+    INFO("cufile " << cufile);
+    int after = -1;
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    (void)cuda::load(path, {.map_location = "cuda:" + std::to_string(last)}, {.use_cufile = cufile});
+    REQUIRE(cudaGetDevice(&after) == cudaSuccess);
+    CHECK(after == 0);
+  }
+  if (last > 0) {  // a fresh thread that never chose a device gets no context on GPU 0 from a load to the last
+    bool bound_after = true;
+    std::jthread([&] {
+      (void)cuda::load(path, {.map_location = "cuda:" + std::to_string(last)});
+      bound_after = detail::CudaThreadDevice::chosen();
+    }).join();
+    CHECK_FALSE(bound_after);
+  }
+}
+
+TEST_CASE("require_cufile reads with cuFile or says why it cannot", "[cuda]") {
+  const auto path = sample("state_dict_linear_bn.pt");
+  const cuda::CudaLoadOptions options{.use_cufile = true, .require_cufile = true};
+  const std::string why = cuda::cufile_unavailable_reason();
+  if (why.empty()) {
+    Value loaded;
+    try {
+      loaded = cuda::load(path, {.map_location = "cuda:0"}, options);
+    } catch (const DeviceError& e) {  // a filesystem cuFile refuses: the message says so
+      CHECK(std::string(e.reason()).rfind("cuFile cannot be used: cuFileHandleRegister refused the file", 0) == 0);
+      return;
+    }
+    CHECK(tensorfile_test::to_host(loaded) == load(path));
+  } else {
+    CHECK_THROWS_MATCHES(cuda::load(path, {.map_location = "cuda:0"}, options), DeviceError,
+                         Catch::Matchers::Predicate<DeviceError>([&](const DeviceError& e) {
+                           return e.reason() == "cuFile cannot be used: " + why && e.path() == path;
+                         }));
+  }
+}
+
+// ---- the skip rule (tests/cuda/skip_rule.hpp), on every machine ---------------------------------
+
+TEST_CASE("the CUDA tests skip only without a driver or a device, and fail on a driver that does not start",
+          "[skip_rule]") {
+  using tensorfile_test::CudaProbe;
+  using tensorfile_test::CudaTestVerdict;
+  using tensorfile_test::decide_cuda_tests;
+  const std::string insufficient = "cudaErrorInsufficientDriver: CUDA driver version is insufficient";
+  SECTION("devices: run") {
+    CHECK(decide_cuda_tests({.count_ok = true, .count = 2, .driver_installed = true}).verdict == CudaTestVerdict::run);
+    CHECK(decide_cuda_tests({.count_ok = true, .count = 1, .driver_installed = true, .require = true}).verdict ==
+          CudaTestVerdict::run);
+  }
+  SECTION("no driver at all (CI): skip, with the reason") {
+    const auto decision = decide_cuda_tests({.error = insufficient});
+    CHECK(decision.verdict == CudaTestVerdict::skip);
+    CHECK(decision.reason ==
+          "no NVIDIA driver (libcuda.so.1 does not load, no /dev/nvidiactl); cudaGetDeviceCount: " + insufficient);
+  }
+  SECTION("a driver older than the toolkit, or one that cannot reach its GPU: fail") {
+    const auto decision = decide_cuda_tests({.error = insufficient, .driver_installed = true});
+    CHECK(decision.verdict == CudaTestVerdict::fail);
+    CHECK(decision.reason ==
+          "an NVIDIA driver is installed but CUDA does not start: cudaGetDeviceCount: " + insufficient);
+    CHECK(decide_cuda_tests({.error = "cudaErrorUnknown: unknown error", .driver_installed = true}).verdict ==
+          CudaTestVerdict::fail);
+  }
+  SECTION("a driver and no visible device: skip") {
+    const auto decision = decide_cuda_tests({.no_device_error = true,
+                                             .error = "cudaErrorNoDevice: no CUDA-capable device is detected",
+                                             .driver_installed = true});
+    CHECK(decision.verdict == CudaTestVerdict::skip);
+    CHECK(decision.reason ==
+          "an NVIDIA driver but 0 CUDA devices (cudaErrorNoDevice: no CUDA-capable device is detected)");
+  }
+  SECTION("TENSORFILE_REQUIRE_CUDA=1 turns every skip into a failure") {
+    const auto decision = decide_cuda_tests({.error = insufficient, .require = true});
+    CHECK(decision.verdict == CudaTestVerdict::fail);
+    CHECK(decision.reason.rfind("TENSORFILE_REQUIRE_CUDA=1 and no NVIDIA driver", 0) == 0);
+  }
 }

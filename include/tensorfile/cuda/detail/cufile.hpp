@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -55,15 +56,18 @@ struct CuFileApi {
 
   /// The API with its driver opened, loaded once per process; null when libcufile.so.0 is absent,
   /// lacks a symbol, or its driver does not open (no GPUDirect Storage here: use the ring).
-  [[nodiscard]] static const CuFileApi* get() noexcept {
-    static const std::optional<CuFileApi> api = load();
-    return api ? &*api : nullptr;
-  }
+  [[nodiscard]] static const CuFileApi* get() noexcept;
+  /// Why get() is null ("libcufile.so.0 does not load: ..."); empty when it is not.
+  [[nodiscard]] static const std::string& unavailable_reason() noexcept;
 
- private:
-  static std::optional<CuFileApi> load() noexcept {
+  /// Loads the library and opens its driver; nullopt, with the reason in `why`, when that fails.
+  [[nodiscard]] static std::optional<CuFileApi> load(std::string& why) {
     void* library = ::dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) return std::nullopt;  // the library stays loaded once found: the driver lives in it
+    if (library == nullptr) {  // the library stays loaded once found: the driver lives in it
+      const char* error = ::dlerror();
+      why = "libcufile.so.0 does not load: " + std::string(error != nullptr ? error : "not found");
+      return std::nullopt;
+    }
     CuFileApi api;
     const auto bind = [library](auto& function, const char* name) {
       function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
@@ -72,21 +76,55 @@ struct CuFileApi {
     if (!bind(api.driver_open, "cuFileDriverOpen") || !bind(api.handle_register, "cuFileHandleRegister") ||
         !bind(api.handle_deregister, "cuFileHandleDeregister") || !bind(api.read, "cuFileRead")) {
       ::dlclose(library);
+      why = "libcufile.so.0 lacks a cuFile function (cuFileDriverOpen, cuFileHandleRegister, cuFileRead)";
       return std::nullopt;
     }
-    if (api.driver_open().err != 0) return std::nullopt;
+    if (const Status status = api.driver_open(); status.err != 0) {
+      why = "cuFileDriverOpen failed with cuFile error " + std::to_string(status.err);
+      return std::nullopt;
+    }
     return api;
   }
 };
+
+/// CuFileApi::load's result, kept for the process.
+struct CuFileLoaded {
+  std::optional<CuFileApi> api;  ///< the API, when it loaded
+  std::string why;               ///< else why not
+};
+
+/// The one CuFileLoaded of the process (loaded at the first call).
+[[nodiscard]] inline const CuFileLoaded& cufile_loaded() noexcept {
+  static const CuFileLoaded once = [] {
+    CuFileLoaded out;
+    try {
+      out.api = CuFileApi::load(out.why);
+    } catch (...) {  // a reason string that cannot be allocated: cuFile stays off
+      out.api.reset();
+    }
+    return out;
+  }();
+  return once;
+}
+
+inline const CuFileApi* CuFileApi::get() noexcept {
+  const CuFileLoaded& loaded = cufile_loaded();
+  return loaded.api ? &*loaded.api : nullptr;
+}
+
+inline const std::string& CuFileApi::unavailable_reason() noexcept { return cufile_loaded().why; }
 
 /// One file registered with cuFile; deregistered and closed on destruction.
 class CuFileHandle {
  public:
   /// Opens and registers `path` (with O_DIRECT when the filesystem allows it, as GPUDirect needs);
-  /// nullopt when cuFile is unavailable or refuses the file.
-  [[nodiscard]] static std::optional<CuFileHandle> open(const std::filesystem::path& path) {
+  /// nullopt, with the reason in `why`, when cuFile is unavailable or refuses the file.
+  [[nodiscard]] static std::optional<CuFileHandle> open(const std::filesystem::path& path, std::string& why) {
     const CuFileApi* api = CuFileApi::get();
-    if (api == nullptr) return std::nullopt;
+    if (api == nullptr) {
+      why = CuFileApi::unavailable_reason();
+      return std::nullopt;
+    }
     CuFileHandle file;
     file.api_ = api;
     file.path_ = path;
@@ -96,11 +134,17 @@ class CuFileHandle {
       } while (file.fd_ < 0 && errno == EINTR);
       if (file.fd_ >= 0) break;
     }
-    if (file.fd_ < 0) return std::nullopt;
+    if (file.fd_ < 0) {
+      why = "cannot open the file for cuFile: " + std::string(std::strerror(errno));
+      return std::nullopt;
+    }
     CuFileApi::Descriptor descriptor{};
     descriptor.type = 1;  // CU_FILE_HANDLE_TYPE_OPAQUE_FD
     descriptor.handle.fd = file.fd_;
-    if (api->handle_register(&file.handle_, &descriptor).err != 0) return std::nullopt;
+    if (const CuFileApi::Status status = api->handle_register(&file.handle_, &descriptor); status.err != 0) {
+      why = "cuFileHandleRegister refused the file with cuFile error " + std::to_string(status.err);
+      return std::nullopt;
+    }
     file.registered_ = true;
     return file;
   }
@@ -146,14 +190,15 @@ class CuFileHandle {
 };
 
 /// Streams a planned group straight from the file to device memory with cuFile, `options.threads`
-/// reads of at most slot_bytes at a time (no pinned host memory); nullopt, having done nothing,
-/// when cuFile is unavailable. Progress is reported one call at a time, from the reading threads.
+/// reads of at most slot_bytes at a time (no pinned host memory); nullopt, having done nothing and
+/// with the reason in `why`, when cuFile is unavailable. Progress is reported one call at a time,
+/// from the reading threads.
 [[nodiscard]] inline std::optional<std::vector<Storage>> cufile_stream(const std::filesystem::path& path,
                                                                        const RingGroup& group,
                                                                        const RingOptions& options,
-                                                                       RingProgressState& progress) {
+                                                                       RingProgressState& progress, std::string& why) {
   check_ring_options(options);
-  std::optional<CuFileHandle> file = CuFileHandle::open(path);
+  std::optional<CuFileHandle> file = CuFileHandle::open(path, why);
   if (!file) return std::nullopt;
   const auto allocate = [&](std::size_t bytes) { return cuda_storage(bytes, group.device); };
   const GroupAllocations allocations = allocate_group(group, allocate);
@@ -180,13 +225,22 @@ class CuFileHandle {
   return group_storages(group, allocations, allocate);
 }
 
+/// How a streamed load reaches the device.
+enum class CudaStreamPath : std::uint8_t {
+  ring,             ///< pinned ring only
+  cufile_or_ring,   ///< cuFile when available, else the ring
+  cufile_required,  ///< cuFile; DeviceError naming why when it cannot be used
+};
+
 /// Streams a planned group to its CUDA device: with cuFile when asked for and available, else
-/// through the ring of pinned buffers.
+/// through the ring of pinned buffers (or a DeviceError, when cuFile is required).
 [[nodiscard]] inline std::vector<Storage> cuda_stream(const std::filesystem::path& path, const RingGroup& group,
-                                                      const RingOptions& options, bool use_cufile,
+                                                      const RingOptions& options, CudaStreamPath how,
                                                       RingProgressState& progress) {
-  if (use_cufile) {
-    if (auto storages = cufile_stream(path, group, options, progress)) return std::move(*storages);
+  if (how != CudaStreamPath::ring) {
+    std::string why;
+    if (auto storages = cufile_stream(path, group, options, progress, why)) return std::move(*storages);
+    if (how == CudaStreamPath::cufile_required) throw DeviceError("cuFile cannot be used: " + why, {.file = path});
   }
   return ring_stream<CudaCopyEngine>(path, group, options, progress);
 }
