@@ -28,7 +28,8 @@ if [[ $phase == deps ]]; then
   # Catch2 v2 (header-only) and fmt (a shared library), in the layout Debian installs them, whose CMake
   # packages find their files relative to themselves.
   rm -rf build-deps
-  for path in /usr/include/fmt /usr/include/catch2 /usr/lib/cmake/Catch2 /usr/lib/x86_64-linux-gnu/cmake/fmt \
+  for path in /usr/include/fmt /usr/include/catch2 /usr/lib/cmake/Catch2 /usr/lib/libCatch2WithMain.a \
+    /usr/lib/x86_64-linux-gnu/cmake/fmt \
     /usr/lib/x86_64-linux-gnu/libfmt.so*; do
     [[ -e $path ]] || { echo "run_on_device.sh: $path is missing here; install fmt and Catch2 v2 first" >&2; exit 1; }
     mkdir -p "build-deps$(dirname "$path")"

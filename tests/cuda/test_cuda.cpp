@@ -321,11 +321,14 @@ TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {
   }
   if (last > 0) {  // a fresh thread that never chose a device gets no context on GPU 0 from a load to the last
     bool bound_after = true;
+    int device_after = -1;
     std::jthread([&] {
       (void)cuda::load(path, {.map_location = "cuda:" + std::to_string(last)});
       bound_after = detail::CudaThreadDevice::chosen();
+      (void)cudaGetDevice(&device_after);  // the runtime's default again, not the load's device
     }).join();
     CHECK_FALSE(bound_after);
+    CHECK(device_after == 0);
   }
 }
 
