@@ -56,7 +56,7 @@ run() {
     echo "skipped (time budget of ${budget}s spent): $label" >> "$errors"
     return 0
   fi
-  timeout 240 "$@" >> "$out" 2>> "$errors"
+  timeout 120 "$@" >> "$out" 2>> "$errors"
   rc=$?
   [[ $rc == 0 ]] || echo "failed (rc=$rc): $label" >> "$errors"
 }
@@ -119,15 +119,17 @@ fi
 "$python" - "$out" <<'PY'
 import json, statistics, sys, os
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-groups = {}
+groups, unavailable = {}, set()
 for r in rows:
     label = r["mode"]
     if r["mode"] == "stream":
         if r.get("io") == "unavailable":
-            print(f"{os.path.basename(r['file'])}: cuFile not used: {r.get('error', '')}")
+            unavailable.add(f"{os.path.basename(r['file'])}: cuFile not used: {r.get('error', '')}")
             continue
         label += f" {r['io']} ring={r['ring_mib']}M direct={r['direct']}" + ("" if r["single_allocation"] else " separate")
     groups.setdefault((os.path.basename(r["file"]), r["cache"], label), []).append(r)
+for line in sorted(unavailable):
+    print(line)
 median = {k: (statistics.median(r["ms"] for r in rs), rs[0]["bytes"], max(r["peak_rss_kb"] for r in rs) / 1024)
           for k, rs in groups.items()}
 print(f"{'file':<22} {'cache':<5} {'configuration':<44} {'median ms':>10} {'GB/s':>7} {'peak RSS MiB':>13}")

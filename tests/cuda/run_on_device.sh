@@ -12,7 +12,7 @@
 #                                            # floor / pinned cudaMemcpy / torch.load(map_location="cuda")
 #
 # Each half fits one 10-minute call. Env: W (work folder, default /tmp/tf_device; build in build-device/),
-# SIZES_MIB (bench file sizes, default "1024 4096"), REPEATS (3), BUDGET (bench seconds, 420), OUT (when set,
+# SIZES_MIB (bench file sizes, default "1024 4096"), REPEATS (3), BUDGET (bench seconds, 360), OUT (when set,
 # summary.txt, the JSON lines and the logs are copied there at exit). Exit status: 0 when every step passed;
 # 3 when there is no GPU (after configure, build and the ring tests, which need none); 1 otherwise.
 set -uo pipefail
@@ -138,6 +138,6 @@ fi
 cufile_on_path
 say "python: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1)"
 step bench bash tests/benchmarks/run_cuda_bench.sh --bench "$B/tests/benchmarks/bench_cuda_load" --dir "$W/bench" \
-  --sizes-mib "${SIZES_MIB:-1024 4096}" --repeats "${REPEATS:-3}" --budget "${BUDGET:-420}" || status=1
+  --sizes-mib "${SIZES_MIB:-1024 4096}" --repeats "${REPEATS:-3}" --budget "${BUDGET:-360}" || status=1
 sed -n '/^notes/,$p' "$L/bench.log" | tee -a "$S"
 exit "$status"
