@@ -90,7 +90,15 @@ struct CudaLoadOptions {
   /// With use_cufile: throw DeviceError naming why cuFile cannot be used (no libcufile.so.0, its driver
   /// does not open, the file is refused) rather than falling back to the ring.
   bool require_cufile = false;
+  /// Keep the ring (its pinned buffers, streams and events) for the next load to the same device rather
+  /// than freeing it: repeated small loads then skip cudaHostAlloc and stream creation. Held until
+  /// cuda::release_ring().
+  bool keep_ring = false;
 };
+
+/// Frees the rings that loads with keep_ring left behind (pinned host memory, streams, events); loads in
+/// flight keep theirs until they return. Never throws.
+inline void release_ring() noexcept { tensorfile::detail::CudaRingCache::get().release(); }
 
 }  // namespace tensorfile::cuda
 
@@ -101,7 +109,8 @@ inline RingOptions cuda_ring_options(const cuda::CudaLoadOptions& options) {
           .slot_bytes = options.slot_bytes,
           .threads = options.threads,
           .direct_io = options.direct_io,
-          .single_allocation = options.single_allocation};
+          .single_allocation = options.single_allocation,
+          .keep_ring = options.keep_ring};
 }
 /// The stream path `options` ask for.
 inline CudaStreamPath cuda_stream_path(const cuda::CudaLoadOptions& options) {

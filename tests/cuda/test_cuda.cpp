@@ -5,6 +5,7 @@
 #include <tensorfile/tensorfile.hpp>
 
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -52,6 +53,7 @@ std::int64_t peak_rss_kib() {
 
 TEST_CASE("without a device CUDA reports itself unavailable", "[no_device]") {
   CHECK(cuda::device_count() == 0);
+  cuda::release_ring();  // nothing cached: nothing to do, no crash
   CHECK_FALSE(cuda::is_available());
   const std::string reason = cuda::unavailable_reason();
   INFO(reason);
@@ -351,6 +353,24 @@ TEST_CASE("require_cufile reads with cuFile or says why it cannot", "[cuda]") {
                            return e.reason() == "cuFile cannot be used: " + why && e.path() == path;
                          }));
   }
+}
+
+TEST_CASE("keep_ring reuses the ring across loads until release_ring", "[cuda]") {
+  const auto path = sample("state_dict_linear_bn.pt");
+  const Value expected = load(path);
+  const cuda::CudaLoadOptions keep{.ring_bytes = 1 << 20, .slot_bytes = 64 * 1024, .keep_ring = true};
+  for (int i = 0; i < 5; ++i)
+    CHECK(tensorfile_test::to_host(cuda::load(path, {.map_location = "cuda:0"}, keep)) == expected);
+  std::size_t cached_pinned = 0;
+  {
+    const std::lock_guard lock(detail::CudaRingCache::get().mutex);
+    for (const auto& [ordinal, device] : detail::CudaRingCache::get().devices) cached_pinned += device.pinned.size();
+  }
+  CHECK(cached_pinned > 0);
+  cuda::release_ring();
+  CHECK(detail::CudaRingCache::get().devices.empty());
+  CHECK(tensorfile_test::to_host(cuda::load(path, {.map_location = "cuda:0"}, keep)) == expected);
+  cuda::release_ring();
 }
 
 // ---- the skip rule (tests/cuda/skip_rule.hpp), on every machine ---------------------------------

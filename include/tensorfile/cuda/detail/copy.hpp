@@ -4,8 +4,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -73,15 +76,65 @@ struct ByteSpan {
   return {std::move(out), source.dtype(), source.sizes(), std::move(strides), offset, source.requires_grad()};
 }
 
+/// Pinned buffers, streams and events that finished loads left for the next ones (CudaLoadOptions::keep_ring),
+/// per device; cuda::release_ring() frees them.
+struct CudaRingCache {
+  struct Pinned {
+    std::byte* memory = nullptr;
+    std::size_t bytes = 0;
+  };
+  struct PerDevice {
+    std::vector<Pinned> pinned;
+    std::vector<CudaStream> streams;
+    std::vector<CudaEvent> events;
+  };
+  std::mutex mutex;
+  std::map<int, PerDevice> devices;
+
+  /// The process's cache.
+  [[nodiscard]] static CudaRingCache& get() noexcept {
+    static CudaRingCache cache;
+    return cache;
+  }
+  /// Frees everything it holds.
+  void release() noexcept {
+    std::map<int, PerDevice> held;
+    {
+      const std::lock_guard lock(mutex);
+      held.swap(devices);
+    }
+    for (auto& [ordinal, device] : held) {
+      const CudaDeviceGuard guard(ordinal, std::nothrow);
+      for (const Pinned& buffer : device.pinned) (void)cudaFreeHost(buffer.memory);
+      device.streams.clear();
+      device.events.clear();
+    }
+  }
+};
+
 /// The ring's copy engine on one CUDA device: cudaHostAlloc'd slots, one non-blocking stream and
-/// one event per lane, cudaMemcpyAsync host to device.
+/// one event per lane, cudaMemcpyAsync host to device. With keep_ring(true) the slots, streams and
+/// events come from and go back to CudaRingCache.
 class CudaCopyEngine {
  public:
   /// An engine for `device` (resolved); throws DeviceError when it is missing.
   explicit CudaCopyEngine(Device device) : ordinal_(resolve_cuda_device(device).index) {}
   CudaCopyEngine(const CudaCopyEngine&) = delete;
   CudaCopyEngine& operator=(const CudaCopyEngine&) = delete;
-  ~CudaCopyEngine() { drain(); }
+  ~CudaCopyEngine() {
+    drain();
+    if (!keep_) return;
+    try {
+      const std::lock_guard lock(CudaRingCache::get().mutex);
+      CudaRingCache::PerDevice& cached = CudaRingCache::get().devices[ordinal_];
+      for (CudaStream& stream : streams_) cached.streams.push_back(std::move(stream));
+      for (CudaEvent& event : events_) cached.events.push_back(std::move(event));
+    } catch (...) {  // no room in the cache: what was not moved is destroyed with the engine
+    }
+  }
+
+  /// Whether this engine takes its ring from CudaRingCache and leaves it there.
+  void keep_ring(bool keep) noexcept { keep_ = keep; }
 
   /// `device` with its ordinal; throws DeviceError naming the CUDA error when it is missing.
   [[nodiscard]] static Device resolve(Device device) { return resolve_cuda_device(device); }
@@ -91,13 +144,40 @@ class CudaCopyEngine {
 
   /// Page-locked, portable host memory (page aligned).
   [[nodiscard]] std::byte* allocate_pinned(std::size_t bytes) {
+    if (keep_) {
+      const std::lock_guard lock(CudaRingCache::get().mutex);
+      auto& cached = CudaRingCache::get().devices[ordinal_].pinned;
+      const auto fits = std::find_if(cached.begin(), cached.end(), [&](const auto& b) { return b.bytes >= bytes; });
+      if (fits != cached.end()) {
+        const CudaRingCache::Pinned buffer = *fits;
+        cached.erase(fits);
+        kept_pinned_.push_back(buffer);
+        return buffer.memory;
+      }
+    }
     const CudaDeviceGuard guard(ordinal_);
     void* memory = nullptr;
     cuda_check(cudaHostAlloc(&memory, bytes, cudaHostAllocPortable),
                "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes");
+    if (keep_) kept_pinned_.push_back({static_cast<std::byte*>(memory), bytes});
     return static_cast<std::byte*>(memory);
   }
-  void free_pinned(std::byte* memory) noexcept { (void)cudaFreeHost(memory); }
+  /// Frees pinned memory, or hands it back to CudaRingCache with keep_ring(true).
+  void free_pinned(std::byte* memory) noexcept {
+    const auto kept = std::find_if(kept_pinned_.begin(), kept_pinned_.end(),
+                                   [&](const CudaRingCache::Pinned& buffer) { return buffer.memory == memory; });
+    if (kept == kept_pinned_.end()) {
+      (void)cudaFreeHost(memory);
+      return;
+    }
+    try {
+      const std::lock_guard lock(CudaRingCache::get().mutex);
+      CudaRingCache::get().devices[ordinal_].pinned.push_back(*kept);
+    } catch (...) {  // no room in the cache: free it
+      (void)cudaFreeHost(memory);
+    }
+    kept_pinned_.erase(kept);
+  }
 
   /// One stream and one event per lane, on this engine's device.
   void open_lanes(std::size_t count) {
@@ -107,7 +187,17 @@ class CudaCopyEngine {
     streams_.clear();
     streams_.reserve(count);
     events_.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) {
+    if (keep_) {
+      const std::lock_guard lock(CudaRingCache::get().mutex);
+      CudaRingCache::PerDevice& cached = CudaRingCache::get().devices[ordinal_];
+      while (streams_.size() < count && !cached.streams.empty() && !cached.events.empty()) {
+        streams_.push_back(std::move(cached.streams.back()));
+        events_.push_back(std::move(cached.events.back()));
+        cached.streams.pop_back();
+        cached.events.pop_back();
+      }
+    }
+    while (streams_.size() < count) {
       streams_.emplace_back();
       events_.emplace_back();
     }
@@ -141,6 +231,8 @@ class CudaCopyEngine {
 
  private:
   int ordinal_;
+  bool keep_ = false;
+  std::vector<CudaRingCache::Pinned> kept_pinned_;  // this run's buffers that go back to the cache
   std::vector<CudaStream> streams_;
   std::vector<CudaEvent> events_;
 };

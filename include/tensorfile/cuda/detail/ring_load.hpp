@@ -48,6 +48,7 @@ struct RingOptions {
   std::size_t threads = 8;                          ///< reader threads
   std::optional<bool> direct_io{};                  ///< O_DIRECT: on, off, or unset for automatic
   bool single_allocation = true;                    ///< one device allocation per file and device
+  bool keep_ring = false;                           ///< leave the ring to the engine's cache for the next load
 };
 
 /// Ranges of one file bound for one device, and where they land.
@@ -110,6 +111,7 @@ template <device_copy_engine Engine>
                                                const RingOptions& options, RingProgressState& progress) {
   check_ring_options(options);
   Engine engine(group.device);
+  if constexpr (requires { engine.keep_ring(true); }) engine.keep_ring(options.keep_ring);
   const auto allocate = [&](std::size_t bytes) { return engine.allocate_device(bytes); };
   const GroupAllocations allocations = allocate_group(group, allocate);
   const std::vector<std::byte*>& bases = allocations.bases;
