@@ -61,17 +61,6 @@ inline constexpr int dir_open_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
   return text;
 }
 
-/// Whether `candidate` (canonical) lies under `root` (canonical), or is root itself.
-[[nodiscard]] inline bool path_is_under(const std::filesystem::path& root, const std::filesystem::path& candidate) {
-  auto r = root.begin();
-  auto c = candidate.begin();
-  for (; r != root.end(); ++r, ++c) {
-    if (r->empty() && std::next(r) == root.end()) break;  // trailing separator of root
-    if (c == candidate.end() || *r != *c) return false;
-  }
-  return true;
-}
-
 /// The subdirectories of the open directory `directory` (never ".", ".."; symlinks excluded).
 [[nodiscard]] inline std::vector<std::string> list_subdirectories(const FileHandle& directory,
                                                                   const std::filesystem::path& path) {
