@@ -720,7 +720,7 @@ TEST_CASE("load_memmap never maps a file outside the tree, whatever a concurrent
   long refused = 0;
   long mapped_outside = 0;
   std::string unexpected;
-  for (int i = 0; i < 20000 && mapped_outside == 0; ++i) {
+  for (int i = 0; i < 2500 && mapped_outside == 0; ++i) {
     for (const std::optional<MapMode> access : {std::optional<MapMode>{}, std::optional<MapMode>{MapMode::read_only}}) {
       try {
         const TensorDict td = load_memmap(td_dir, {.access = access});

@@ -448,7 +448,7 @@ TEST_CASE("load_memmap concurrent with save_memmap sees the old or the new tree 
   save_memmap(version(0), prefix, {.sync = false});
 
   constexpr int writers = 2;
-  constexpr int saves_each = 150;
+  constexpr int saves_each = 100;
   std::atomic<std::int64_t> next_version{1};
   std::atomic<int> writers_done{0};
   std::atomic<long> loads{0};

@@ -130,36 +130,53 @@ namespace tensorfile::detail {
   return open_beneath_by_walking(root, relative, flags, root_path);
 }
 
+/// One name in a directory.
+struct DirectoryEntry {
+  std::string name;   ///< the name, never "." or ".."
+  bool is_directory;  ///< a directory (a symbolic link to one is not)
+};
+
+/// Appends the entries of the open directory `dir` to `out`; returns 0, or the errno of the call that failed.
+[[nodiscard]] inline int read_directory(int dir, std::vector<DirectoryEntry>& out) {
+  const int copy = ::dup(dir);  // closedir closes the descriptor it is given
+  if (copy < 0) return errno;
+  DIR* stream = ::fdopendir(copy);
+  if (stream == nullptr) {
+    const int error = errno;
+    ::close(copy);
+    return error;
+  }
+  ::rewinddir(stream);
+  while (true) {
+    errno = 0;
+    const dirent* entry = ::readdir(stream);
+    if (entry == nullptr) break;
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    bool is_directory = entry->d_type == DT_DIR;
+    if (entry->d_type == DT_UNKNOWN) {
+      struct stat info {};
+      is_directory = ::fstatat(dir, entry->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(info.st_mode);
+    }
+    out.push_back({std::string(name), is_directory});
+  }
+  const int error = errno;
+  ::closedir(stream);
+  return error;
+}
+
 /// Removes the directory `name` of `parent` and everything below it by unlinking names only (files are
 /// never opened for writing or truncated, so a reader that holds them open keeps their bytes), never
 /// following a symbolic link. Best effort: returns whether everything went.
 inline bool remove_tree_at(int parent, const char* name) {
   const FileHandle dir = FileHandle::try_open_at(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   if (!dir.valid()) return ::unlinkat(parent, name, 0) == 0;  // not a directory (or gone)
-  std::vector<std::pair<std::string, bool>> entries;  // name, is a directory
-  {
-    const int copy = ::dup(dir.fd());
-    DIR* stream = copy < 0 ? nullptr : ::fdopendir(copy);
-    if (stream == nullptr) {
-      if (copy >= 0) ::close(copy);
-      return false;
-    }
-    while (const dirent* entry = ::readdir(stream)) {
-      const std::string_view entry_name = entry->d_name;
-      if (entry_name == "." || entry_name == "..") continue;
-      bool is_dir = entry->d_type == DT_DIR;
-      if (entry->d_type == DT_UNKNOWN) {
-        struct stat info {};
-        is_dir = ::fstatat(dir.fd(), entry->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(info.st_mode);
-      }
-      entries.emplace_back(entry_name, is_dir);
-    }
-    ::closedir(stream);
-  }
-  bool all = true;
-  for (const auto& [entry_name, is_dir] : entries) {
-    all = (is_dir ? remove_tree_at(dir.fd(), entry_name.c_str()) : ::unlinkat(dir.fd(), entry_name.c_str(), 0) == 0) &&
-          all;
+  std::vector<DirectoryEntry> entries;
+  bool all = read_directory(dir.fd(), entries) == 0;
+  for (const DirectoryEntry& entry : entries) {
+    const bool removed = entry.is_directory ? remove_tree_at(dir.fd(), entry.name.c_str())
+                                            : ::unlinkat(dir.fd(), entry.name.c_str(), 0) == 0;
+    all = removed && all;
   }
   return ::unlinkat(parent, name, AT_REMOVEDIR) == 0 && all;
 }

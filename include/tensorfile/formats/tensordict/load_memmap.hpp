@@ -47,9 +47,9 @@ struct MemmapLoadOptions {
   std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
   std::uint64_t max_meta_json_bytes = std::uint64_t{1}
                                       << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
-  bool allow_shared_hard_links = false;  ///< map data files that have more than one hard link MAP_SHARED too; off:
-                                         ///< unset access maps them copy_on_write, access shared refuses them
-                                         ///< (FormatError), as another name of the file may lie outside the tree
+  bool allow_shared_hard_links = false;       ///< map data files that have more than one hard link MAP_SHARED too; off:
+                                              ///< unset access maps them copy_on_write, access shared refuses them
+                                              ///< (FormatError), as another name of the file may lie outside the tree
 };
 
 }  // namespace tensorfile
@@ -723,7 +723,7 @@ class MemmapLoader {
   std::filesystem::path prefix_;
   int root_fd_ = -1;
   std::optional<std::filesystem::path> root_canonical_;
-  static constexpr int max_depth = 256;  // directory levels; the recursion would exhaust the stack long after
+  static constexpr int max_depth = 256;     // directory levels; the recursion would exhaust the stack long after
   static constexpr int max_attempts = 100;  // loads restarted because a concurrent save replaced the tree
   bool met_missing_ = false;                // a file or directory was missing (a tree being removed looks so)
   std::vector<Ancestor> ancestors_;         // the directories from the root to the one loading
