@@ -86,7 +86,7 @@ namespace tensorfile::detail {
     if (errno != EINVAL) return {};  // missing, not a directory on the way, no permission
     if (pending.empty()) {
       FileHandle file = FileHandle::try_open_at(here, component.c_str(), flags | O_NOFOLLOW);
-      if (file.valid() || (errno != ELOOP && errno != ENOTDIR) || ++links > max_links) return file;
+      if (file.valid() || errno != ELOOP || ++links > max_links) return file;
       pending.push_back(std::move(component));  // it became a link since readlinkat: read it again
       continue;
     }
