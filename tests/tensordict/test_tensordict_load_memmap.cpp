@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <complex>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorfile_catch.hpp"
@@ -683,5 +686,184 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     REQUIRE_THROWS_WITH(
         load_memmap(td_dir),
         "tensorfile: " + meta_path + ": lazy stack has no integer \"stack_dim\"; expected an int, got none");
+  }
+}
+
+// ---- links, cycles and races -------------------------------------------------------------------
+
+TEST_CASE("load_memmap never maps a file outside the tree, whatever a concurrent link swap does",
+          "[load_memmap][race]") {
+  const tensorfile_test::ScratchDir dir;
+  const fs::path td_dir = dir / "td";
+  put(dir / "outside.bin", bytes_of<float>({666}));
+  put(td_dir / "real.bin", bytes_of<float>({1}));
+  put(td_dir / "meta.json", td_meta(R"("a": )" + leaf("[1]", "float32")));
+  fs::create_symlink("real.bin", td_dir / "a.memmap");
+  const std::string inside_link = (td_dir / ".inside").string();
+  const std::string outside_link = (td_dir / ".outside").string();
+  const std::string leaf_name = (td_dir / "a.memmap").string();
+  const std::string outside_target = fs::canonical(dir / "outside.bin").string();
+
+  // The swapper alternates a.memmap between a link that stays inside and one that leads out, each put in
+  // place by one rename, so a.memmap always exists; a load must map real.bin or refuse, never outside.bin.
+  std::atomic<bool> stop{false};
+  std::atomic<long> swaps{0};
+  std::thread swapper([&] {
+    while (!stop.load()) {
+      const bool out = (swaps.load() % 2) == 0;
+      const std::string& link = out ? outside_link : inside_link;
+      if (::symlink(out ? outside_target.c_str() : "real.bin", link.c_str()) != 0) continue;
+      if (std::rename(link.c_str(), leaf_name.c_str()) == 0) ++swaps;
+    }
+  });
+  long mapped_inside = 0;
+  long refused = 0;
+  long mapped_outside = 0;
+  std::string unexpected;
+  for (int i = 0; i < 2500 && mapped_outside == 0; ++i) {
+    for (const std::optional<MapMode> access : {std::optional<MapMode>{}, std::optional<MapMode>{MapMode::read_only}}) {
+      try {
+        const TensorDict td = load_memmap(td_dir, {.access = access});
+        (td["a"].as_tensor().item<float>() == 666 ? mapped_outside : mapped_inside) += 1;
+      } catch (const FormatError& e) {
+        if (std::string(e.what()).find("symbolic link leaves the tree") == std::string::npos) unexpected = e.what();
+        ++refused;
+      } catch (const std::exception& e) {
+        unexpected = e.what();
+      }
+    }
+  }
+  stop = true;
+  swapper.join();
+  INFO("swaps " << swaps.load() << ", mapped inside " << mapped_inside << ", refused " << refused);
+  CHECK(mapped_outside == 0);
+  CHECK(unexpected.empty());
+  CHECK(mapped_inside > 0);
+}
+
+TEST_CASE("load_memmap follows links that stay inside the tree, through the root descriptor", "[load_memmap]") {
+  const tensorfile_test::ScratchDir dir;
+  const fs::path td_dir = dir / "td";
+  put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"})"));
+  put(td_dir / "s" / "meta.json", td_meta(R"("a": )" + leaf("[1]", "float32") + R"(, "b": )" + leaf("[1]", "float32")));
+  put(td_dir / "data" / "real.bin", bytes_of<float>({7}));
+  fs::create_symlink("../data/real.bin", td_dir / "s" / "a.memmap");  // up and down again: still inside
+  fs::create_symlink("../s/./a.memmap", td_dir / "s" / "b.memmap");   // a chain of links
+  fs::create_symlink(fs::canonical(td_dir) / "data" / "real.bin", td_dir / "data" / "abs.bin");
+
+  SECTION("relative links up and across, and chains") {
+    const TensorDict td = load_memmap(td_dir, {.skip_undeclared = true});
+    CHECK(td.get({"s", "a"}).as_tensor().item<float>() == 7);
+    CHECK(td.get({"s", "b"}).as_tensor().item<float>() == 7);
+  }
+  SECTION("an absolute link naming a file inside the tree") {
+    fs::remove(td_dir / "s" / "a.memmap");
+    fs::create_symlink("../data/abs.bin", td_dir / "s" / "a.memmap");
+    CHECK(load_memmap(td_dir, {.skip_undeclared = true}).get({"s", "a"}).as_tensor().item<float>() == 7);
+  }
+  SECTION("a subdirectory loaded alone may not reach its parent") {
+    REQUIRE_THROWS_WITH(load_memmap(td_dir / "s"), Catch::Contains("symbolic link leaves the tree"));
+  }
+  SECTION("a link to a missing file inside or outside is a missing file") {
+    fs::remove(td_dir / "data" / "real.bin");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true}), Catch::Contains("data file is missing"));
+    fs::remove(td_dir / "s" / "a.memmap");
+    fs::create_symlink("../../nowhere.bin", td_dir / "s" / "a.memmap");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true}), Catch::Contains("data file is missing"));
+  }
+  SECTION("the walk without openat2 agrees with the kernel") {
+    const detail::FileHandle root = detail::FileHandle::try_open_at(AT_FDCWD, td_dir.c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(root.valid());
+    const std::string root_path = fs::canonical(td_dir).string();
+    const auto walk = [&](const std::string& relative, int flags = O_RDONLY) {
+      const detail::FileHandle file = detail::open_beneath_by_walking(root.fd(), relative, flags, root_path);
+      return file.valid() ? 0 : errno;
+    };
+    CHECK(walk("s/a.memmap") == 0);
+    CHECK(walk("s/b.memmap") == 0);
+    CHECK(walk("data/abs.bin") == 0);
+    CHECK(walk("s/../data/real.bin") == 0);
+    CHECK(walk("s", O_RDONLY | O_DIRECTORY) == 0);
+    CHECK(walk("..") == EXDEV);
+    CHECK(walk("s/../../td/meta.json") == EXDEV);
+    CHECK(walk("missing") == ENOENT);
+    CHECK(walk("meta.json/x") == ENOTDIR);
+    CHECK(walk("s/meta.json", O_RDONLY | O_DIRECTORY) == ENOTDIR);
+    fs::create_symlink("loop", td_dir / "loop");
+    CHECK(walk("loop") == ELOOP);
+    fs::create_symlink(dir / "outside", td_dir / "out");
+    CHECK(walk("out") == EXDEV);
+    CHECK(detail::open_beneath_by_walking(root.fd(), "data/abs.bin", O_RDONLY, "").valid() == false);
+  }
+}
+
+TEST_CASE("load_memmap maps hard-linked data files shared only when asked", "[load_memmap]") {
+  const tensorfile_test::ScratchDir dir;
+  const fs::path td_dir = dir / "td";
+  put(dir / "outside.bin", bytes_of<float>({5}));
+  put(td_dir / "meta.json", td_meta(R"("a": )" + leaf("[1]", "float32")));
+  fs::create_hard_link(dir / "outside.bin", td_dir / "a.memmap");
+
+  SECTION("access unset: copy-on-write, writes never reach the other name") {
+    TensorDict td = load_memmap(td_dir);
+    CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
+    td["a"].as_tensor().data<float>()[0] = 42.0f;
+    CHECK(slurp(dir / "outside.bin") == bytes_of<float>({5}));
+  }
+  SECTION("access shared: refused") {
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.access = MapMode::shared}),
+                        "tensorfile: " + (td_dir / "a.memmap").string() +
+                            ": a: data file has 2 hard links; expected 1 for a shared writable mapping (another name "
+                            "of the file may lie outside the tree; allow_shared_hard_links maps it anyway)");
+  }
+  SECTION("allow_shared_hard_links: shared") {
+    for (const std::optional<MapMode> access : {std::optional<MapMode>{}, std::optional<MapMode>{MapMode::shared}}) {
+      TensorDict td = load_memmap(td_dir, {.access = access, .allow_shared_hard_links = true});
+      CHECK(td["a"].as_tensor().storage().name() == "mmap_shared");
+    }
+  }
+  SECTION("read-only and copy-on-write mappings need no permission") {
+    CHECK(load_memmap(td_dir, {.access = MapMode::read_only})["a"].as_tensor().item<float>() == 5);
+    CHECK(load_memmap(td_dir, {.access = MapMode::copy_on_write})["a"].as_tensor().item<float>() == 5);
+  }
+}
+
+TEST_CASE("load_memmap refuses sub-collections that lead back to their ancestors", "[load_memmap]") {
+  const tensorfile_test::ScratchDir dir;
+  const fs::path td_dir = dir / "td";
+  const std::string cycle = ": directory cycle: the sub-collection directory is its own ancestor ";
+  const std::string tail = " (a symbolic link leads back up); expected a tree, got a directory inside itself";
+
+  SECTION("a -> . and b -> . (exponential work before), with every option") {
+    put(td_dir / "meta.json",
+        td_meta(R"("x": )" + leaf("[1]", "float32") + R"(, "a": {"type": "TensorDict"}, "b": {"type": "TensorDict"})"));
+    put(td_dir / "x.memmap", bytes_of<float>({1}));
+    fs::create_directory_symlink(".", td_dir / "a");
+    fs::create_directory_symlink(".", td_dir / "b");
+    const std::string expected = "tensorfile: " + (td_dir / "a").string() + cycle + td_dir.string() + tail;
+    REQUIRE_THROWS_WITH(load_memmap(td_dir), expected);
+    for (const Device device : {Device::meta(), Device::cpu()}) {
+      REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = device, .skip_missing = true}), expected);
+      REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = device, .skip_missing = true, .skip_undeclared = true}),
+                          expected);
+    }
+  }
+  SECTION("a link two levels down to the root, and a lazy stack item") {
+    put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"})"));
+    put(td_dir / "s" / "meta.json", td_meta(R"("up": {"type": "TensorDict"})"));
+    fs::create_directory_symlink("..", td_dir / "s" / "up");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = Device::meta()}),
+                        "tensorfile: " + (td_dir / "s" / "up").string() + cycle + td_dir.string() + tail);
+    fs::remove_all(td_dir);
+    put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
+    fs::create_directory_symlink(".", td_dir / "0");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + (td_dir / "0").string() + cycle + td_dir.string() + tail);
+  }
+  SECTION("the same directory twice, side by side, is no cycle") {
+    put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"}, "t": {"type": "TensorDict"})"));
+    put(td_dir / "s" / "meta.json", td_meta(""));
+    fs::create_directory_symlink("s", td_dir / "t");
+    const TensorDict td = load_memmap(td_dir);
+    CHECK(td["t"].is_tensordict());
   }
 }

@@ -4,13 +4,16 @@
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <complex>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensorfile_catch.hpp"
@@ -407,4 +410,89 @@ TEST_CASE("save_memmap replaces an existing tree safely", "[save_memmap]") {
     CHECK(load_memmap(dir / "empty") == on_cpu(second));
     CHECK(load_memmap(prefix) == on_cpu(first));
   }
+}
+
+TEST_CASE("load_memmap concurrent with save_memmap sees the old or the new tree whole", "[save_memmap][race]") {
+  const tensorfile_test::ScratchDir dir;
+  const fs::path prefix = dir / "td";
+  // Version v: every leaf holds v, and the shape of the tree depends on v, so that a load mixing two
+  // versions, or missing part of one, shows.
+  const auto version = [](std::int64_t v) {
+    const auto filled = [v](std::size_t n) { return Tensor::from_values<std::int64_t>(std::vector(n, v)); };
+    TensorDict nested;
+    for (std::int64_t k = 0; k <= v % 3; ++k) nested.set("k" + std::to_string(k), filled(2));
+    std::vector<Entry> items;
+    for (std::int64_t k = 0; k <= v % 2; ++k) items.emplace_back(TensorDict({{"s", filled(1)}}));
+    return TensorDict({{"a", filled(4)},
+                       {"nested", std::move(nested)},
+                       {"stack", TensorDict::lazy_stack(std::move(items))},
+                       {"z", filled(3)}});
+  };
+  // The version a loaded tree holds, or a description of what is wrong with it.
+  const auto check = [](const TensorDict& td) -> std::string {
+    if (td.size() != 4 || !td.contains("a")) return "top level has " + std::to_string(td.size()) + " keys";
+    const std::int64_t v = td["a"].as_tensor().data<const std::int64_t>()[0];
+    const TensorDict& nested = td["nested"].as_tensordict();
+    const TensorDict& stack = td["stack"].as_tensordict();
+    if (nested.size() != static_cast<std::size_t>(v % 3 + 1)) return "nested keys do not match version";
+    if (stack.size() != static_cast<std::size_t>(v % 2 + 1)) return "stack items do not match version";
+    std::size_t seen = 0;
+    for (const TensorDict::Leaf& leaf : td.leaves()) {
+      ++seen;
+      for (const std::int64_t x : leaf.value->as_tensor().contiguous().view<const std::int64_t>()) {
+        if (x != v) return "leaf of another version";
+      }
+    }
+    return seen == 2 + nested.size() + stack.size() ? "" : "leaves missing";
+  };
+  save_memmap(version(0), prefix, {.sync = false});
+
+  constexpr int writers = 2;
+  constexpr int saves_each = 100;
+  std::atomic<std::int64_t> next_version{1};
+  std::atomic<int> writers_done{0};
+  std::atomic<long> loads{0};
+  std::atomic<long> failures{0};
+  std::mutex first_failure_mutex;
+  std::string first_failure;
+  const auto fail = [&](const std::string& what) {
+    ++failures;
+    const std::lock_guard lock(first_failure_mutex);
+    if (first_failure.empty()) first_failure = what;
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < saves_each; ++i) {
+        try {
+          save_memmap(version(next_version++), prefix, {.sync = false});
+        } catch (const std::exception& e) {
+          fail(std::string("save: ") + e.what());
+        }
+      }
+      ++writers_done;
+    });
+  }
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      const MemmapLoadOptions options{.device = r == 2 ? std::optional<Device>(Device::meta()) : std::nullopt,
+                                      .skip_missing = r == 1};
+      while (writers_done.load() < writers) {
+        try {
+          const TensorDict td = load_memmap(prefix, options);
+          ++loads;
+          if (r == 2) continue;  // meta: no values to compare; the structure is checked by loading at all
+          if (std::string problem = check(td); !problem.empty()) fail(problem);
+        } catch (const std::exception& e) {
+          fail(std::string("load: ") + e.what());
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  INFO("loads " << loads.load() << ", first failure: " << first_failure);
+  CHECK(failures.load() == 0);
+  CHECK(loads.load() > 0);
+  CHECK(check(load_memmap(prefix)).empty());
+  CHECK(extra_names(dir.path(), {"td"}).empty());
 }

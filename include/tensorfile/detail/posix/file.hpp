@@ -91,6 +91,14 @@ class FileHandle {
     return file;
   }
 
+  /// Takes ownership of the open descriptor `fd` (from a call this class does not make, such as openat2).
+  [[nodiscard]] static FileHandle adopt(int fd, std::filesystem::path path = {}) noexcept {
+    FileHandle file;
+    file.fd_ = fd;
+    file.path_ = std::move(path);
+    return file;
+  }
+
   /// Whether it holds a descriptor.
   [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
   /// The descriptor, -1 when closed.

@@ -23,6 +23,7 @@
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
@@ -46,6 +47,9 @@ struct MemmapLoadOptions {
   std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
   std::uint64_t max_meta_json_bytes = std::uint64_t{1}
                                       << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
+  bool allow_shared_hard_links = false;       ///< map data files that have more than one hard link MAP_SHARED too; off:
+                                              ///< unset access maps them copy_on_write, access shared refuses them
+                                              ///< (FormatError), as another name of the file may lie outside the tree
 };
 
 }  // namespace tensorfile
@@ -53,7 +57,10 @@ struct MemmapLoadOptions {
 namespace tensorfile::detail::td {
 
 /// Loads one tree: every directory's meta.json is parsed once; every leaf costs one openat, one fstat and
-/// one mmap (none on meta). Files are only ever opened, never created, grown or written.
+/// one mmap (none on meta). Files are only ever opened, never created, grown or written, and always through
+/// the descriptor of their directory, itself opened from the tree's root descriptor: a symbolic link is
+/// resolved by the kernel (or a walk) that cannot leave the root, and a tree renamed away by a concurrent
+/// save_memmap stays the one this load reads.
 class MemmapLoader {
  public:
   MemmapLoader(std::filesystem::path prefix, const MemmapLoadOptions& options)
@@ -64,62 +71,97 @@ class MemmapLoader {
     }
   }
 
-  /// The node at the prefix; nullopt when it was loaded into `out`.
+  /// The node at the prefix; nullopt when it was loaded into `out`. A load that failed, or met a missing
+  /// file, while a concurrent save replaced the tree at the prefix starts again on the new tree.
   std::optional<Entry> load_root(TensorDict* out) {
     if constexpr (std::endian::native != std::endian::little) {
       throw UnsupportedError("tensordict data files are little-endian; expected a little-endian host",
                              {.file = prefix_});
     }
-    Dir root{FileHandle::try_open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY), prefix_};
-    if (!root.handle.valid()) {
-      const int error = errno;
-      if (error == ENOTDIR) {
-        throw UnsupportedError("is a file; expected a tensordict memmap directory (.tdz archives are not supported)",
-                               {.file = prefix_});
+    std::optional<TensorDict> out_before;
+    if (out != nullptr) out_before = *out;
+    const std::size_t skipped_before = options_.skipped != nullptr ? options_.skipped->size() : 0;
+    for (int attempt = 1;; ++attempt) {
+      const bool last_attempt = attempt == max_attempts;
+      Dir root{FileHandle::try_open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY), prefix_, {}};
+      if (!root.handle.valid()) {
+        const int error = errno;
+        if (error == ENOENT && attempt > 1 && !last_attempt) continue;  // between the two renames of a save
+        if (error == ENOTDIR) {
+          throw UnsupportedError("is a file; expected a tensordict memmap directory (.tdz archives are not supported)",
+                                 {.file = prefix_});
+        }
+        throw IoError("cannot open directory", error, {.file = prefix_});
       }
-      throw IoError("cannot open directory", error, {.file = prefix_});
+      root_fd_ = root.handle.fd();
+      root_canonical_.reset();
+      met_missing_ = false;
+      struct stat root_info {};
+      if (::fstat(root_fd_, &root_info) != 0) throw IoError("cannot stat", errno, {.file = prefix_});
+      try {
+        std::optional<Entry> loaded = load_node(root, out);
+        if (!met_missing_ || last_attempt || !replaced(root_info)) return loaded;
+      } catch (const Error&) {
+        if (last_attempt || !replaced(root_info)) throw;
+      }
+      if (out != nullptr) *out = *out_before;
+      if (options_.skipped != nullptr) options_.skipped->resize(skipped_before);
     }
-    return load_node(root, out);
   }
 
  private:
   struct Dir {
     FileHandle handle;
-    std::filesystem::path path;
+    std::filesystem::path path;  // for messages: the prefix joined with the names that led here
+    std::string relative;        // the names that led here from the root, '/'-separated ("" at the root)
+    nlink_t links = 0;           // its link count, from the fstat of load_node
   };
+
+  /// Whether the prefix names another directory than `root` now (a concurrent save replaced the tree).
+  bool replaced(const struct stat& root) const {
+    struct stat now {};
+    return ::stat(prefix_.c_str(), &now) != 0 || now.st_dev != root.st_dev || now.st_ino != root.st_ino;
+  }
 
   // ---- opening, relative to a directory descriptor ------------------------------------------
 
-  /// The prefix, canonical, computed when a symlink is met.
+  /// The prefix, canonical, computed when a symlink leads out of the tree (for the message) or is absolute.
   const std::filesystem::path& canonical_root() {
-    if (!root_canonical_) root_canonical_ = std::filesystem::canonical(prefix_);
+    if (!root_canonical_) {
+      std::error_code ec;
+      root_canonical_ = std::filesystem::canonical(prefix_, ec);
+      if (ec) root_canonical_->clear();  // moved away by a concurrent save: absolute links are refused
+    }
     return *root_canonical_;
   }
 
-  /// Opens `name` in `dir` with `flags` (which include O_NOFOLLOW). A symlink is followed only when it
-  /// resolves inside the prefix; an invalid handle with errno set when the open fails.
+  /// Opens `name` in `dir` with `flags` (which include O_NOFOLLOW). A symlink is resolved below the tree's
+  /// root descriptor, so it is followed only where it stays inside the tree, whatever changes meanwhile; an
+  /// invalid handle with errno set when the open fails.
   FileHandle open_in(const Dir& dir, const std::string& name, int flags) {
     FileHandle file = FileHandle::try_open_at(dir.handle.fd(), name.c_str(), flags);
-    if (file.valid() || (errno != ELOOP && errno != ENOTDIR)) return file;
-    const int error = errno;
-    struct stat info {};
-    if (::fstatat(dir.handle.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(info.st_mode)) {
-      errno = error;
-      return {};
+    if (!file.valid() && (errno == ELOOP || errno == ENOTDIR)) {  // a symlink (or not a directory)
+      const std::string relative = dir.relative.empty() ? name : dir.relative + '/' + name;
+      file = open_beneath(root_fd_, relative, flags, canonical_root().native());
+      if (!file.valid() && errno == EXDEV) {
+        const std::filesystem::path link = dir.path / name;
+        std::error_code ec;
+        const std::filesystem::path target = std::filesystem::canonical(link, ec);
+        if (!ec) {
+          throw FormatError("symbolic link leaves the tree; expected a target under " + canonical_root().string() +
+                                ", got " + target.string(),
+                            {.file = link});
+        }
+        errno = ENOENT;  // a dangling link is a missing file
+      }
     }
-    const std::filesystem::path link = dir.path / name;
-    std::error_code ec;
-    const std::filesystem::path target = std::filesystem::canonical(link, ec);
-    if (ec) {
-      errno = ENOENT;  // a dangling link is a missing file
-      return {};
-    }
-    if (!path_is_under(canonical_root(), target)) {
-      throw FormatError("symbolic link leaves the tree; expected a target under " + canonical_root().string() +
-                            ", got " + target.string(),
-                        {.file = link});
-    }
-    return FileHandle::try_open_at(dir.handle.fd(), name.c_str(), flags & ~O_NOFOLLOW);
+    if (!file.valid() && errno == ENOENT) met_missing_ = true;
+    return file;
+  }
+
+  /// The subdirectory `name` of `parent`, opened as `handle`.
+  static Dir child_dir(const Dir& parent, FileHandle handle, const std::string& name) {
+    return {std::move(handle), parent.path / name, parent.relative.empty() ? name : parent.relative + '/' + name};
   }
 
   /// The subdirectory `name` of `dir`; an invalid handle when it does not exist.
@@ -187,14 +229,32 @@ class MemmapLoader {
 
   /// Loads the collection in `dir`, dispatching on its `_type`; nullopt when loaded into `out`.
   std::optional<Entry> load_node(Dir& dir, TensorDict* out) {
-    if (++depth_ > max_depth) {
+    if (depth_ >= max_depth) {
       throw LimitError("tree is nested too deeply; expected at most " + std::to_string(max_depth) + " levels",
                        {.file = dir.path});
     }
+    struct stat info {};
+    if (::fstat(dir.handle.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path});
+    for (const Ancestor& ancestor : ancestors_) {  // a symlinked sub-collection may lead back up: a cycle
+      if (ancestor.device == info.st_dev && ancestor.inode == info.st_ino) {
+        throw FormatError("directory cycle: the sub-collection directory is its own ancestor " +
+                              ancestor.path.string() +
+                              " (a symbolic link leads back up); expected a tree, got a directory inside itself",
+                          {.file = dir.path});
+      }
+    }
     struct Leave {
       int& depth;
-      ~Leave() { --depth; }
-    } leave{depth_};
+      std::vector<Ancestor>& ancestors;
+      ~Leave() {
+        --depth;
+        ancestors.pop_back();
+      }
+    };
+    ++depth_;
+    ancestors_.push_back({info.st_dev, info.st_ino, dir.path});
+    const Leave leave{depth_, ancestors_};
+    dir.links = info.st_nlink;
     const FileHandle meta_fd = open_side_file(dir, meta_name_);
     if (!meta_fd.valid()) {
       throw FormatError("file is missing; expected the meta.json of a tensordict memmap directory, got no file",
@@ -237,7 +297,7 @@ class MemmapLoader {
                              {.file = meta_path});
     }
     // Anything else: a tensorclass when it has _tensordict/, else a TensorDict-like class stored as a TensorDict.
-    Dir inner{open_subdir(dir, tensordict_dir_name_), dir.path / tensordict_dir_name_};
+    Dir inner = child_dir(dir, open_subdir(dir, tensordict_dir_name_), tensordict_dir_name_);
     if (inner.handle.valid()) return load_tensorclass(dir, inner, reader, std::move(type_name), out);
     return load_tensordict(dir, meta, reader, std::move(type_name), out);
   }
@@ -295,7 +355,7 @@ class MemmapLoader {
             continue;
           }
           declared.push_back(name);
-          Dir child{std::move(fd), dir.path / name};
+          Dir child = child_dir(dir, std::move(fd), name);
           TensorDict* into = nullptr;
           if (out != nullptr) {
             Entry* existing = out->find(member.key);
@@ -371,9 +431,8 @@ class MemmapLoader {
     if (options_.skip_undeclared && options_.skipped == nullptr) return;
     std::sort(declared.begin(), declared.end());
     declared.erase(std::unique(declared.begin(), declared.end()), declared.end());
-    struct stat info {};
     // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
-    if (::fstat(dir.handle.fd(), &info) == 0 && info.st_nlink == 2 + declared.size()) return;
+    if (dir.links == 2 + declared.size()) return;
     for (const std::string& name : list_subdirectories(dir.handle, dir.path)) {
       if (std::binary_search(declared.begin(), declared.end(), name)) continue;
       if (options_.skip_undeclared) {
@@ -479,6 +538,15 @@ class MemmapLoader {
     if (::fstat(fd.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path / name_});
     if (!S_ISREG(info.st_mode)) {
       throw FormatError("is not a regular file; expected a data file", {.file = dir.path / name_, .member = key});
+    }
+    if (mode == MapMode::shared && info.st_nlink > 1 && !options_.allow_shared_hard_links) {
+      if (options_.access) {
+        throw FormatError("data file has " + std::to_string(info.st_nlink) +
+                              " hard links; expected 1 for a shared writable mapping (another name of the file may "
+                              "lie outside the tree; allow_shared_hard_links maps it anyway)",
+                          {.file = dir.path / name_, .member = key});
+      }
+      mode = MapMode::copy_on_write;
     }
     const auto size = static_cast<std::uint64_t>(info.st_size);
     if (size < bytes) {
@@ -631,7 +699,7 @@ class MemmapLoader {
       std::string name = std::to_string(i);
       FileHandle fd = open_subdir(dir, name);
       if (!fd.valid()) break;
-      Dir child{std::move(fd), dir.path / name};
+      Dir child = child_dir(dir, std::move(fd), name);
       std::optional<Entry> entry = load_node(child, nullptr);
       TensorDictAccess::set_unchecked(td, name, std::move(*entry));
       declared.push_back(std::move(name));
@@ -645,10 +713,20 @@ class MemmapLoader {
     return std::nullopt;
   }
 
+  struct Ancestor {
+    dev_t device;
+    ino_t inode;
+    std::filesystem::path path;
+  };
+
   const MemmapLoadOptions& options_;
   std::filesystem::path prefix_;
+  int root_fd_ = -1;
   std::optional<std::filesystem::path> root_canonical_;
-  static constexpr int max_depth = 256;  // directory levels; the recursion would exhaust the stack long after
+  static constexpr int max_depth = 256;     // directory levels; the recursion would exhaust the stack long after
+  static constexpr int max_attempts = 100;  // loads restarted because a concurrent save replaced the tree
+  bool met_missing_ = false;                // a file or directory was missing (a tree being removed looks so)
+  std::vector<Ancestor> ancestors_;         // the directories from the root to the one loading
   bool meta_ = false;
   bool copy_to_device_ = false;
   int depth_ = 0;
@@ -664,11 +742,17 @@ namespace tensorfile {
 /// Loads a directory written by tensordict's `td.memmap(prefix)` (tensordict 0.4 to 0.14, either JSON
 /// backend): leaves map their files (MAP_SHARED when writable, MAP_PRIVATE otherwise, as tensordict; see
 /// options.access), zero-element leaves need no file, sub-collections load recursively (any subdirectory
-/// of a tree also loads alone). Nothing is ever created, grown or written. Throws FormatError for a
+/// of a tree also loads alone). Nothing is ever created, grown or written. Every file is opened below the
+/// tree's directory: symbolic links are followed only where they stay inside the tree (resolved by the
+/// kernel, openat2 RESOLVE_BENEATH, or a walk of its own that a concurrent swap cannot lead out), and a
+/// sub-collection that leads back to one of its ancestors is refused. A hard link is a name like any other,
+/// so a file of the tree may also have a name outside it: a file with more than one link is never mapped
+/// shared unless options.allow_shared_hard_links says so. A load concurrent with save_memmap over the same
+/// prefix reads the old or the new tree whole. Throws FormatError for a
 /// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
-/// leaving the tree), DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError
-/// for view types (_SubTensorDict...) and ArgumentError when the prefix holds non-tensor data (use
-/// load_memmap_entry) or `out` has another batch size.
+/// leaving the tree, a directory cycle), DTypeError for an unknown dtype, IoError when the system refuses,
+/// UnsupportedError for view types (_SubTensorDict...) and ArgumentError when the prefix holds non-tensor
+/// data (use load_memmap_entry) or `out` has another batch size.
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
   detail::td::MemmapLoader loader(prefix, options);
   std::optional<Entry> entry = loader.load_root(options.out);

@@ -24,6 +24,7 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
@@ -85,8 +86,7 @@ class MemmapWriter {
       write_collection(td, root.fd(), prefix, mapped ? &*mapped : nullptr);
       install(parent_fd, parent, temp, base, exists, prefix);
     } catch (...) {
-      std::error_code ignored;
-      std::filesystem::remove_all(parent / temp, ignored);
+      (void)remove_tree_at(parent_fd, temp.c_str());
       throw;
     }
     if (options_.sync) ::fsync(parent_fd);
@@ -134,7 +134,8 @@ class MemmapWriter {
   }
 
   /// Moves the finished tree `temp` to `base`: an atomic exchange with an existing tree where the system
-  /// offers one, else two renames; the old tree is then removed.
+  /// offers one, else two renames; the old tree is then removed by unlinking its names, never truncating a
+  /// file, so that a load_memmap still reading it (through its directory descriptors) keeps what it opened.
   void install(int parent_fd, const std::filesystem::path& parent, const std::string& temp, const std::string& base,
                bool exists, const std::filesystem::path& prefix) {
     if (!exists) {
@@ -146,8 +147,7 @@ class MemmapWriter {
 #ifdef SYS_renameat2
     constexpr unsigned exchange = 1u << 1;  // RENAME_EXCHANGE
     if (::syscall(SYS_renameat2, parent_fd, temp.c_str(), parent_fd, base.c_str(), exchange) == 0) {
-      std::error_code ignored;
-      std::filesystem::remove_all(parent / temp, ignored);  // now the old tree
+      (void)remove_tree_at(parent_fd, temp.c_str());  // now the old tree
       return;
     }
     if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
@@ -163,8 +163,7 @@ class MemmapWriter {
       (void)::renameat(parent_fd, old.c_str(), parent_fd, base.c_str());  // put the old tree back
       throw IoError("cannot rename the new tree into place", error, {.file = prefix});
     }
-    std::error_code ignored;
-    std::filesystem::remove_all(parent / old, ignored);
+    (void)remove_tree_at(parent_fd, old.c_str());
   }
 
   // ---- names --------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 // The POSIX calls behind tensordict trees that detail::FileHandle does not make: whole-file reads, directory listings.
 #pragma once
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 
 namespace tensorfile::detail::td {
@@ -61,47 +61,17 @@ inline constexpr int dir_open_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
   return text;
 }
 
-/// Whether `candidate` (canonical) lies under `root` (canonical), or is root itself.
-[[nodiscard]] inline bool path_is_under(const std::filesystem::path& root, const std::filesystem::path& candidate) {
-  auto r = root.begin();
-  auto c = candidate.begin();
-  for (; r != root.end(); ++r, ++c) {
-    if (r->empty() && std::next(r) == root.end()) break;  // trailing separator of root
-    if (c == candidate.end() || *r != *c) return false;
-  }
-  return true;
-}
-
 /// The subdirectories of the open directory `directory` (never ".", ".."; symlinks excluded).
 [[nodiscard]] inline std::vector<std::string> list_subdirectories(const FileHandle& directory,
                                                                   const std::filesystem::path& path) {
-  const int dir = directory.fd();
-  const int copy = ::dup(dir);
-  if (copy < 0) throw IoError("cannot list directory", errno, {.file = path});
-  DIR* stream = ::fdopendir(copy);
-  if (stream == nullptr) {
-    const int error = errno;
-    ::close(copy);
+  std::vector<DirectoryEntry> entries;
+  if (const int error = read_directory(directory.fd(), entries); error != 0) {
     throw IoError("cannot list directory", error, {.file = path});
   }
-  ::rewinddir(stream);
   std::vector<std::string> out;
-  while (true) {
-    errno = 0;
-    const dirent* entry = ::readdir(stream);
-    if (entry == nullptr) break;
-    const std::string_view name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    bool is_dir = entry->d_type == DT_DIR;
-    if (entry->d_type == DT_UNKNOWN) {
-      struct stat info {};
-      is_dir = ::fstatat(dir, entry->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(info.st_mode);
-    }
-    if (is_dir) out.emplace_back(name);
+  for (DirectoryEntry& entry : entries) {
+    if (entry.is_directory) out.push_back(std::move(entry.name));
   }
-  const int error = errno;
-  ::closedir(stream);
-  if (error != 0) throw IoError("cannot list directory", error, {.file = path});
   return out;
 }
 
