@@ -590,6 +590,8 @@ def suite_hostile(opts, failures):
             result = run(tool, command, broken, cwd=scratch)
             failures.check(result.returncode == 1, f"{command} hostile broken file: exit {result.returncode}")
             clean(result, f"{command} hostile broken file")
+            failures.check("/data/k\\x00\\x1b[31m is missing" in result.stderr,
+                           f"{command} hostile broken file: the message is cut or not escaped: {result.stderr!r}")
             golden(result, f"broken.{command}.txt")
         result = run(tool, "convert", pt, "tree_out", cwd=scratch)
         clean(result, "convert hostile torch to a tree")
