@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <new>
 #include <random>
 #include <string>
@@ -382,7 +383,10 @@ void disk_full(const Context& c, Row& row) {
 }
 
 void truncate_heap(const Context& c, Row& row) {
-  const fs::path path = c.dir / "big.pt";
+  // On /dev/shm where there is one: rewriting 66 MiB an iteration on a disk measures the disk, not the race.
+  const bool shm = ::access("/dev/shm", W_OK) == 0;
+  const fs::path path =
+      shm ? fs::path("/dev/shm") / fmt::format("tensorfile-soak-{}.pt", ::getpid()) : c.dir / "big.pt";
   tensorfile::Dict dict;
   dict.set("version", std::int64_t{7});
   dict.set("a", filled(16384, 7));
@@ -394,10 +398,13 @@ void truncate_heap(const Context& c, Row& row) {
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   };
   rewrite();
-  const auto started = Clock::now();
-  (void)tensorfile::load(path);
-  const auto load_us =
-      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count());
+  std::int64_t load_us = std::numeric_limits<std::int64_t>::max();  // the fastest of three: the truncation lands in it
+  for (int i = 0; i < 3; ++i) {
+    const auto started = Clock::now();
+    (void)tensorfile::load(path);
+    load_us = std::min<std::int64_t>(
+        load_us, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count() + 1);
+  }
   std::mt19937_64 random(20);
   std::uint64_t crashes = 0;
   while (Clock::now() < c.deadline || row.iterations < 3) {  // a few even when the setup ate the budget
@@ -430,9 +437,12 @@ void truncate_heap(const Context& c, Row& row) {
              : WIFEXITED(status) && WEXITSTATUS(status) == 5 ? "a load threw something not a tensorfile::Error"
                                                              : "a heap-mode load was " + signal_text(status));
   }
+  if (shm) fs::remove(path);
   if (crashes != 0) {
     row.set_note(fmt::format("{} of {} heap-mode loads killed by a signal (first: {})", crashes, row.iterations.load(),
                              row.note));
+  } else if (!row.noted) {
+    row.set_note(fmt::format("a load takes {:.1f} ms; truncated at a random moment in it", static_cast<double>(load_us) / 1e3));
   }
 }
 
