@@ -442,7 +442,8 @@ void truncate_heap(const Context& c, Row& row) {
     row.set_note(fmt::format("{} of {} heap-mode loads killed by a signal (first: {})", crashes, row.iterations.load(),
                              row.note));
   } else if (!row.noted) {
-    row.set_note(fmt::format("a load takes {:.1f} ms; truncated at a random moment in it", static_cast<double>(load_us) / 1e3));
+    row.set_note(
+        fmt::format("a load takes {:.1f} ms; truncated at a random moment in it", static_cast<double>(load_us) / 1e3));
   }
 }
 
