@@ -200,30 +200,37 @@ void reader_step(const fs::path& path, std::uint64_t i, Row& row) {
   }
 }
 
-void pt_threads(const Context& c, Row& row) {
-  const fs::path path = c.dir / "one.pt";
-  tensorfile::save(checkpoint(version_of(0, 0)), path);
+/// Runs `writers` threads of `save(writer, n)` and 4 threads of `load(n)` until the deadline, measuring the
+/// process before and after.
+void race_threads(const Context& c, Row& row, int writers, const std::function<void(int, std::uint64_t)>& save,
+                  const std::function<void(std::uint64_t)>& load) {
   row.before = usage_now();
   std::vector<std::thread> threads;
-  for (int w = 0; w < 4; ++w) {
-    threads.emplace_back([&, w] {
+  for (int k = 0; k < writers + 4; ++k) {
+    threads.emplace_back([&, k] {
       std::uint64_t n = 0;
       loop_until(c.deadline, row, [&] {
-        tensorfile::save(checkpoint(version_of(w, ++n)), path);
-        ++row.saves;
+        if (k < writers) {
+          save(k, ++n);
+          ++row.saves;
+        } else {
+          load(n++);
+        }
       });
-    });
-  }
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&] {
-      std::uint64_t n = 0;
-      loop_until(c.deadline, row, [&] { reader_step(path, n++, row); });
     });
   }
   for (auto& t : threads) t.join();
   row.iterations = row.saves + row.loads;
   row.after = usage_now();
   row.measured = true;
+}
+
+void pt_threads(const Context& c, Row& row) {
+  const fs::path path = c.dir / "one.pt";
+  tensorfile::save(checkpoint(version_of(0, 0)), path);
+  race_threads(
+      c, row, 4, [&](int w, std::uint64_t n) { tensorfile::save(checkpoint(version_of(w, n)), path); },
+      [&](std::uint64_t n) { reader_step(path, n, row); });
 }
 
 void pt_processes(const Context& c, Row& row) {
@@ -257,20 +264,9 @@ void pt_processes(const Context& c, Row& row) {
 void memmap_threads(const Context& c, Row& row) {
   const fs::path prefix = c.dir / "tree";
   tensorfile::save_memmap(tree(version_of(0, 0)), prefix);
-  row.before = usage_now();
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w) {
-    threads.emplace_back([&, w] {
-      std::uint64_t n = 0;
-      loop_until(c.deadline, row, [&] {
-        tensorfile::save_memmap(tree(version_of(w, ++n)), prefix);
-        ++row.saves;
-      });
-    });
-  }
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&] {
-      loop_until(c.deadline, row, [&] {
+  race_threads(
+      c, row, 2, [&](int w, std::uint64_t n) { tensorfile::save_memmap(tree(version_of(w, n)), prefix); },
+      [&](std::uint64_t) {
         const tensorfile::TensorDict td = tensorfile::load_memmap(prefix, {.access = tensorfile::MapMode::read_only});
         ++row.loads;
         if (!whole(td)) {
@@ -278,12 +274,6 @@ void memmap_threads(const Context& c, Row& row) {
           row.fail("a load saw two versions mixed");
         }
       });
-    });
-  }
-  for (auto& t : threads) t.join();
-  row.iterations = row.saves + row.loads;
-  row.after = usage_now();
-  row.measured = true;
 }
 
 std::vector<char> file_bytes(const fs::path& path) {
