@@ -52,7 +52,7 @@ bool verify_step(VerifyReport& report, Check&& check) {
     check();
     return true;
   } catch (const Error& error) {
-    report.errors.emplace_back(error.what());
+    report.errors.push_back(error.message());
     return false;
   }
 }

@@ -3,6 +3,7 @@
 #include <tensorfile/core/error.hpp>
 
 #include <cerrno>
+#include <string>
 
 #include "tensorfile_catch.hpp"
 
@@ -37,6 +38,15 @@ TEST_CASE("IoError keeps errno and appends the system's text", "[error]") {
   CHECK(std::string(error.what()) == "tensorfile: missing.pt: cannot open for reading: No such file or directory");
   CHECK(error.error_number() == ENOENT);
   CHECK(error.code() == ErrorCode::io);
+}
+
+TEST_CASE("Error::message is what() whole, past a NUL in a key or path", "[error]") {
+  using namespace std::string_literals;
+  const FormatError plain("bad", {.file = "x.pt", .member = "archive/data/0", .offset = 7});
+  CHECK(plain.message() == plain.what());
+  const FormatError error("key 'a\0b' is bad"s, {.file = "x.pt", .member = "k\0ey"s});
+  CHECK(std::string(error.what()) == "tensorfile: x.pt: k");
+  CHECK(error.message() == "tensorfile: x.pt: k\0ey: key 'a\0b' is bad"s);
 }
 
 TEST_CASE("Every subclass is caught as Error and as std::runtime_error", "[error]") {

@@ -208,3 +208,23 @@ TEST_CASE("python_repr and key_text", "[core][text]") {
   CHECK(key_text(Value(2.5)) == "2.5");
   CHECK(key_text(Value::tuple({1, "a"})) == "(1, 'a')");
 }
+
+TEST_CASE("escape_controls", "[core][text]") {
+  using namespace std::string_literals;
+  SECTION("printable text, UTF-8 and backslashes unchanged") {
+    CHECK(escape_controls("weight.0 a\\b ~/") == "weight.0 a\\b ~/");
+    CHECK(escape_controls("gr\xc3\xb6\xc3\x9f\xe2\x82\xac \xf0\x9f\x98\x80") ==
+          "gr\xc3\xb6\xc3\x9f\xe2\x82\xac \xf0\x9f\x98\x80");
+    CHECK(escape_controls("").empty());
+  }
+  SECTION("C0 controls and DEL, NUL included, byte by byte") {
+    CHECK(escape_controls("\x1b[31mred\x07") == "\\x1b[31mred\\x07");
+    CHECK(escape_controls("a\0b\x7f\n\r\t"s) == "a\\x00b\\x7f\\x0a\\x0d\\x09");
+  }
+  SECTION("C1 controls as code points; invalid UTF-8 and surrogates byte by byte") {
+    CHECK(escape_controls("\xc2\x9b"
+                          "31m\xc2\x85\xc2\xa0") == "\\u009b31m\\u0085\xc2\xa0");
+    CHECK(escape_controls("\x9b\xff\xc3") == "\\x9b\\xff\\xc3");
+    CHECK(escape_controls("\xed\xa0\x80!") == "\\xed\\xa0\\x80!");
+  }
+}

@@ -16,6 +16,10 @@ Suites (CTest runs each as cli.<suite>):
   progress  convert's progress bar is drawn on a pseudo-terminal, and not on a pipe or with --quiet
   convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
             fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals
+  hostile   a torch file and a tensordict tree written here with keys, tags, class names and values
+            holding terminal escapes, NUL, BEL, DEL and C1 controls: inspect, verify, convert and the
+            error messages print them escaped (no raw control byte; golden/hostile/), inspect --json
+            keeps them exactly
 
 Regenerating the golden files after an intended change of inspect's output:
 
@@ -34,6 +38,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 import zlib
 
 TIMEOUT_S = 300
@@ -463,8 +468,139 @@ def suite_convert(opts, failures):
         failures.check(result.returncode == 0, f"converting over an existing tree: {result.stderr}")
 
 
+# ---- hostile text --------------------------------------------------------------------------------
+
+def pickle_text(text):
+    data = text.encode("utf-8", "surrogatepass")
+    return b"X" + struct.pack("<I", len(data)) + data
+
+
+def pickle_int(value):
+    return b"J" + struct.pack("<i", value)
+
+
+def pickle_tensor(key, numel, location="cpu"):
+    """torch._utils._rebuild_tensor_v2 of a 1-d FloatStorage record `key`, as torch.save writes it."""
+    storage = (b"(" + pickle_text("storage") + b"ctorch\nFloatStorage\n" + pickle_text(key) + pickle_text(location) +
+               pickle_int(numel) + b"tQ")
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n(" + storage + pickle_int(0) + b"(" + pickle_int(numel) + b"t(" +
+            pickle_int(1) + b"t\x89ccollections\nOrderedDict\n)Rt" + b"R")
+
+
+def pickle_dict(items):
+    """A dict of (key, pickled value) pairs; values are pickle opcodes."""
+    return b"}(" + b"".join(pickle_text(k) + v for k, v in items) + b"u"
+
+
+def torch_zip(path, prefix, pickle, records):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(prefix + "/data.pkl", b"\x80\x02" + pickle + b".")
+        for name, data in records.items():
+            z.writestr(f"{prefix}/data/{name}", data)
+        z.writestr(prefix + "/version", b"3\n")
+
+
+# Each a way a hostile file could drive a terminal: colours, clearing it, setting its title, a bell, NUL
+# (which cuts a C string), DEL, C1 CSI and NEL.
+HOSTILE = ["\x1b[31mred\x1b[0m", "nul\0key", "bell\x07", "del\x7f", "osc\x1b]0;pwned\x07", "c1\u009b2J\u0085"]
+
+
+def hostile_torch(path, missing_record=False):
+    floats = struct.pack("<4f", 1, 2, 3, 4)
+    items = [(HOSTILE[0], pickle_tensor("0", 4, location="cpu")),
+             (HOSTILE[1], pickle_text("value \x1b[2J\0 \x07\x7f\u009b")),
+             (HOSTILE[2], pickle_dict([(HOSTILE[3], pickle_tensor("0", 4)), (HOSTILE[5], pickle_int(7))])),
+             (HOSTILE[4], b"cevil\x1b[2J\nclass\x07\n")]
+    if missing_record:
+        items.append(("gone", pickle_tensor("k\0\x1b[31m", 1)))
+    torch_zip(path, "evil\x1b]0;t\x07", pickle_dict(items), {"0": floats})
+
+
+def hostile_tree(path):
+    os.makedirs(os.path.join(path, HOSTILE[2]))
+    leaf = {"device": "cpu", "shape": [2], "dtype": "torch.float32", "is_nested": False}
+    meta = {HOSTILE[0]: leaf, HOSTILE[2]: {"type": "TensorDict"}, "shape": [2], "device": "cpu",
+            "_type": "<class 'evil\x1b[2J.TD'>"}
+    with open(os.path.join(path, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    with open(os.path.join(path, HOSTILE[2], "meta.json"), "w") as f:
+        json.dump({HOSTILE[3]: leaf, "shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"}, f)
+    for leaf_path in (os.path.join(path, HOSTILE[0] + ".memmap"), os.path.join(path, HOSTILE[2], HOSTILE[3] + ".memmap")):
+        with open(leaf_path, "wb") as f:
+            f.write(struct.pack("<2f", 1, 2))
+
+
+def raw_controls(text):
+    """The characters of `text` a terminal would act on (and U+FFFD, what bytes that are not UTF-8 decode to)."""
+    return sorted({c for c in text if (c < " " and c != "\n") or "\x7f" <= c <= "\x9f" or c == "\ufffd"})
+
+
+def suite_hostile(opts, failures):
+    tool = opts.tensorfile
+
+    def clean(result, what):
+        for stream, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+            failures.check(not raw_controls(text), f"{what}: raw control characters {raw_controls(text)!r} on "
+                                                   f"{stream}:\n{text!r}")
+
+    def golden(result, name):
+        path = os.path.join(opts.golden, "hostile", name)
+        if opts.regenerate:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(result.stdout + result.stderr)
+            return
+        with open(path, encoding="utf-8", newline="") as f:
+            expected = f.read()
+        failures.check(result.stdout + result.stderr == expected,
+                       f"{name} differs from {path}:\n--- got\n{result.stdout}{result.stderr}--- expected\n{expected}")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        pt = "evil\x1b[31m.pt"  # relative to scratch, so the output names it the same on every machine
+        hostile_torch(os.path.join(scratch, pt))
+        hostile_tree(os.path.join(scratch, "tree\x07"))
+        for name, target in (("torch", pt), ("tensordict", "tree\x07")):
+            result = run(tool, "inspect", target, cwd=scratch)
+            if failures.check(result.returncode == 0, f"inspect hostile {name}: exit {result.returncode}: {result.stderr}"):
+                clean(result, f"inspect hostile {name}")
+                golden(result, f"{name}.txt")
+            result = run(tool, "inspect", "--json", "--hash", target, cwd=scratch)
+            if failures.check(result.returncode == 0, f"inspect --json hostile {name}: {result.stderr}"):
+                clean(result, f"inspect --json hostile {name}")
+                golden(result, f"{name}.json")
+                paths = {t["path"] for t in json.loads(result.stdout)["tensors"]}
+                expected = {"/" + HOSTILE[0], "/" + HOSTILE[2] + "/" + HOSTILE[3]}
+                failures.check(paths == expected, f"inspect --json hostile {name}: tensor paths {paths!r}, "
+                                                  f"expected {expected!r}")
+            result = run(tool, "verify", target, cwd=scratch)
+            failures.check(result.returncode == 0, f"verify hostile {name}: exit {result.returncode}: {result.stderr}")
+            clean(result, f"verify hostile {name}")
+            golden(result, f"{name}.verify.txt")
+
+        # convert names what it leaves out (a class reference with a hostile name, under a hostile key)
+        result = run(tool, "convert", pt, "back.pt", cwd=scratch)
+        failures.check(result.returncode == 0, f"convert hostile torch: exit {result.returncode}: {result.stderr}")
+        clean(result, "convert hostile torch")
+        golden(result, "torch.convert.txt")
+
+        # Errors naming a hostile record or key: whole past the NUL, escaped.
+        broken = "broken\x1b[2J.pt"
+        hostile_torch(os.path.join(scratch, broken), missing_record=True)
+        for command in ("inspect", "verify"):
+            result = run(tool, command, broken, cwd=scratch)
+            failures.check(result.returncode == 1, f"{command} hostile broken file: exit {result.returncode}")
+            clean(result, f"{command} hostile broken file")
+            failures.check("/data/k\\x00\\x1b[31m is missing" in result.stderr,
+                           f"{command} hostile broken file: the message is cut or not escaped: {result.stderr!r}")
+            golden(result, f"broken.{command}.txt")
+        result = run(tool, "convert", pt, "tree_out", cwd=scratch)
+        clean(result, "convert hostile torch to a tree")
+        golden(result, "torch.convert_tree.txt")
+
+
 SUITES = {"golden": suite_golden, "usage": suite_usage, "verify": suite_verify, "progress": suite_progress,
-          "convert": suite_convert}
+          "convert": suite_convert,
+          "hostile": suite_hostile}
 
 
 def main():

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <tensorfile/core/meta_backend.hpp>
+#include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/torch/load.hpp>
@@ -131,8 +132,8 @@ const CommandSpec bench_spec{
 };
 
 int run_bench(const Args& args) {
-  const std::string& shown = args.operands()[0];
-  const std::filesystem::path path = shown;
+  const std::filesystem::path path = args.operands()[0];
+  const std::string shown = escape_controls(args.operands()[0]);
   const std::int64_t repeat = args.value("repeat") ? parse_integer(*args.value("repeat"), "repeat", 1, 1000) : 3;
   std::optional<Device> device;
   if (const auto text = args.value("device")) {

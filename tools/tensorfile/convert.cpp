@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
@@ -70,13 +71,13 @@ std::uint64_t leaf_bytes(const TensorDict& td) {
 }
 
 void write_pt(const Value& v, const std::filesystem::path& out, bool quiet) {
-  ProgressBar progress("writing " + out.filename().string(), storage_bytes(v), !quiet);
+  ProgressBar progress("writing " + escape_controls(out.filename().string()), storage_bytes(v), !quiet);
   save(v, out);
   progress.finish();
 }
 
 void write_memmap(const TensorDict& td, const std::filesystem::path& out, bool quiet) {
-  ProgressBar progress("writing " + out.filename().string(), leaf_bytes(td), !quiet);
+  ProgressBar progress("writing " + escape_controls(out.filename().string()), leaf_bytes(td), !quiet);
   save_memmap(td, out);
   progress.finish();
 }
@@ -117,7 +118,7 @@ int run_convert(const Args& args) {
   const auto report_dropped = [&] {
     for (const Dropped& d : dropped) {
       fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
-                 d.path.empty() ? "(root)" : d.path, d.what);
+                 d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
     }
   };
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include <tensorfile/core/meta_backend.hpp>
+#include <tensorfile/core/text.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/torch/archive.hpp>
 #include <tensorfile/formats/torch/load.hpp>
@@ -44,12 +45,13 @@ Description describe_torch_file(const std::filesystem::path& path, FileFormat fo
   return describe_value(load(path, options), tags, hashes);
 }
 
+/// The first line of the tree; `shown` is the path as given, already escaped.
 std::string header_line(const std::string& shown, FileFormat format, const std::filesystem::path& path) {
   switch (format) {
     case FileFormat::torch_zip: {
       const ArchiveInfo info = read_archive_info(path);
       return fmt::format("{}: torch-zip, version {}, {} records, archive prefix \"{}\"{}", shown, info.version,
-                         info.records.size(), info.prefix, info.big_endian ? ", big-endian data" : "");
+                         info.records.size(), escape_controls(info.prefix), info.big_endian ? ", big-endian data" : "");
     }
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
@@ -73,11 +75,14 @@ std::string shortened(const std::string& text) {
   return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
 }
 
-std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : path; }
+std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : escape_controls(path); }
 
 /// The tree for people: containers as headings, leaves in aligned columns, then totals and shared storages.
+/// Text from the file (keys, tags, class names, values) is escaped: it must not drive the user's terminal.
 std::string render_tree(const Description& d, const std::string& header) {
-  const auto left_of = [](const TreeNode& node) { return std::string(2 * node.depth, ' ') + node.label; };
+  const auto left_of = [](const TreeNode& node) {
+    return std::string(2 * node.depth, ' ') + escape_controls(node.label);
+  };
   std::size_t left = 0;
   std::size_t type = 0;
   std::size_t shape = 0;
@@ -93,7 +98,7 @@ std::string render_tree(const Description& d, const std::string& header) {
     const TensorRecord& r = d.tensors[node.index];
     type = std::max(type, dtype_name(r.tensor.dtype()).size());
     shape = std::max(shape, shape_text(r.tensor.sizes()).size());
-    tag = std::max(tag, r.tag.size());
+    tag = std::max(tag, escape_controls(r.tag).size());
     bytes = std::max(bytes, human_bytes(r.tensor.nbytes()).size());
   }
   left = std::min<std::size_t>(left, 60);
@@ -106,19 +111,19 @@ std::string render_tree(const Description& d, const std::string& header) {
   std::string out = header + "\n";
   for (const TreeNode& node : d.tree) {
     if (node.kind == TreeNode::Kind::container) {
-      out += fmt::format("{}{}{}\n", left_of(node), node.label.empty() ? "" : ": ", node.text);
+      out += fmt::format("{}{}{}\n", left_of(node), node.label.empty() ? "" : ": ", escape_controls(node.text));
       continue;
     }
     const std::string name = node.depth == 0 && node.label.empty() ? "(root)" : left_of(node);
     if (node.kind == TreeNode::Kind::value) {
       const ValueRecord& r = d.values[node.index];
-      out += fmt::format("{:<{}}  {:<{}}  {}\n", name, left, r.type, type, shortened(r.text));
+      out += fmt::format("{:<{}}  {:<{}}  {}\n", name, left, r.type, type, escape_controls(shortened(r.text)));
       continue;
     }
     const TensorRecord& r = d.tensors[node.index];
-    std::string line =
-        fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}  ", name, left, dtype_name(r.tensor.dtype()), type,
-                    shape_text(r.tensor.sizes()), shape, r.tag, tag, human_bytes(r.tensor.nbytes()), bytes);
+    std::string line = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}  ", name, left, dtype_name(r.tensor.dtype()),
+                                   type, shape_text(r.tensor.sizes()), shape, escape_controls(r.tag), tag,
+                                   human_bytes(r.tensor.nbytes()), bytes);
     if (r.storage) {
       line += fmt::format("storage #{}{}", *r.storage, users[*r.storage] > 1 ? " (shared)" : "");
     } else {
@@ -186,8 +191,8 @@ const CommandSpec inspect_spec{
 };
 
 int run_inspect(const Args& args) {
-  const std::string& shown = args.operands()[0];
-  const std::filesystem::path path = shown;
+  const std::filesystem::path path = args.operands()[0];
+  const std::string shown = escape_controls(args.operands()[0]);
   const bool hashes = args.flag("hash");
   const FileFormat format = detect_format(path);
   Description description;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <tensorfile/core/error.hpp>
+#include <tensorfile/core/text.hpp>
 #include <tensorfile/version.hpp>
 
 #include "commands.hpp"
@@ -54,7 +55,7 @@ std::string program_help() {
 
 int usage_error(std::string_view command, std::string_view message) {
   const std::string where = command.empty() ? "tensorfile" : fmt::format("tensorfile {}", command);
-  fmt::print(stderr, "{}: {}\nRun '{} --help' for usage.\n", where, message, where);
+  fmt::print(stderr, "{}: {}\nRun '{} --help' for usage.\n", where, tensorfile::escape_controls(message), where);
   return exit_usage;
 }
 
@@ -101,16 +102,16 @@ int main(int argc, char** argv) {
     return status;
   } catch (const tensorfile::Error& error) {
     std::fflush(stdout);
-    fmt::print(stderr, "{}\n", error.what());
+    fmt::print(stderr, "{}\n", tensorfile::escape_controls(error.message()));  // what() would stop at a NUL
   } catch (const std::filesystem::filesystem_error& error) {
     std::fflush(stdout);
-    fmt::print(stderr, "tensorfile: {}\n", error.what());
+    fmt::print(stderr, "tensorfile: {}\n", tensorfile::escape_controls(error.what()));
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
     fmt::print(stderr, "tensorfile: out of memory\n");
   } catch (const std::exception& error) {
     std::fflush(stdout);
-    fmt::print(stderr, "tensorfile: {}\n", error.what());
+    fmt::print(stderr, "tensorfile: {}\n", tensorfile::escape_controls(error.what()));
   }
   return exit_file_error;
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include <tensorfile/core/text.hpp>
 #include <tensorfile/verify.hpp>
 
 #include "commands.hpp"
@@ -56,14 +57,14 @@ const CommandSpec verify_spec{
 };
 
 int run_verify(const Args& args) {
-  const std::string& shown = args.operands()[0];
-  const std::filesystem::path path = shown;
+  const std::filesystem::path path = args.operands()[0];
+  const std::string shown = escape_controls(args.operands()[0]);
   const VerifyReport report = verify(path);
   if (report.ok()) {
     fmt::print("{}: OK: {}\n", shown, checked_summary(report));
     return exit_ok;
   }
-  for (const std::string& error : report.errors) fmt::print(stderr, "{}\n", error);
+  for (const std::string& error : report.errors) fmt::print(stderr, "{}\n", escape_controls(error));
   fmt::print(stderr, "{}: {} error{} found\n", shown, report.errors.size(), report.errors.size() == 1 ? "" : "s");
   return exit_file_error;
 }

@@ -48,6 +48,8 @@ class Error : public std::runtime_error {
   [[nodiscard]] std::optional<std::uint64_t> offset() const noexcept { return where_.offset; }
   /// The message without the location parts.
   [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
+  /// The whole message, as what() words it; unlike what() (a C string) not cut at a NUL a key or path holds.
+  [[nodiscard]] std::string message() const { return compose(reason_, where_); }
 
  private:
   static std::string compose(const std::string& reason, const ErrorLocation& where) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,31 @@ namespace tensorfile {
 [[nodiscard]] inline std::string json_string(std::string_view text) {
   std::string out;
   (void)detail::append_json_string(out, text, detail::JsonCharset::ascii, detail::OnInvalidUtf8::latin1);
+  return out;
+}
+
+/// `text` safe to show on a terminal: printable ASCII and UTF-8 as is (a backslash too); \n, \r, \t and the
+/// other C0 controls, DEL and bytes that are not UTF-8 (lone surrogates included) as \xNN, one per byte; C1
+/// controls (U+0080..U+009F) as \u0080..\u009f. Text with none of these comes back unchanged.
+[[nodiscard]] inline std::string escape_controls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t from = i;
+    const std::int32_t cp = detail::decode_wtf8(text, i);
+    if (cp >= 0x20 && cp != 0x7F && (cp < 0x80 || cp > 0x9F) && (cp < 0xD800 || cp > 0xDFFF)) {
+      out.append(text.substr(from, i - from));
+    } else if (cp >= 0x80 && cp <= 0x9F) {
+      out += "\\u00";
+      detail::append_hex(out, static_cast<std::uint32_t>(cp), 2);
+    } else {
+      if (cp < 0) i = from + 1;  // an invalid byte alone; a surrogate's three bytes one by one
+      for (std::size_t k = from; k < i; ++k) {
+        out += "\\x";
+        detail::append_hex(out, static_cast<unsigned char>(text[k]), 2);
+      }
+    }
+  }
   return out;
 }
 
