@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "tensorfile_catch.hpp"
+#include "torch/load_helpers.hpp"
 
 using namespace tensorfile;
 
@@ -186,6 +187,50 @@ TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
       }
       return 4;
     });
+    CHECK(status == 0);
+  }
+}
+
+TEST_CASE("a failed from_file removes the file it created, never one that was there", "[from_file]") {
+  const tensorfile_test::ScratchDir dir;
+  SECTION("created by the failing call: removed") {
+    const auto path = dir / "new.bin";
+    REQUIRE_THROWS_AS(from_file(path, {.mode = MapMode::shared}), FormatError);  // no size: an empty file is refused
+    CHECK_FALSE(std::filesystem::exists(path));
+  }
+  SECTION("there before, empty: kept") {
+    const auto path = dir / "empty.bin";
+    write_bytes(path, "");
+    REQUIRE_THROWS_AS(from_file(path, {.mode = MapMode::shared}), FormatError);
+    CHECK(std::filesystem::exists(path));
+  }
+  SECTION("created by a call that succeeds: kept") {
+    const auto path = dir / "made.bin";
+    CHECK(from_file(path, {.mode = MapMode::shared, .size = 4}).numel() == 4);
+    CHECK(std::filesystem::file_size(path) == 16);
+  }
+}
+
+TEST_CASE("from_file refuses a FIFO without waiting for a writer", "[from_file]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto fifo = dir / "pipe.bin";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write, MapMode::shared}) {
+    INFO(static_cast<int>(mode));
+    // In a child with an alarm: before the fix, open() waited forever for a writer.
+    const int status = tensorfile_test::exit_status_in_child(
+        [&] {
+          try {
+            (void)from_file(fifo, {.mode = mode, .size = 1});
+          } catch (const ArgumentError& error) {
+            return std::string(error.what()) ==
+                           "tensorfile: " + fifo.string() + ": is not a regular file; expected a regular file"
+                       ? 0
+                       : 1;
+          }
+          return 2;
+        },
+        10);
     CHECK(status == 0);
   }
 }

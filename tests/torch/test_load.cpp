@@ -3,10 +3,20 @@
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <tensorfile/formats/torch/save.hpp>
+#include <tensorfile/verify.hpp>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "tensorfile_catch.hpp"
+#include "torch/load_helpers.hpp"
 #include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
@@ -504,4 +514,122 @@ TEST_CASE("storage keys that are decimal numbers, numbers with a leading zero an
       {{"data.pkl", again.bytes()}, {"data/64", f32_bytes({64})}, {"data/0", f32_bytes({0})}, {"version", "3\n"}})));
   CHECK(u.at(2).as_tensor().storage().shares_owner_with(u.at(0).as_tensor().storage()));
   CHECK(floats(u.at(2).as_tensor()) == std::vector<float>{64});
+}
+
+namespace {
+/// What a load gives: the loaded Value printed with the bytes of every storage, or the error's message.
+std::string load_outcome(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  try {
+    const Value value = load(path, options);
+    std::string text = to_string(value);
+    for (const auto& [name, tensor] : named_tensors(value)) {
+      const Storage& storage = tensor.storage();
+      text += "\n" + name + ": ";
+      if (storage.device().is_cpu() && storage.size_bytes() != 0) {
+        text.append(reinterpret_cast<const char*>(storage.data()), storage.size_bytes());
+      }
+    }
+    return text;
+  } catch (const Error& error) {
+    return std::string("error: ") + error.what();
+  }
+}
+}  // namespace
+
+TEST_CASE("heap loads of files over 64 MiB (pread piece by piece) give what one-buffer loads give", "[load][heap]") {
+  for (const auto& path : tensorfile_test::torch_fixtures()) {
+    INFO(path.filename().string());
+    for (const bool crc : {false, true}) {
+      const std::string whole = load_outcome(path, {.verify_crc = crc});
+      const tensorfile_test::PiecewiseHeapLoads piecewise;
+      CHECK(load_outcome(path, {.verify_crc = crc}) == whole);
+    }
+  }
+  SECTION("small neighbouring records share batch buffers; the values are right") {
+    const tensorfile_test::ScratchDir dir;
+    Dict dict;
+    for (int i = 0; i < 300; ++i) {
+      Tensor t(heap_storage(8), DType::Float32, {2});
+      t.data<float>()[0] = static_cast<float>(i);
+      t.data<float>()[1] = static_cast<float>(-i);
+      dict.set(Value("t" + std::to_string(i)), Value(t));
+    }
+    save(Value(dict), dir / "many.pt");
+    const tensorfile_test::PiecewiseHeapLoads piecewise;
+    const Value loaded = load(dir / "many.pt");
+    CHECK(loaded == Value(dict));
+    CHECK(loaded["t0"].as_tensor().storage().shares_owner_with(loaded["t1"].as_tensor().storage()));
+    CHECK(loaded["t0"].as_tensor().storage().kind() == StorageKind::heap);
+  }
+}
+
+TEST_CASE("a heap load of a file truncated meanwhile throws or loads, never dies of SIGBUS", "[load][heap][safety]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "shrinking.pt";
+  Dict dict;
+  for (int i = 0; i < 3000; ++i)
+    dict.set(Value("tensor." + std::to_string(i)), Value(Tensor(heap_storage(64), DType::Float32, {16})));
+  save(Value(dict), path);
+  const std::string original = tensorfile_test::file_bytes(path);
+  // The loads run in a child, so that a fault ends the child, not this program. Meanwhile a thread
+  // keeps cutting the file to a random length and writing it back whole.
+  const int status = tensorfile_test::exit_status_in_child(
+      [&] {
+        const tensorfile_test::PiecewiseHeapLoads piecewise;
+        std::atomic<bool> done{false};
+        std::thread churn([&] {
+          std::mt19937 random(20);
+          const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+          while (!done) {
+            if (::ftruncate(fd, static_cast<off_t>(random() % original.size())) != 0) ::_exit(3);
+            std::this_thread::sleep_for(std::chrono::microseconds(random() % 500));
+            if (::pwrite(fd, original.data(), original.size(), 0) != static_cast<ssize_t>(original.size())) ::_exit(4);
+            std::this_thread::sleep_for(std::chrono::microseconds(random() % 500));
+          }
+          ::close(fd);
+        });
+        const auto start = std::chrono::steady_clock::now();
+        for (int round = 0; round < 2000 && std::chrono::steady_clock::now() - start < std::chrono::seconds(2);
+             ++round) {
+          try {
+            (void)load(path);
+          } catch (const Error&) {  // FormatError or IoError: what a shrinking file must give
+          }
+        }
+        done = true;
+        churn.join();
+        return 0;
+      },
+      60);
+  CHECK(status == 0);
+}
+
+TEST_CASE("load refuses a FIFO without waiting for a writer", "[load][safety]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto fifo = dir / "pipe.pt";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string refused = "tensorfile: " + fifo.string() + ": is not a regular file; expected a regular file";
+  // In a child: before the fix, open() waited forever; the alarm ends the child instead.
+  const auto refuses = [&](auto&& call) {
+    return tensorfile_test::exit_status_in_child(
+        [&] {
+          try {
+            call();
+          } catch (const ArgumentError& error) {
+            return std::string(error.what()) == refused ? 0 : 1;
+          }
+          return 2;
+        },
+        10);
+  };
+  CHECK(refuses([&] { (void)load(fifo); }) == 0);
+  CHECK(refuses([&] { (void)load(fifo, {.mmap = MapMode::read_only}); }) == 0);
+  CHECK(tensorfile_test::exit_status_in_child([&] { return detect_format(fifo) == FileFormat::unknown ? 0 : 1; }, 10) ==
+        0);
+  CHECK(tensorfile_test::exit_status_in_child(
+            [&] {
+              const VerifyReport report = verify(fifo);
+              return report.errors == std::vector<std::string>{refused} ? 0 : 1;
+            },
+            10) == 0);
 }

@@ -2,11 +2,15 @@
 // Which file format a path or a byte sequence holds, told from the file system and the first bytes only.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -47,19 +51,30 @@ inline constexpr std::size_t format_sniff_bytes = 512;
   return FileFormat::unknown;
 }
 
-/// The format of what `path` names: a directory is a tensordict tree, a file is told by its first bytes,
-/// never by its name. A missing or unreadable path is `unknown` (loading it then says why). Never throws.
+/// The format of what `path` names: a directory is a tensordict tree, a regular file is told by its first
+/// bytes, never by its name. A missing or unreadable path, or one that is neither (a FIFO, a device), is
+/// `unknown` (loading it then says why); a FIFO is not waited on. Never throws.
 [[nodiscard]] inline FileFormat detect_format(const std::filesystem::path& path) noexcept {
-  try {
-    std::error_code error;
-    if (std::filesystem::is_directory(path, error)) return FileFormat::tensordict;
-    std::ifstream in(path, std::ios::binary);
-    std::array<char, format_sniff_bytes> head{};
-    in.read(head.data(), head.size());
-    return detect_format(std::as_bytes(std::span(head.data(), static_cast<std::size_t>(in.gcount()))));
-  } catch (...) {  // an allocation failure in the stream or the path conversion: nothing to detect
-    return FileFormat::unknown;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) return FileFormat::tensordict;
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return FileFormat::unknown;
+  std::array<std::byte, format_sniff_bytes> head{};
+  std::size_t got = 0;
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
+    while (got < head.size()) {
+      const ssize_t n = ::pread(fd, head.data() + got, head.size() - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
   }
+  ::close(fd);
+  return detect_format(std::span<const std::byte>(head.data(), got));
 }
 
 }  // namespace tensorfile

@@ -28,7 +28,8 @@ struct FromFileOptions {
 /// file is opened read-write, created when missing and grown to size * element_size; otherwise it is
 /// opened read-only (read-only files work) and must already hold that many bytes. The tensor
 /// keeps the mapping alive. Throws IoError (open, grow, map), FormatError (file too short or not
-/// a whole number of elements), ArgumentError (negative or overflowing size).
+/// a whole number of elements), ArgumentError (negative or overflowing size, a path that is not a
+/// regular file). A file that a failing call created is removed again.
 [[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {}) {
   const auto elem = static_cast<std::int64_t>(element_size(options.dtype));
   const std::string type_name(dtype_name(options.dtype));
@@ -48,35 +49,41 @@ struct FromFileOptions {
   const bool shared = options.mode == MapMode::shared;
   const auto file =
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write_create : detail::OpenMode::read);
-  const auto file_size = static_cast<std::int64_t>(file.size());
-  std::int64_t bytes = 0;
-  if (wanted_bytes) {
-    bytes = *wanted_bytes;
-    if (file_size < bytes) {
-      if (!shared) {
-        throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name +
-                              " elements; expected at least " + std::to_string(bytes) + " bytes, got " +
-                              std::to_string(file_size),
+  // A file made by this call is removed again when the call fails (never one that was there before).
+  try {
+    const auto file_size = static_cast<std::int64_t>(file.size());
+    std::int64_t bytes = 0;
+    if (wanted_bytes) {
+      bytes = *wanted_bytes;
+      if (file_size < bytes) {
+        if (!shared) {
+          throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name +
+                                " elements; expected at least " + std::to_string(bytes) + " bytes, got " +
+                                std::to_string(file_size),
+                            {.file = path});
+        }
+        file.resize(static_cast<std::uint64_t>(bytes));
+      }
+    } else {
+      if (file_size == 0) {
+        throw FormatError(
+            "file is empty; expected at least one " + type_name + " element (pass .size = 0 for an empty tensor)",
+            {.file = path});
+      }
+      if (file_size % elem != 0) {
+        throw FormatError("file size is not a whole number of " + type_name + " elements; expected a multiple of " +
+                              std::to_string(elem) + " bytes, got " + std::to_string(file_size),
                           {.file = path});
       }
-      file.resize(static_cast<std::uint64_t>(bytes));
+      bytes = file_size;
     }
-  } else {
-    if (file_size == 0) {
-      throw FormatError(
-          "file is empty; expected at least one " + type_name + " element (pass .size = 0 for an empty tensor)",
-          {.file = path});
-    }
-    if (file_size % elem != 0) {
-      throw FormatError("file size is not a whole number of " + type_name + " elements; expected a multiple of " +
-                            std::to_string(elem) + " bytes, got " + std::to_string(file_size),
-                        {.file = path});
-    }
-    bytes = file_size;
-  }
 
-  Storage storage(MmapBackend(file, static_cast<std::size_t>(bytes), options.mode));
-  return {std::move(storage), options.dtype, Shape{bytes / elem}};
+    Storage storage(MmapBackend(file, static_cast<std::size_t>(bytes), options.mode));
+    return {std::move(storage), options.dtype, Shape{bytes / elem}};
+  } catch (...) {
+    file.remove_if_created();
+    throw;
+  }
 }
 
 }  // namespace tensorfile

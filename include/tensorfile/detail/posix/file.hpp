@@ -40,30 +40,42 @@ class FileHandle {
   FileHandle() = default;
   FileHandle(const FileHandle&) = delete;
   FileHandle& operator=(const FileHandle&) = delete;
-  FileHandle(FileHandle&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+  FileHandle(FileHandle&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), created_(other.created_) {}
   FileHandle& operator=(FileHandle&& other) noexcept {
     if (this != &other) {
       close();
       fd_ = std::exchange(other.fd_, -1);
       path_ = std::move(other.path_);
+      created_ = other.created_;
     }
     return *this;
   }
   ~FileHandle() { close(); }
 
-  /// Opens `path`; throws IoError (with errno) on failure and a clear error for directories.
+  /// Opens `path`; throws IoError (with errno) on failure, ArgumentError for a directory or another
+  /// file that is not regular (a FIFO, a device, a socket). read_write_create creates a missing file;
+  /// created() then says so.
   [[nodiscard]] static FileHandle open(const std::filesystem::path& path, OpenMode mode) {
-    int flags = O_CLOEXEC;
-    switch (mode) {
-      case OpenMode::read: flags |= O_RDONLY; break;
-      case OpenMode::read_write: flags |= O_RDWR; break;
-      case OpenMode::read_write_create: flags |= O_RDWR | O_CREAT; break;
-    }
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below, then cleared.
+    const int flags = O_CLOEXEC | O_NONBLOCK | (mode == OpenMode::read ? O_RDONLY : O_RDWR);
     FileHandle file;
     file.path_ = path;
-    do {
-      file.fd_ = ::open(path.c_str(), flags, 0666);
-    } while (file.fd_ < 0 && errno == EINTR);
+    const auto try_open = [&](int extra) {
+      do {
+        file.fd_ = ::open(path.c_str(), flags | extra, 0666);
+      } while (file.fd_ < 0 && errno == EINTR);
+    };
+    try_open(0);
+    // Create only what is missing, with O_EXCL, so that created() is true only for a file made here.
+    if (mode == OpenMode::read_write_create && file.fd_ < 0 && errno == ENOENT) {
+      try_open(O_CREAT | O_EXCL);
+      if (file.fd_ >= 0) {
+        file.created_ = true;
+      } else if (errno == EEXIST) {
+        try_open(O_CREAT);  // made by someone else meanwhile, or a dangling symlink: never removed
+      }
+    }
     if (file.fd_ < 0) {
       const int error = errno;
       throw IoError(mode == OpenMode::read ? "cannot open for reading" : "cannot open for writing", error,
@@ -74,7 +86,23 @@ class FileHandle {
     if (S_ISDIR(info.st_mode)) {
       throw ArgumentError("is a directory; expected a regular file", {.file = path});
     }
+    if (!S_ISREG(info.st_mode)) throw ArgumentError("is not a regular file; expected a regular file", {.file = path});
+    if (::fcntl(file.fd_, F_SETFL, ::fcntl(file.fd_, F_GETFL) & ~O_NONBLOCK) != 0) {
+      throw IoError("cannot clear O_NONBLOCK", errno, {.file = path});
+    }
     return file;
+  }
+
+  /// Removes the file that open() created (read_write_create on a missing path), if the path still
+  /// names that file; used to undo a failed creation. No throw.
+  void remove_if_created() const noexcept {
+    if (!created_ || fd_ < 0) return;
+    struct stat opened {};
+    struct stat named {};
+    if (::fstat(fd_, &opened) == 0 && ::lstat(path_.c_str(), &named) == 0 && opened.st_dev == named.st_dev &&
+        opened.st_ino == named.st_ino) {
+      ::unlink(path_.c_str());
+    }
   }
 
   /// openat(2) of `name` relative to the directory descriptor `dir` (AT_FDCWD: the working directory),
@@ -105,6 +133,8 @@ class FileHandle {
   [[nodiscard]] int fd() const noexcept { return fd_; }
   /// The path it was opened with (for messages).
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  /// Whether open() created the file (read_write_create on a missing path).
+  [[nodiscard]] bool created() const noexcept { return created_; }
 
   /// Current size in bytes.
   [[nodiscard]] std::uint64_t size() const {
@@ -161,6 +191,7 @@ class FileHandle {
 
   int fd_ = -1;
   std::filesystem::path path_;
+  bool created_ = false;
 };
 
 /// A memory mapping of a whole byte range of a file; unmaps on destruction. A zero-length

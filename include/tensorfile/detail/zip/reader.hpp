@@ -123,10 +123,11 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 
 }  // namespace zip_impl
 
-/// An index over a zip archive held in memory (an mmap or a user buffer). Borrows the bytes: they
-/// must outlive the reader and every span it hands out. Built from the central directory only, after
-/// checking every offset and length against the archive. Copyable; const member functions are safe
-/// to call from several threads.
+/// An index over a zip archive held in memory (an mmap or a user buffer), or read from a file through
+/// a HeaderReader (open_file: nothing is mapped, every byte is copied into owned buffers). Borrows the
+/// bytes or the reader: they must outlive it and every span it hands out. Built from the central
+/// directory only, after checking every offset and length against the archive. Copyable; const member
+/// functions are safe to call from several threads.
 class ZipReader {
  public:
   /// Reads `out.size()` archive bytes at `offset` into `out` (a pread, for file-backed archives).
@@ -142,15 +143,28 @@ class ZipReader {
                                       const ZipLimits& limits = {}, const HeaderReader& read_at = {}) {
     ZipReader reader;
     reader.archive_ = archive;
+    reader.size_ = archive.size();
     reader.file_ = std::move(file_for_errors);
     reader.read_at_ = read_at;
-    const EndRecords end = reader.read_end_records(limits);
-    const std::vector<std::uint64_t> header_offsets = reader.read_central_directory(end, limits);
-    reader.read_local_headers();
-    reader.index_names(header_offsets);
-    reader.check_layout(end);
+    reader.build(limits);
     return reader;
   }
+
+  /// Parses an archive of `size` bytes that only `read_at` reaches (a file read with pread): the end
+  /// records, the central directory and the local headers are copied into owned buffers, so a file that
+  /// shrinks meanwhile gives read_at's error (FormatError, IoError), never a fault. Throws like open().
+  [[nodiscard]] static ZipReader open_file(std::uint64_t size, std::filesystem::path file_for_errors,
+                                           const HeaderReader& read_at, const ZipLimits& limits = {}) {
+    ZipReader reader;
+    reader.size_ = size;
+    reader.file_ = std::move(file_for_errors);
+    reader.read_at_ = read_at;
+    reader.build(limits);
+    return reader;
+  }
+
+  /// Whether the archive bytes are in memory (open), so that stored_bytes() can hand them out.
+  [[nodiscard]] bool in_memory() const noexcept { return archive_.size() == size_; }
 
   /// Every entry in central-directory order.
   [[nodiscard]] const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
@@ -171,8 +185,12 @@ class ZipReader {
   }
 
   /// The bytes of a stored (method 0) entry inside the archive, without copying. Throws
-  /// UnsupportedError for a compressed entry and ArgumentError for an entry of another archive.
+  /// UnsupportedError for a compressed entry and ArgumentError for an entry of another archive or
+  /// an archive that is not in memory (open_file).
   [[nodiscard]] std::span<const std::byte> stored_bytes(const ZipEntry& entry) const {
+    if (!in_memory())
+      throw ArgumentError("the archive is read from a file; its entries have no bytes in memory",
+                          {file_, zip_impl::printable(entry.name), entry.data_offset});
     const std::span<const std::byte> data = raw_bytes(entry);
     if (entry.method != 0)
       throw UnsupportedError("the entry is deflate-compressed; only stored entries can be used in place",
@@ -184,11 +202,22 @@ class ZipReader {
   /// cap on the allocation). Throws ArgumentError for a wrong size or an entry of another archive, and
   /// FormatError for corrupt deflate data, with the archive offset of the fault.
   void read(const ZipEntry& entry, std::span<std::byte> out) const {
-    const std::span<const std::byte> data = raw_bytes(entry);
+    check_belongs(entry);
     if (out.size() != entry.size)
       throw ArgumentError("the output buffer does not match the entry size; expected " + std::to_string(entry.size) +
                               " bytes, got " + std::to_string(out.size()),
                           {file_, zip_impl::printable(entry.name), entry.data_offset});
+    if (!in_memory()) {
+      if (entry.method == 0) {
+        read_at_(entry.data_offset, out);
+        return;
+      }
+      std::vector<std::byte> compressed(static_cast<std::size_t>(entry.compressed_size));
+      read_at_(entry.data_offset, compressed);
+      inflate(compressed, out, ErrorLocation{file_, zip_impl::printable(entry.name), entry.data_offset});
+      return;
+    }
+    const std::span<const std::byte> data = raw_bytes(entry);
     if (entry.method == 0) {
       if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());
       return;
@@ -208,7 +237,7 @@ class ZipReader {
   /// never checks CRCs; this is opt-in. A recorded CRC of 0 on a non-empty entry means the writer
   /// skipped it (torch 2.x can) and passes. Throws FormatError on a mismatch.
   void verify_crc(const ZipEntry& entry) const {
-    if (entry.method == 0) {
+    if (entry.method == 0 && in_memory()) {
       verify_crc(entry, stored_bytes(entry));
     } else {
       verify_crc(entry, read(entry));
@@ -229,7 +258,7 @@ class ZipReader {
           {file_, zip_impl::printable(entry.name), entry.data_offset});
   }
 
-  /// The archive bytes the reader borrows.
+  /// The archive bytes the reader borrows (empty for open_file).
   [[nodiscard]] std::span<const std::byte> archive() const noexcept { return archive_; }
 
   /// The file name used in error messages.
@@ -254,6 +283,24 @@ class ZipReader {
 
   ZipReader() = default;
 
+  void build(const ZipLimits& limits) {
+    const EndRecords end = read_end_records(limits);
+    const std::vector<std::uint64_t> header_offsets = read_central_directory(end, limits);
+    read_local_headers();
+    index_names(header_offsets);
+    check_layout(end);
+  }
+
+  /// `length` archive bytes at `offset` (checked by the caller to lie in the archive): in place when in
+  /// memory, otherwise read into `copy`.
+  [[nodiscard]] const std::byte* bytes_at(std::uint64_t offset, std::uint64_t length,
+                                          std::vector<std::byte>& copy) const {
+    if (in_memory()) return at(offset);
+    copy.resize(static_cast<std::size_t>(length));
+    read_at_(offset, copy);
+    return copy.data();
+  }
+
   [[noreturn]] void fail(const std::string& what, std::uint64_t offset, std::string_view member = {}) const {
     throw FormatError(what, {file_, zip_impl::printable(member), offset});
   }
@@ -267,38 +314,49 @@ class ZipReader {
     return archive_.data() + static_cast<std::size_t>(offset);
   }
 
-  /// The data range of `entry`, re-checked so that an entry from another reader cannot reach outside.
-  [[nodiscard]] std::span<const std::byte> raw_bytes(const ZipEntry& entry) const {
-    const std::uint64_t size = archive_.size();
-    if (entry.data_offset > size || size - entry.data_offset < entry.compressed_size)
+  /// Re-checks the data range of `entry`, so that an entry from another reader cannot reach outside.
+  void check_belongs(const ZipEntry& entry) const {
+    if (entry.data_offset > size_ || size_ - entry.data_offset < entry.compressed_size)
       throw ArgumentError("the entry does not belong to this archive",
                           {file_, zip_impl::printable(entry.name), entry.data_offset});
+  }
+
+  /// The data range of `entry` in memory, checked as above.
+  [[nodiscard]] std::span<const std::byte> raw_bytes(const ZipEntry& entry) const {
+    check_belongs(entry);
     return archive_.subspan(static_cast<std::size_t>(entry.data_offset),
                             static_cast<std::size_t>(entry.compressed_size));
   }
 
   [[nodiscard]] EndRecords read_end_records(const ZipLimits& limits) const {
     using namespace zip_impl;
-    const std::uint64_t size = archive_.size();
+    const std::uint64_t size = size_;
     if (size == 0) fail("not a zip archive: the file is empty", 0);
 
     // The classic record is the last thing in the file but for a comment of up to 65535 bytes. A
     // candidate counts only if its comment length reaches exactly the end of the file.
     std::uint64_t pos = size;
     bool found = false;
+    std::vector<std::byte> tail_copy;
+    const std::uint64_t lowest = size > end_size + 0xFFFF ? size - end_size - 0xFFFF : 0;
+    const std::byte* tail = bytes_at(lowest, size - lowest, tail_copy);  // tail[0] is archive byte `lowest`
     if (size >= end_size) {
-      const std::uint64_t lowest = size - end_size > 0xFFFF ? size - end_size - 0xFFFF : 0;
       for (std::uint64_t candidate = size - end_size + 1; candidate-- > lowest;) {
-        if (u32(at(candidate)) == end_signature && candidate + end_size + u16(at(candidate + 20)) == size) {
+        const std::byte* c = tail + (candidate - lowest);
+        if (u32(c) == end_signature && candidate + end_size + u16(c + 20) == size) {
           pos = candidate;
           found = true;
           break;
         }
       }
     }
-    if (!found) fail(not_a_zip_reason(archive_), size);
+    if (!found) {
+      std::vector<std::byte> head_copy;
+      const std::uint64_t head_size = std::min<std::uint64_t>(size, 512);
+      fail(not_a_zip_reason({bytes_at(0, head_size, head_copy), static_cast<std::size_t>(head_size)}), size);
+    }
 
-    const std::byte* e = at(pos);
+    const std::byte* e = tail + (pos - lowest);
     EndRecords end;
     end.entry_count = u16(e + 10);
     end.directory_size = u32(e + 12);
@@ -306,16 +364,19 @@ class ZipReader {
     end.start = pos;
     end.record = pos;
 
-    if (pos >= zip64_locator_size && u32(at(pos - zip64_locator_size)) == zip64_locator_signature) {
+    std::vector<std::byte> locator_copy;
+    const std::byte* l =
+        pos >= zip64_locator_size ? bytes_at(pos - zip64_locator_size, zip64_locator_size, locator_copy) : nullptr;
+    if (l != nullptr && u32(l) == zip64_locator_signature) {
       const std::uint64_t locator = pos - zip64_locator_size;
-      const std::byte* l = at(locator);
       const std::uint64_t record = u64(l + 8);
       if (u32(l + 4) != 0 || u32(l + 16) > 1) fail_unsupported("multi-disk zip archives are not supported", locator);
       if (record > locator || locator - record < zip64_end_size)
         fail("the zip64 end-of-central-directory record at byte " + std::to_string(record) +
                  " does not fit before its locator",
              locator);
-      const std::byte* z = at(record);
+      std::vector<std::byte> record_copy;
+      const std::byte* z = bytes_at(record, zip64_end_size, record_copy);
       if (u32(z) != zip64_end_signature)
         fail("bad zip64 end-of-central-directory signature; expected " + hex32(zip64_end_signature) + ", got " +
                  hex32(u32(z)),
@@ -374,11 +435,13 @@ class ZipReader {
     entries_.reserve(static_cast<std::size_t>(end.entry_count));
     header_offsets.reserve(static_cast<std::size_t>(end.entry_count));
     const std::uint64_t directory_end = end.directory_offset + end.directory_size;
+    std::vector<std::byte> directory_copy;
+    const std::byte* directory = bytes_at(end.directory_offset, end.directory_size, directory_copy);
     std::uint64_t pos = end.directory_offset;
     for (std::uint64_t i = 0; i < end.entry_count; ++i) {
       if (directory_end - pos < central_header_size)
         fail("a central directory header runs past the end of the central directory", pos);
-      const std::byte* h = at(pos);
+      const std::byte* h = directory + (pos - end.directory_offset);
       if (u32(h) != central_header_signature)
         fail("bad central directory header signature; expected " + hex32(central_header_signature) + ", got " +
                  hex32(u32(h)),
@@ -497,17 +560,42 @@ class ZipReader {
 
   void read_local_headers() {
     using namespace zip_impl;
-    const std::uint64_t size = archive_.size();
-    for (ZipEntry& entry : entries_) {
+    const std::uint64_t size = size_;
+    // With read_at_, one read covers this header and the following ones that lie within 64 KiB of it:
+    // an archive of many tiny records costs a read per batch of headers, not one per record.
+    constexpr std::uint64_t batch_bytes = std::uint64_t{64} << 10;
+    constexpr std::uint64_t header_guess = local_header_size + 1024;  // names are short
+    std::vector<std::byte> window;
+    std::uint64_t window_begin = 0;
+    const auto covers = [&](std::uint64_t offset, std::uint64_t length) {
+      return offset >= window_begin && offset - window_begin <= window.size() &&
+             window.size() - (offset - window_begin) >= length;
+    };
+    std::vector<std::byte> long_copy;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      ZipEntry& entry = entries_[i];
       const std::uint64_t lho = entry.local_header_offset;
       if (lho > size || size - lho < local_header_size)
         fail("the local file header at byte " + std::to_string(lho) + " runs past the end of the archive", lho,
              entry.name);
-      const std::byte* h = at(lho);
-      std::array<std::byte, 30 + 1024> copy;        // filled only when read_at_ is used
-      if (read_at_ && size - lho >= copy.size()) {  // the name follows the fixed part; names are short
-        read_at_(lho, copy);
-        h = copy.data();
+      const std::byte* h = nullptr;
+      if (!read_at_) {
+        h = at(lho);
+      } else {
+        if (!covers(lho, local_header_size)) {
+          std::uint64_t end = lho + std::min(size - lho, header_guess);
+          for (std::size_t j = i + 1; j < entries_.size(); ++j) {
+            const std::uint64_t next = entries_[j].local_header_offset;
+            if (next < lho || next > size) break;
+            const std::uint64_t next_end = next + std::min(size - next, header_guess);
+            if (next_end - lho > batch_bytes) break;
+            end = std::max(end, next_end);
+          }
+          window_begin = lho;
+          window.resize(static_cast<std::size_t>(end - lho));
+          read_at_(lho, window);
+        }
+        h = window.data() + (lho - window_begin);
       }
       if (u32(h) != local_header_signature)
         fail("bad local file header signature; expected " + hex32(local_header_signature) + ", got " + hex32(u32(h)),
@@ -516,7 +604,8 @@ class ZipReader {
       const std::uint64_t extra_length = u16(h + 28);
       if (size - lho - local_header_size < name_length + extra_length)
         fail("the local file header runs past the end of the archive", lho, entry.name);
-      if (h == copy.data() && name_length > copy.size() - local_header_size) h = at(lho);  // a long name: map it
+      if (read_at_ && !covers(lho, local_header_size + name_length))  // a long name
+        h = bytes_at(lho, local_header_size + name_length, long_copy);
       const std::string_view local_name(reinterpret_cast<const char*>(h + local_header_size),
                                         static_cast<std::size_t>(name_length));
       if (local_name != entry.name)
@@ -579,6 +668,7 @@ class ZipReader {
 
   HeaderReader read_at_;
   std::span<const std::byte> archive_;
+  std::uint64_t size_ = 0;  // archive bytes; archive_ holds them all unless the archive is read through read_at_
   std::filesystem::path file_;
   std::vector<ZipEntry> entries_;
   std::vector<std::size_t> by_name_;  // entry indices sorted by name

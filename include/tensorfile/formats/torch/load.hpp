@@ -2,12 +2,15 @@
 // load(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <istream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,16 +36,76 @@ namespace tensorfile {
 
 namespace detail {
 
-/// Heap loads of files up to this size read the whole file at once; larger ones read record by record.
-inline constexpr std::uint64_t whole_read_limit = std::uint64_t{64} << 20;
+/// Heap loads of files up to this size read the whole file at once; larger zip files are read piece by
+/// piece with pread (never mapped). A variable only so that tests can lower it (as the truncation stress
+/// test does) to reach the piecewise path with small files; nothing else changes it.
+inline std::uint64_t whole_read_limit = std::uint64_t{64} << 20;
 
 /// The bytes of a whole torch file and the ways storage bytes may be taken from it.
 struct TorchArchive {
   std::filesystem::path path;        ///< for messages; empty for memory input
-  std::span<const std::byte> bytes;  ///< the whole file
+  std::span<const std::byte> bytes;  ///< the whole file (with `pread_only`, its first bytes only)
   Storage views;                     ///< when set, storages are zero-copy slices of it
   const FileHandle* file = nullptr;  ///< otherwise, pread from here (path input) ...
-};                                   ///< ... or copy from `bytes` (memory input)
+                                     ///< ... or copy from `bytes` (memory input)
+  bool pread_only = false;           ///< a zip file reached through `file` alone: nothing of it is mapped
+  std::uint64_t size = 0;            ///< with `pread_only`, the file's size when opened
+};
+
+/// The stored records of a zip file read with pread, grouped into batches of neighbours that are read
+/// once each: a file of many tiny tensors costs a read and a buffer per batch, not one per tensor.
+/// Storages are slices of their batch's buffer, as they are of the one buffer of a small file.
+class RecordBatches {
+ public:
+  /// Records larger than this get a read and a buffer of their own.
+  static constexpr std::uint64_t small_record = std::uint64_t{64} << 10;
+  /// Most bytes one batch spans.
+  static constexpr std::uint64_t batch_span = std::uint64_t{1} << 20;
+
+  RecordBatches(const std::vector<ZipEntry>& entries, const FileHandle& file)
+      : entries_(&entries), file_(&file), batch_of_(entries.size(), unbatched) {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i].method == 0 && entries[i].size != 0 && entries[i].size <= small_record) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return entries[a].data_offset < entries[b].data_offset; });
+    for (const std::size_t i : order) {
+      const std::uint64_t begin = entries[i].data_offset;
+      const std::uint64_t end = begin + entries[i].size;
+      if (batches_.empty() || end - batches_.back().begin > batch_span) batches_.push_back({begin, end, {}});
+      batches_.back().end = std::max(batches_.back().end, end);
+      batch_of_[i] = batches_.size() - 1;
+    }
+  }
+
+  /// The bytes of `entry` (one of the entries given) as a slice of its batch, read on first use;
+  /// nullopt for a record that is not batched. Throws what FileHandle::read_exact throws.
+  [[nodiscard]] std::optional<Storage> slice(const ZipEntry& entry) {
+    const auto index = static_cast<std::size_t>(&entry - entries_->data());
+    if (batch_of_[index] == unbatched) return std::nullopt;
+    Batch& batch = batches_[batch_of_[index]];
+    if (!batch.bytes.defined()) {
+      Storage bytes = heap_storage(static_cast<std::size_t>(batch.end - batch.begin), false);
+      file_->read_exact(batch.begin, {bytes.mutable_data(), bytes.size_bytes()});
+      batch.bytes = std::move(bytes);
+    }
+    return batch.bytes.slice(static_cast<std::size_t>(entry.data_offset - batch.begin),
+                             static_cast<std::size_t>(entry.size));
+  }
+
+ private:
+  static constexpr std::size_t unbatched = SIZE_MAX;
+  struct Batch {
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    Storage bytes;
+  };
+  const std::vector<ZipEntry>* entries_;
+  const FileHandle* file_;
+  std::vector<std::size_t> batch_of_;  // per entry: its batch, or unbatched
+  std::vector<Batch> batches_;
+};
 
 /// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
 template <class Read, class Where>
@@ -98,7 +161,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const ZipReader zip = ZipReader::open(archive.bytes, archive.path, {}, read_at);
+  const ZipReader zip = archive.pread_only ? ZipReader::open_file(archive.size, archive.path, read_at)
+                                           : ZipReader::open(archive.bytes, archive.path, {}, read_at);
   const std::string prefix(zip.prefix());
   const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
   if (zip.find("constants.pkl") != nullptr) {
@@ -114,7 +178,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (pickle == nullptr) throw FormatError("the archive has no data.pkl record", {archive.path, member("data.pkl")});
   std::vector<std::byte> inflated;
   std::span<const std::byte> pickle_bytes;
-  if (pickle->method == 0) {
+  if (pickle->method == 0 && zip.in_memory()) {
     pickle_bytes = zip.stored_bytes(*pickle);
   } else {
     inflated = zip.read(*pickle);
@@ -130,6 +194,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       numbered_records[*n] = &entry;
     }
   }
+  std::optional<RecordBatches> batches;
+  if (archive.pread_only && !big_endian) batches.emplace(zip.entries(), *archive.file);
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
@@ -167,6 +233,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       const auto size = static_cast<std::size_t>(record->size);
       if (record->method == 0 && archive.views.defined() && !big_endian) {
         cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
+      } else if (std::optional<Storage> batched = batches ? batches->slice(*record) : std::nullopt) {
+        cpu = *std::move(batched);
       } else {
         cpu = heap_storage(size, false);
         std::span<std::byte> out(cpu.mutable_data(), size);
@@ -378,8 +446,11 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
 
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
-/// memory (files up to 64 MiB in one read into one buffer the tensors share; larger ones record
-/// by record), or with `.mmap` set become views into one mapping of the file in that MapMode.
+/// memory (files up to 64 MiB in one read into one buffer the tensors share; larger zip files piece
+/// by piece with pread, small neighbouring records in shared batches of up to 1 MiB; larger legacy
+/// files whole), or with `.mmap` set become views into one mapping of the file in that MapMode.
+/// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
+/// of a file that another process truncates can die of SIGBUS (as any mapping can).
 /// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
 /// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
@@ -389,18 +460,33 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
   if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
-  if (!options.mmap && size <= detail::whole_read_limit) {
-    // Small files: one pread into one buffer that the tensors share; no mapping, no call per record.
+  if (!options.mmap) {
+    // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
+    std::array<std::byte, format_sniff_bytes> head{};
+    if (size > detail::whole_read_limit) {
+      const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
+      file.read_exact(0, {head.data(), head_size});
+      archive.bytes = {head.data(), head_size};
+      const FileFormat format = detect_format(archive.bytes);
+      if (format == FileFormat::torch_zip) {
+        archive.file = &file;  // the index, the pickle and the records by pread
+        archive.pread_only = true;
+        archive.size = size;
+        return detail::load_archive(archive, options);
+      }
+      if (format != FileFormat::torch_legacy) return detail::load_archive(archive, options);  // refused by its head
+    }
+    // Small files (and legacy ones): one pread into one buffer the tensors share; no call per record.
     Storage whole = heap_storage(static_cast<std::size_t>(size), false);
     file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
     archive.bytes = {whole.data(), whole.size_bytes()};
     archive.views = whole;
     return detail::load_archive(archive, options);
   }
-  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), options.mmap.value_or(MapMode::read_only)));
+  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
   archive.bytes = {mapping.data(), mapping.size_bytes()};
-  if (options.mmap) archive.views = mapping;
-  archive.file = &file;  // headers by pread; in heap mode the data too
+  archive.views = mapping;
+  archive.file = &file;  // local headers by pread
   return detail::load_archive(archive, options);
 }
 
