@@ -98,7 +98,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const ZipReader zip = ZipReader::open(archive.bytes, archive.path, {}, read_at);
+  const ZipReader zip = ZipReader::open(archive.bytes, archive.path, {.max_entries = options.max_records}, read_at);
   const std::string prefix(zip.prefix());
   const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
   if (zip.find("constants.pkl") != nullptr) {
