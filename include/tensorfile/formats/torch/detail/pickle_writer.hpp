@@ -300,6 +300,10 @@ class PickleWriter {
                         " levels deep; raise SaveOptions::max_depth and LoadOptions::max_depth together to save and "
                         "load it");
   }
+  [[noreturn]] static void cycle(const Value& v) {
+    throw ArgumentError("cannot save a " + std::string(Value::kind_name(v.kind())) +
+                        " that contains itself; load() refuses cycles");
+  }
   // A container or call that load() builds on its own (a tensor's argument tuple): only its nesting counts.
   void transient(std::size_t nesting) const {
     if (nesting > limits_.max_depth) too_deep();
@@ -332,10 +336,7 @@ class PickleWriter {
     }
     auto [known, fresh] = heights_.try_emplace(identity, open_container);
     if (!fresh) {
-      if (known->second == open_container) {
-        throw ArgumentError("cannot save a " + std::string(Value::kind_name(v.kind())) +
-                            " that contains itself; load() refuses cycles");
-      }
+      if (known->second == open_container) cycle(v);
       memo_get(identity);
       return known->second;
     }
