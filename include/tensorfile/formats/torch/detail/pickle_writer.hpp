@@ -40,7 +40,9 @@ struct PickleWriteLimits {
 /// an undefined tensor, a container inside itself, a breach of `limits`.
 class PickleWriter {
  public:
-  explicit PickleWriter(PickleWriteLimits limits = {}) : limits_(limits) {}
+  explicit PickleWriter(PickleWriteLimits limits = {}) : limits_(limits) {
+    limits_.max_depth = std::max<std::size_t>(limits_.max_depth, 1);  // as load(): one level is never refused
+  }
 
   /// Pickles `root` to data.pkl bytes; storages() then lists the records to write.
   std::string dump(const Value& root) {
@@ -50,8 +52,8 @@ class PickleWriter {
     value(root, 0);
     op(Op::stop);
     if (memo_.size() > limits_.max_memo) {
-      throw ArgumentError("cannot save a value of " + std::to_string(memo_.size()) +
-                          " objects to memoize; expected at most max_memo = " + std::to_string(limits_.max_memo) +
+      throw ArgumentError("cannot save a value that needs " + std::to_string(memo_.size()) +
+                          " pickle memo entries; expected at most max_memo = " + std::to_string(limits_.max_memo) +
                           " (load() refuses more)");
     }
     return std::move(out_);
