@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Tests of save_memmap()'s modes: new files and directories get 0666 / 0777 less the umask, and a
 // replaced tree keeps its root directory's permission bits.
-#include <sys/stat.h>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
 
+#include "file_modes.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -12,23 +12,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-mode_t permissions_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::lstat(path.c_str(), &info) == 0);
-  return info.st_mode & 07777;
-}
-
-/// Sets the process umask for one test and restores it after (tests run one at a time).
-class UmaskScope {
- public:
-  explicit UmaskScope(mode_t mask) : old_(::umask(mask)) {}
-  UmaskScope(const UmaskScope&) = delete;
-  UmaskScope& operator=(const UmaskScope&) = delete;
-  ~UmaskScope() { ::umask(old_); }
-
- private:
-  mode_t old_;
-};
+using tensorfile_test::permissions_of;
+using tensorfile_test::UmaskScope;
 
 TensorDict sample(float first) {
   return TensorDict({{"a", Tensor::from_values<float>({first, 2})},

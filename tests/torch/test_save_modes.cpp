@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tests of save()'s file modes and links: a replaced file keeps its permission bits, a new one gets
 // 0666 less the umask, and a symbolic link is written through and stays a link, as torch.save does.
-#include <sys/stat.h>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
 
@@ -9,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "file_modes.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -16,23 +16,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-mode_t permissions_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::lstat(path.c_str(), &info) == 0);
-  return info.st_mode & 07777;
-}
-
-/// Sets the process umask for one test and restores it after (tests run one at a time).
-class UmaskScope {
- public:
-  explicit UmaskScope(mode_t mask) : old_(::umask(mask)) {}
-  UmaskScope(const UmaskScope&) = delete;
-  UmaskScope& operator=(const UmaskScope&) = delete;
-  ~UmaskScope() { ::umask(old_); }
-
- private:
-  mode_t old_;
-};
+using tensorfile_test::permissions_of;
+using tensorfile_test::UmaskScope;
 
 Value weights(float first) { return make_state_dict({{"w", Tensor::from_values<float>({first, 2, 3})}}); }
 
