@@ -229,7 +229,7 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
   SECTION("defaults") {
     const tensorfile::LoadOptions d;
     CHECK(d.strict);
-    CHECK(d.max_depth == 1000);
+    CHECK(d.max_depth == 5000);
     CHECK(d.max_memo == (1u << 22));
     CHECK(d.max_container == (1u << 26));
     CHECK(d.max_total_bytes == (std::uint64_t{1} << 46));

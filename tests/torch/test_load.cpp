@@ -475,7 +475,7 @@ TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
                               .bytes()),
                       "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
   const LoadOptions defaults;
-  CHECK(defaults.max_depth == 1000);
+  CHECK(defaults.max_depth == 5000);
   CHECK(defaults.strict);
 }
 

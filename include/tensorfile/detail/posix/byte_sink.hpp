@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <ostream>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,19 +65,31 @@ class StreamSink final : public ByteSink {
 
 /// Writes a new file beside `target` and renames it over `target` on commit(): readers see the
 /// old file or the whole new one, never a half-written one. Without commit() (an exception
-/// unwinding) the temporary file is removed and `target` is untouched. Small writes are staged;
-/// large ones go out from the caller's memory, borrowed ones gathered with the staged bytes into
-/// one writev() per many records (one write() per record costs measurably more in the kernel).
+/// unwinding) the temporary file is removed and `target` is untouched. A symbolic link `target`
+/// is written through, as torch.save does: the file it leads to is replaced and the link stays. The
+/// new file gets the permission bits of the file it replaces, or 0666 less the umask. Small writes
+/// are staged; large ones go out from the caller's memory, borrowed ones gathered with the staged
+/// bytes into one writev() per many records (one write() per record costs measurably more in the kernel).
 class AtomicFileSink final : public ByteSink {
  public:
-  AtomicFileSink(std::filesystem::path target, bool sync) : target_(std::move(target)), sync_(sync) {
+  AtomicFileSink(std::filesystem::path target, bool sync) : target_(resolve_links(std::move(target))), sync_(sync) {
     std::filesystem::path directory = target_.parent_path();
     if (directory.empty()) directory = ".";
-    std::string pattern = (directory / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
-    fd_ = ::mkstemp(pattern.data());
+    // The kernel applies the umask to a new file's mode; a replaced file's bits are restored below
+    // (never created more open than they were, so its old readers are the only ones who may look).
+    struct stat old {};
+    const bool replacing = ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode);
+    const mode_t mode = replacing ? (old.st_mode & 0777) : 0666;
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      char suffix[17];
+      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
+      temporary_ = directory / ("." + target_.filename().string() + ".tmp-" + suffix);
+      fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
     if (fd_ < 0) throw IoError("cannot create a temporary file beside it", errno, {.file = target_});
-    temporary_ = pattern;
-    ::fchmod(fd_, 0644);
+    if (replacing) ::fchmod(fd_, mode);  // the umask may have taken bits the old file had
     staging_.reserve(staging_size);
   }
   ~AtomicFileSink() override {
@@ -156,6 +169,18 @@ class AtomicFileSink final : public ByteSink {
   static constexpr std::size_t gather_bytes = std::size_t{32} << 20;
   static constexpr std::size_t gather_pieces = 512;
   static constexpr std::size_t max_call_bytes = std::size_t{1} << 30;
+
+  // The file a chain of symbolic links ends at (the path itself when it is no link, or leads nowhere yet).
+  static std::filesystem::path resolve_links(std::filesystem::path path) {
+    for (int hops = 0; hops < 40; ++hops) {  // as the kernel's own limit on links followed
+      std::error_code error;
+      if (!std::filesystem::is_symlink(path, error)) return path;
+      std::filesystem::path next = std::filesystem::read_symlink(path, error);
+      if (error) throw IoError("cannot read the symbolic link", error.value(), {.file = path});
+      path = next.is_absolute() ? next : path.parent_path() / next;
+    }
+    throw IoError("cannot follow the symbolic link", ELOOP, {.file = path});
+  }
 
   struct Piece {
     const std::byte* borrowed;  // null: `size` staged bytes from `offset`

@@ -25,7 +25,7 @@ namespace tensorfile::detail {
 
 /// Resource caps for ZipReader::open; the defaults suit any real torch file.
 struct ZipLimits {
-  std::uint64_t max_entries = 1'000'000;                      ///< most entries an archive may declare
+  std::uint64_t max_entries = std::uint64_t{1} << 24;         ///< most entries an archive may declare (as LoadOptions')
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
 };
 

@@ -82,6 +82,8 @@ class MemmapWriter {
     try {
       const FileHandle root = FileHandle::try_open_at(parent_fd, temp.c_str(), dir_open_flags);
       if (!root.valid()) throw IoError("cannot open directory", errno, {.file = parent / temp});
+      struct stat old_root {};  // a replaced tree keeps its root's permission bits (a private tree stays private)
+      if (exists && ::stat(prefix.c_str(), &old_root) == 0) ::fchmod(root.fd(), old_root.st_mode & 07777);
       if (remap_) mapped.emplace();
       write_collection(td, root.fd(), prefix, mapped ? &*mapped : nullptr);
       install(parent_fd, parent, temp, base, exists, prefix);

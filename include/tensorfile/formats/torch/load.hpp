@@ -161,8 +161,9 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const ZipReader zip = archive.pread_only ? ZipReader::open_file(archive.size, archive.path, read_at)
-                                           : ZipReader::open(archive.bytes, archive.path, {}, read_at);
+  const ZipLimits limits{.max_entries = options.max_records};
+  const ZipReader zip = archive.pread_only ? ZipReader::open_file(archive.size, archive.path, read_at, limits)
+                                           : ZipReader::open(archive.bytes, archive.path, limits, read_at);
   const std::string prefix(zip.prefix());
   const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
   if (zip.find("constants.pkl") != nullptr) {

@@ -77,7 +77,7 @@ struct LoadOptions {
                ///< buffer, read-only (span input): no data copied; unset: heap storages
   bool strict = true;                    ///< unknown globals are an error; false: kept as opaque Object records
   bool verify_crc = false;               ///< check every zip record's CRC-32 (torch does not)
-  std::size_t max_depth = 1000;          ///< most nesting of containers
+  std::size_t max_depth = 5000;          ///< most nesting of containers (as SaveOptions::max_depth)
   std::size_t max_memo = 1u << 22;       ///< most pickle memo entries
   std::size_t max_container = 1u << 26;  ///< most items in one container
   std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
@@ -85,6 +85,7 @@ struct LoadOptions {
   /// file before it is read; a Storage it returns (of the record's size) is used as is, map_location
   /// not applied; nullopt reads and places the record as usual. Not called for legacy files.
   std::function<std::optional<Storage>(const StorageRecord&)> storage_source{};
+  std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most records a zip archive may hold (as SaveOptions')
 };
 
 }  // namespace tensorfile

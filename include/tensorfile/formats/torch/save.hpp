@@ -28,6 +28,12 @@ struct SaveOptions {
   bool sync = true;      ///< fsync the new file and its directory before it replaces the old one (paths only);
                          ///< on by default, as save_memmap, so that a finished save survives power loss
   std::string prefix{};  ///< archive folder name; empty: the file stem for paths, "archive" for streams
+  // The limits below match LoadOptions' fields and defaults: a value past one is refused (ArgumentError,
+  // nothing written) because load() with the same setting would refuse the file.
+  std::size_t max_depth = 5000;                        ///< most nesting of containers (torch loads at least 5,000)
+  std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most archive records: one per storage, plus 6
+  std::size_t max_memo = 1u << 22;       ///< most pickle memo entries (about one per tensor and container)
+  std::size_t max_container = 1u << 26;  ///< most items in one container
 };
 
 namespace detail {
@@ -82,20 +88,42 @@ inline void write_storage_records(ZipWriter& zip, const std::vector<SavedStorage
   zip.flush();  // before `hosts` (device tensors' host copies) goes
 }
 
-/// Writes the whole archive for `root` into `sink`.
-inline void write_torch_archive(const Value& root, ByteSink& sink, const std::string& prefix,
-                                const SaveOptions& options) {
+/// A value pickled and checked, before any byte of its file is written.
+struct PreparedArchive {
+  PickleWriter pickler;  ///< holds the storages to write
+  std::string pickle;    ///< data.pkl
+};
+
+/// Pickles `root` and refuses (ArgumentError) what load() with the same limits would refuse.
+inline PreparedArchive prepare_torch_archive(const Value& root, const SaveOptions& options) {
   if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 || options.alignment > 32768) {
     throw ArgumentError("alignment must be a power of two up to 32768; got " + std::to_string(options.alignment));
   }
-  PickleWriter pickler;
-  const std::string pickle = pickler.dump(root);
+  PreparedArchive prepared{
+      PickleWriter(
+          {.max_depth = options.max_depth, .max_memo = options.max_memo, .max_container = options.max_container}),
+      {}};
+  prepared.pickle = prepared.pickler.dump(root);
+  constexpr std::uint64_t fixed_records = 6;  // data.pkl, the four small ones and .data/serialization_id
+  const std::uint64_t records = prepared.pickler.storages().size() + fixed_records;
+  if (records > options.max_records) {
+    throw ArgumentError("cannot save " + std::to_string(records) + " records (" +
+                        std::to_string(prepared.pickler.storages().size()) +
+                        " storages); expected at most max_records = " + std::to_string(options.max_records) +
+                        "; raise SaveOptions::max_records and LoadOptions::max_records together to save and load it");
+  }
+  return prepared;
+}
+
+/// Writes the whole archive of a prepared value into `sink`.
+inline void write_torch_archive(const PreparedArchive& prepared, ByteSink& sink, const std::string& prefix,
+                                const SaveOptions& options) {
   ZipWriter zip(sink, prefix, options.alignment);
-  zip.add("data.pkl", pickle);
+  zip.add("data.pkl", prepared.pickle);
   zip.add(".format_version", "1");
   zip.add(".storage_alignment", std::to_string(options.alignment));
   zip.add("byteorder", "little");
-  write_storage_records(zip, pickler.storages());
+  write_storage_records(zip, prepared.pickler.storages());
   zip.add("version", "3\n");
   // Informational in torch; any 40 digits are accepted.
   std::mt19937_64 random(std::random_device{}());
@@ -112,24 +140,31 @@ inline void write_torch_archive(const Value& root, ByteSink& sink, const std::st
 /// beside `path` and renamed over it only when complete (fsync'd unless `.sync = false`): on any
 /// error the old file is untouched and no temporary is left. Throws IoError, ArgumentError for
 /// values torch cannot hold (one storage seen as two dtypes), DeviceError for device tensors
-/// without CUDA support.
+/// without CUDA support. Refuses with ArgumentError, before anything is written, what load() could
+/// not read back: an undefined tensor, a container inside itself, a breach of the limits (which
+/// match LoadOptions'). A symbolic link `path` is written through (the file it leads to is
+/// replaced, the link stays); the new file keeps the replaced file's permission bits, or gets 0666
+/// less the umask.
 inline void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options = {}) {
+  const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::AtomicFileSink sink(path, options.sync);
-  detail::write_torch_archive(value, sink, options.prefix.empty() ? path.stem().string() : options.prefix, options);
+  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? path.stem().string() : options.prefix, options);
   sink.commit();
 }
 
 /// Saves to a stream (archive prefix "archive", as torch.save to a buffer).
 inline void save(const Value& value, std::ostream& out, const SaveOptions& options = {}) {
+  const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::StreamSink sink(out);
-  detail::write_torch_archive(value, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? "archive" : options.prefix, options);
 }
 
 /// Saves to a new byte vector (archive prefix "archive").
 [[nodiscard]] inline std::vector<std::byte> save_to_bytes(const Value& value, const SaveOptions& options = {}) {
   std::vector<std::byte> out;
+  const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::VectorSink sink(out);
-  detail::write_torch_archive(value, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? "archive" : options.prefix, options);
   return out;
 }
 

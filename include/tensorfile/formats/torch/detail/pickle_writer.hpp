@@ -2,6 +2,7 @@
 // Writes a Value as torch.save's data.pkl: pickle protocol 2, tensors as persistent storage ids.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -25,10 +26,24 @@ struct SavedStorage {
   std::string key;  ///< record name under data/
 };
 
+/// The bounds load() puts on a pickle (PickleLimits), which the writer keeps so that it never
+/// writes what load() would refuse.
+struct PickleWriteLimits {
+  std::size_t max_depth = 5000;          ///< nesting of containers, counted as the loader counts it
+  std::size_t max_memo = 1u << 22;       ///< memo entries
+  std::size_t max_container = 1u << 26;  ///< items in one list, dict, set or tuple
+};
+
 /// Emits protocol-2 opcodes for a Value tree. Tensors that share a storage share one record;
 /// a tensor or container reached twice is written once and referenced from the memo after that.
+/// Throws ArgumentError, before the caller writes anything, for what load() could not read back:
+/// an undefined tensor, a container inside itself, a breach of `limits`.
 class PickleWriter {
  public:
+  explicit PickleWriter(PickleWriteLimits limits = {}) : limits_(limits) {
+    limits_.max_depth = std::max<std::size_t>(limits_.max_depth, 1);  // as load(): one level is never refused
+  }
+
   /// Pickles `root` to data.pkl bytes; storages() then lists the records to write.
   std::string dump(const Value& root) {
     out_.clear();
@@ -36,6 +51,11 @@ class PickleWriter {
     byte(2);
     value(root, 0);
     op(Op::stop);
+    if (memo_.size() > limits_.max_memo) {
+      throw ArgumentError("cannot save a value that needs " + std::to_string(memo_.size()) +
+                          " pickle memo entries; expected at most max_memo = " + std::to_string(limits_.max_memo) +
+                          " (load() refuses more)");
+    }
     return std::move(out_);
   }
 
@@ -43,7 +63,6 @@ class PickleWriter {
   [[nodiscard]] const std::vector<SavedStorage>& storages() const noexcept { return storages_; }
 
  private:
-  static constexpr std::size_t max_depth = 10000;
   static constexpr std::size_t batch = 1000;  // items per APPENDS/SETITEMS, as CPython writes them
 
   void op(Op code) { out_.push_back(static_cast<char>(code)); }
@@ -136,44 +155,51 @@ class PickleWriter {
     u32(static_cast<std::uint32_t>(s.size()));
     out_ += s;
   }
-  void tuple_of(const List& items, std::size_t depth) {
+  // The writers of container items return the deepest item's nesting (0 for no container).
+  std::size_t tuple_of(const List& items, std::size_t depth) {
+    std::size_t deepest = 0;
     if (items.empty()) {
       op(Op::empty_tuple);
-      return;
+      return deepest;
     }
     if (items.size() <= 3) {
-      for (const auto& item : items) value(item, depth + 1);
+      for (const auto& item : items) deepest = std::max(deepest, value(item, depth + 1));
       op(tuple_op(items.size()));
-      return;
+      return deepest;
     }
     op(Op::mark);
-    for (const auto& item : items) value(item, depth + 1);
+    for (const auto& item : items) deepest = std::max(deepest, value(item, depth + 1));
     op(Op::tuple);
+    return deepest;
   }
-  void batched(const List& items, Op single, Op many, std::size_t depth) {
+  std::size_t batched(const List& items, Op single, Op many, std::size_t depth) {
+    std::size_t deepest = 0;
     for (std::size_t start = 0; start < items.size(); start += batch) {
       const std::size_t n = std::min(batch, items.size() - start);
       if (n == 1) {
-        value(items[start], depth + 1);
+        deepest = std::max(deepest, value(items[start], depth + 1));
         op(single);
         continue;
       }
       op(Op::mark);
-      for (std::size_t i = start; i < start + n; ++i) value(items[i], depth + 1);
+      for (std::size_t i = start; i < start + n; ++i) deepest = std::max(deepest, value(items[i], depth + 1));
       op(many);
     }
+    return deepest;
   }
-  void dict_items(const Dict& dict, std::size_t depth) {
+  std::size_t dict_items(const Dict& dict, std::size_t depth) {
+    std::size_t deepest = 0;
     const auto& items = dict.items();
     for (std::size_t start = 0; start < items.size(); start += batch) {
       const std::size_t n = std::min(batch, items.size() - start);
       if (n > 1) op(Op::mark);
       for (std::size_t i = start; i < start + n; ++i) {
-        value(items[i].first, depth + 1);
-        value(items[i].second, depth + 1);
+        deepest = std::max(deepest, value(items[i].first, depth + 1));
+        deepest = std::max(deepest, value(items[i].second, depth + 1));
       }
       op(n == 1 ? Op::setitem : Op::setitems);
     }
+    return deepest;
   }
   void bytes_value(const Bytes& b) {
     // As CPython's protocol 2 does: _codecs.encode(<latin-1 text>, 'latin1').
@@ -195,6 +221,7 @@ class PickleWriter {
   }
 
   std::string storage_key(const Tensor& t) {
+    if (!t.defined()) throw ArgumentError("cannot save an undefined tensor (Tensor()); load() could not rebuild it");
     const Storage& s = t.storage();
     // Views of one storage share its data pointer; empty storages have none, so their owner decides.
     const void* identity = s.data() != nullptr ? static_cast<const void*>(s.data()) : s.owner();
@@ -242,6 +269,7 @@ class PickleWriter {
   }
 
   void tensor(const Tensor& t) {
+    if (!t.defined()) throw ArgumentError("cannot save an undefined tensor (Tensor()); load() could not rebuild it");
     if (t.device().is_meta()) {
       global("torch._utils", "_rebuild_meta_tensor_no_storage");
       op(Op::mark);
@@ -269,39 +297,74 @@ class PickleWriter {
     op(Op::reduce);
   }
 
-  void value(const Value& v, std::size_t depth) {
-    if (depth > max_depth) throw LimitError("value nests deeper than " + std::to_string(max_depth) + " levels");
+  [[noreturn]] void too_deep() const {
+    throw ArgumentError("cannot save a value nested more than " + std::to_string(limits_.max_depth) +
+                        " levels deep; raise SaveOptions::max_depth and LoadOptions::max_depth together to save and "
+                        "load it");
+  }
+  [[noreturn]] static void cycle(const Value& v) {
+    throw ArgumentError("cannot save a " + std::string(Value::kind_name(v.kind())) +
+                        " that contains itself; load() refuses cycles");
+  }
+  // A container or call that load() builds on its own (a tensor's argument tuple): only its nesting counts.
+  void transient(std::size_t nesting) const {
+    if (nesting > limits_.max_depth) too_deep();
+  }
+  void count_items(std::size_t n) const {
+    if (n > limits_.max_container) {
+      throw ArgumentError("cannot save a container of " + std::to_string(n) +
+                          " items; expected at most max_container = " + std::to_string(limits_.max_container) +
+                          " (load() refuses more)");
+    }
+  }
+  static bool is_container(Value::Kind kind) noexcept {
+    return kind == Value::Kind::tuple || kind == Value::Kind::list || kind == Value::Kind::dict ||
+           kind == Value::Kind::set || kind == Value::Kind::object;
+  }
+
+  // Writes `v`, which sits inside `depth` containers, and returns its nesting as load() counts it:
+  // 0 for a non-container, else 1 + its deepest item's. Recursion stops at max_depth (the stack
+  // holds that: a test saves the default depth under ASan).
+  std::size_t value(const Value& v, std::size_t depth) {
     const void* identity = v.identity();
-    if (identity != nullptr && memo_get(identity)) return;
+    if (!is_container(v.kind())) {
+      if (identity == nullptr || !memo_get(identity)) leaf(v, identity);
+      return 0;
+    }
+    if (depth + 1 > limits_.max_depth) too_deep();
+    if (v.is_tuple() && v.as_tuple().empty()) {  // never memoized, as Python's pickler does
+      op(Op::empty_tuple);
+      return 1;
+    }
+    auto [known, fresh] = heights_.try_emplace(identity, open_container);
+    if (!fresh) {
+      if (known->second == open_container) cycle(v);
+      memo_get(identity);
+      return known->second;
+    }
+    const std::size_t nesting = container(v, identity, depth);
+    if (depth + nesting > limits_.max_depth) too_deep();
+    heights_[identity] = nesting;  // `known` may have moved: the map grew below
+    return nesting;
+  }
+
+  std::size_t container(const Value& v, const void* identity, std::size_t depth) {
+    std::size_t deepest = 0;
     switch (v.kind()) {
-      case Value::Kind::none: op(Op::none); return;
-      case Value::Kind::boolean: op(v.as_bool() ? Op::newtrue : Op::newfalse); return;
-      case Value::Kind::integer: integer(v.as_int()); return;
-      case Value::Kind::big_integer: big_integer(v.as_big_int()); return;
-      case Value::Kind::floating: floating(v.as_float()); return;
-      case Value::Kind::complex:
-        global("builtins", "complex");
-        floating(v.as_complex().real());
-        floating(v.as_complex().imag());
-        op(Op::tuple2);
-        op(Op::reduce);
-        break;
-      case Value::Kind::string: text(v.as_string()); return;
-      case Value::Kind::bytes: bytes_value(v.as_bytes()); return;
       case Value::Kind::tuple:
-        if (v.as_tuple().empty()) {  // never memoized, as Python's pickler does
-          op(Op::empty_tuple);
-          return;
-        }
-        tuple_of(v.as_tuple(), depth);
+        count_items(v.as_tuple().size());
+        deepest = tuple_of(v.as_tuple(), depth);
+        memo_put(identity);
         break;
       case Value::Kind::list:
+        count_items(v.as_list().size());
         op(Op::empty_list);
         memo_put(identity);
-        batched(v.as_list(), Op::append, Op::appends, depth);
-        return;
+        deepest = batched(v.as_list(), Op::append, Op::appends, depth);
+        break;
       case Value::Kind::dict: {
         const Dict& dict = v.as_dict();
+        count_items(dict.size());
         if (dict.ordered) {
           global("collections", "OrderedDict");
           op(Op::empty_tuple);
@@ -310,21 +373,63 @@ class PickleWriter {
           op(Op::empty_dict);
         }
         memo_put(identity);
-        dict_items(dict, depth);
+        deepest = dict_items(dict, depth);
         if (dict.ordered && dict.attributes.is_dict() && !dict.attributes.as_dict().empty()) {
-          value(dict.attributes, depth + 1);
+          deepest = std::max(deepest, value(dict.attributes, depth + 1));
           op(Op::build);
         }
-        return;
+        break;
       }
       case Value::Kind::set:
+        count_items(v.as_set().items.size());
         global("builtins", v.as_set().frozen ? "frozenset" : "set");
         op(Op::empty_list);
-        batched(v.as_set().items, Op::append, Op::appends, depth);
+        deepest = batched(v.as_set().items, Op::append, Op::appends, depth);
         op(Op::tuple1);
         op(Op::reduce);
+        transient(deepest + 2);  // load() builds the set from a tuple holding a list of the items
+        memo_put(identity);
         break;
+      case Value::Kind::object: {
+        const Object& o = v.as_object();
+        global(o.module, o.name);
+        deepest = value(o.args.is_tuple() ? o.args : Value::tuple({}), depth + 1);
+        op(o.newobj ? Op::newobj : Op::reduce);
+        memo_put(identity);
+        if (!o.state.is_none()) {
+          deepest = std::max(deepest, value(o.state, depth + 1));
+          op(Op::build);
+        }
+        break;
+      }
+      default: break;
+    }
+    return deepest + 1;
+  }
+
+  // Everything but containers: no recursion below this point, so its locals stay off the recursion's frames.
+  void leaf(const Value& v, const void* identity) {
+    switch (v.kind()) {
+      case Value::Kind::none: op(Op::none); return;
+      case Value::Kind::boolean: op(v.as_bool() ? Op::newtrue : Op::newfalse); return;
+      case Value::Kind::integer: integer(v.as_int()); return;
+      case Value::Kind::big_integer: big_integer(v.as_big_int()); return;
+      case Value::Kind::floating: floating(v.as_float()); return;
+      case Value::Kind::complex:
+        transient(1);
+        global("builtins", "complex");
+        floating(v.as_complex().real());
+        floating(v.as_complex().imag());
+        op(Op::tuple2);
+        op(Op::reduce);
+        break;
+      case Value::Kind::string: text(v.as_string()); return;
+      case Value::Kind::bytes:
+        transient(1);
+        bytes_value(v.as_bytes());
+        return;
       case Value::Kind::tensor:
+        transient(2);  // the argument tuple of torch's rebuild call holds the shape tuples
         if (v.is_parameter()) {
           global("torch._utils", "_rebuild_parameter");
           tensor(v.as_tensor().requires_grad() ? Tensor(v.as_tensor()).set_requires_grad(false) : v.as_tensor());
@@ -338,8 +443,12 @@ class PickleWriter {
           tensor(v.as_tensor());
         }
         break;
-      case Value::Kind::storage: persistent_storage(v.as_storage().tensor); return;
+      case Value::Kind::storage:
+        transient(1);
+        persistent_storage(v.as_storage().tensor);
+        return;
       case Value::Kind::device: {
+        transient(1);
         global("torch", "device");
         const Device d = v.as_device();
         text(d.kind == Device::Kind::CPU ? "cpu" : d.kind == Device::Kind::CUDA ? "cuda" : "meta");
@@ -356,6 +465,7 @@ class PickleWriter {
       case Value::Kind::global: {
         const Global& g = v.as_global();
         if (g.module == "torch" && is_layout(g.name)) {  // layouts travel as _get_layout('torch.<name>')
+          transient(1);
           global("torch.serialization", "_get_layout");
           text("torch." + g.name);
           op(Op::tuple1);
@@ -365,22 +475,14 @@ class PickleWriter {
         global(g.module, g.name);
         return;
       }
-      case Value::Kind::object: {
-        const Object& o = v.as_object();
-        global(o.module, o.name);
-        value(o.args.is_tuple() ? o.args : Value::tuple({}), depth + 1);
-        op(o.newobj ? Op::newobj : Op::reduce);
-        memo_put(identity);
-        if (!o.state.is_none()) {
-          value(o.state, depth + 1);
-          op(Op::build);
-        }
-        return;
-      }
+      default: return;
     }
     if (identity != nullptr) memo_put(identity);
   }
 
+  static constexpr std::size_t open_container = static_cast<std::size_t>(-1);  // being written: met again, a cycle
+  PickleWriteLimits limits_;
+  std::unordered_map<const void*, std::size_t> heights_;  // each container's nesting, once written
   std::string out_;
   std::unordered_map<const void*, std::uint32_t> memo_;
   std::unordered_map<std::string, const void*> globals_;

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+// Tests that save() and load() agree: what save() writes, load() with the same limits reads; what
+// load() would refuse, save() refuses first (ArgumentError, nothing written).
+#include <tensorfile/detail/zip/reader.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+#include <tensorfile/formats/torch/save.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensorfile_catch.hpp"
+
+using namespace tensorfile;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::span<const std::byte> span_of(const std::vector<std::byte>& v) { return v; }
+
+/// `levels` lists, each inside the next; the innermost holds `leaf`.
+Value nested_lists(std::size_t levels, const Value& leaf = Value(1)) {
+  Value v(List{leaf});
+  for (std::size_t i = 1; i < levels; ++i) v = Value(List{v});
+  return v;
+}
+
+/// How many lists a chain of one-item lists has (a loop, not recursion: the chains are long).
+std::size_t chain_length(Value v) {
+  std::size_t n = 0;
+  while (v.is_list()) {
+    ++n;
+    Value next = v.as_list().empty() ? Value() : v.as_list().front();
+    v = std::move(next);
+  }
+  return n;
+}
+
+bool saves(const Value& v, const SaveOptions& options) {
+  try {
+    (void)save_to_bytes(v, options);
+    return true;
+  } catch (const ArgumentError&) {
+    return false;
+  }
+}
+
+bool loads(std::span<const std::byte> bytes, const LoadOptions& options) {
+  try {
+    (void)load(bytes, options);
+    return true;
+  } catch (const LimitError&) {
+    return false;
+  }
+}
+
+/// The entries of `dir` (a refused save must leave no temporary behind).
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Values covering every way the writer nests: containers, and the tuples load() builds around
+/// tensors, sets, complex numbers, devices, layouts, bytes, objects and state_dict metadata.
+std::vector<std::pair<std::string, Value>> nesting_samples() {
+  const Tensor t = Tensor::from_values<float>({1, 2, 3});
+  Dict metadata;
+  metadata.set("", Dict{});
+  Object object{"my.module", "Thing", Value::tuple({1, List{2}}), Value(Dict{}), false};
+  object.state.as_dict().set("k", List{List{3}});
+  const Value shared = nested_lists(3);
+  return {
+      {"int", Value(1)},
+      {"empty tuple", Value::tuple({})},
+      {"tensor", Value(t)},
+      {"parameter", Value::parameter(t)},
+      {"meta tensor", Value(Tensor::zeros({2}, DType::Float32, Device::meta()))},
+      {"list of a tensor", Value(List{t})},
+      {"set", Value(Set{{1, 2}, false})},
+      {"set of a tuple", Value(Set{{Value::tuple({1, Value::tuple({2})})}, true})},
+      {"complex", Value(std::complex<double>(1, 2))},
+      {"device", Value(Device::parse("cuda:1"))},
+      {"layout", Value(Global{"torch", "strided"})},
+      {"bytes", Value(Bytes{{std::byte{1}}})},
+      {"storage", Value(StorageValue{t, "cpu"})},
+      {"state_dict", make_state_dict({{"w", t}}, Value(std::move(metadata)))},
+      {"object", Value(std::move(object))},
+      {"nested lists", nested_lists(5)},
+      {"dict of tuples", Value(Dict{})},
+      {"shared deep list, reached deeper the second time", Value(List{shared, List{List{shared}}})},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("save() refuses at every max_depth what load() refuses at it, and nothing else", "[save][limits]") {
+  for (auto& [name, value] : nesting_samples()) {
+    if (name == "dict of tuples") value.as_dict().set(Value::tuple({1, Value::tuple({2})}), List{Value::tuple({})});
+    const std::vector<std::byte> bytes = save_to_bytes(value);
+    for (std::size_t depth = 0; depth <= 8; ++depth) {  // load() takes 0 as 1: one level is never refused
+      INFO(name << ", max_depth " << depth);
+      CHECK(saves(value, {.max_depth = depth}) == loads(bytes, {.strict = false, .max_depth = depth}));
+    }
+  }
+}
+
+TEST_CASE("save() at max_depth loads back; one level more is refused before anything is written", "[save][limits]") {
+  SECTION("a small limit set on both sides") {
+    const std::vector<std::byte> bytes = save_to_bytes(nested_lists(50), {.max_depth = 50});
+    CHECK(chain_length(load(span_of(bytes), {.max_depth = 50})) == 50);
+    REQUIRE_THROWS_WITH(load(span_of(bytes), {.max_depth = 49}),
+                        "tensorfile: archive/data.pkl: nesting exceeds 49 levels (at byte 203)");
+    REQUIRE_THROWS_AS(save_to_bytes(nested_lists(51), {.max_depth = 50}), ArgumentError);
+    REQUIRE_THROWS_WITH(save_to_bytes(nested_lists(51), {.max_depth = 50}),
+                        "tensorfile: cannot save a value nested more than 50 levels deep; raise "
+                        "SaveOptions::max_depth and LoadOptions::max_depth together to save and load it");
+  }
+  SECTION("the defaults: 5,000 levels, as torch loads (the writer's recursion holds them, under ASan too)") {
+    CHECK(SaveOptions{}.max_depth == 5000);
+    CHECK(LoadOptions{}.max_depth == 5000);
+    const std::vector<std::byte> bytes = save_to_bytes(nested_lists(5000));
+    CHECK(chain_length(load(span_of(bytes))) == 5000);
+    REQUIRE_THROWS_AS(save_to_bytes(nested_lists(5001)), ArgumentError);
+  }
+  SECTION("to a path: the old file stays, no temporary is left") {
+    const tensorfile_test::ScratchDir dir;
+    const fs::path path = dir / "deep.pt";
+    save(Value(1), path);
+    REQUIRE_THROWS_AS(save(nested_lists(11), path, {.max_depth = 10}), ArgumentError);
+    CHECK(names_in(dir.path()) == std::vector<std::string>{"deep.pt"});
+    CHECK(load(path) == Value(1));
+  }
+}
+
+TEST_CASE("save() refuses an undefined tensor, which load() could not rebuild", "[save][limits]") {
+  const std::string message = "tensorfile: cannot save an undefined tensor (Tensor()); load() could not rebuild it";
+  REQUIRE_THROWS_AS(save_to_bytes(Value(Tensor())), ArgumentError);
+  REQUIRE_THROWS_WITH(save_to_bytes(Value(Tensor())), message);
+  REQUIRE_THROWS_WITH(save_to_bytes(make_state_dict({{"w", Tensor::from_values<float>({1})}, {"missing", Tensor()}})),
+                      message);
+  REQUIRE_THROWS_WITH(save_to_bytes(Value::parameter(Tensor())), message);
+  REQUIRE_THROWS_WITH(save_to_bytes(Value(StorageValue{Tensor(), "cpu"})), message);
+  const tensorfile_test::ScratchDir dir;
+  REQUIRE_THROWS_AS(save(Value(List{Tensor()}), dir / "undefined.pt"), ArgumentError);
+  CHECK(names_in(dir.path()).empty());
+}
+
+TEST_CASE("save() refuses a container that contains itself; shared containers are fine", "[save][limits]") {
+  SECTION("a list inside itself") {
+    Value list(List{1});
+    list.as_list().push_back(list);
+    REQUIRE_THROWS_AS(save_to_bytes(list), ArgumentError);
+    REQUIRE_THROWS_WITH(save_to_bytes(list),
+                        "tensorfile: cannot save a list that contains itself; load() refuses cycles");
+    const tensorfile_test::ScratchDir dir;
+    REQUIRE_THROWS_AS(save(list, dir / "cycle.pt"), ArgumentError);
+    CHECK(names_in(dir.path()).empty());
+    list.as_list().clear();  // break the cycle, or the list never goes
+  }
+  SECTION("a dict reached again through a tuple and a list") {
+    Value dict{Dict{}};
+    dict.as_dict().set("x", Value::tuple({List{dict}}));
+    REQUIRE_THROWS_WITH(save_to_bytes(dict),
+                        "tensorfile: cannot save a dict that contains itself; load() refuses cycles");
+    dict.as_dict().set("x", Value());
+  }
+  SECTION("an object whose arguments hold it") {
+    Value object{Object{"m", "C", Value::tuple({}), Value(), false}};
+    object.as_object().args = Value::tuple({List{object}});
+    REQUIRE_THROWS_WITH(save_to_bytes(object),
+                        "tensorfile: cannot save a object that contains itself; load() refuses cycles");
+    object.as_object().args = Value::tuple({});
+  }
+  SECTION("one list reached twice is no cycle") {
+    const Value shared(List{1, 2});
+    const Value twice(List{shared, Dict{}, shared});
+    twice.as_list()[1].as_dict().set("again", shared);
+    const Value back = load(span_of(save_to_bytes(twice)));
+    CHECK(back == twice);
+    CHECK(back.as_list()[0].identity() == back.as_list()[2].identity());
+  }
+}
+
+TEST_CASE("save() and load() share the record limit: one record per storage plus 6", "[save][limits]") {
+  CHECK(SaveOptions{}.max_records == (std::uint64_t{1} << 24));
+  CHECK(LoadOptions{}.max_records == SaveOptions{}.max_records);
+  CHECK(detail::ZipLimits{}.max_entries == SaveOptions{}.max_records);  // archive_info() and verify() agree too
+  const auto tensors = [](int n) {
+    std::vector<std::pair<std::string, Tensor>> items;
+    for (int i = 0; i < n; ++i) items.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({float(i)}));
+    return make_state_dict(items);
+  };
+  const std::vector<std::byte> bytes = save_to_bytes(tensors(4), {.max_records = 10});
+  CHECK(load(span_of(bytes), {.max_records = 10}).as_dict().size() == 4);
+  REQUIRE_THROWS_WITH(
+      load(span_of(bytes), {.max_records = 9}),
+      Catch::Matchers::StartsWith("tensorfile: the archive declares 10 entries, more than the limit of 9 (at byte "));
+  REQUIRE_THROWS_AS(save_to_bytes(tensors(5), {.max_records = 10}), ArgumentError);
+  REQUIRE_THROWS_WITH(save_to_bytes(tensors(5), {.max_records = 10}),
+                      "tensorfile: cannot save 11 records (5 storages); expected at most max_records = 10; raise "
+                      "SaveOptions::max_records and LoadOptions::max_records together to save and load it");
+  const tensorfile_test::ScratchDir dir;
+  REQUIRE_THROWS_AS(save(tensors(5), dir / "many.pt", {.max_records = 10}), ArgumentError);
+  CHECK(names_in(dir.path()).empty());
+}
+
+TEST_CASE("save() refuses containers and memos that load() would refuse with the same limits", "[save][limits]") {
+  const Value list(List{1, 2, 3});
+  const std::vector<std::byte> bytes = save_to_bytes(list);
+  for (std::size_t items = 0; items <= 4; ++items) {
+    INFO("max_container " << items);
+    CHECK(saves(list, {.max_container = items}) == loads(bytes, {.max_container = items}));
+  }
+  REQUIRE_THROWS_WITH(save_to_bytes(list, {.max_container = 2}),
+                      "tensorfile: cannot save a container of 3 items; expected at most max_container = 2 (load() "
+                      "refuses more)");
+  const Value state = make_state_dict({{"a", Tensor::from_values<float>({1})}, {"b", Tensor::from_values<float>({2})}});
+  const std::vector<std::byte> state_bytes = save_to_bytes(state);
+  for (std::size_t memo = 0; memo <= 12; ++memo) {
+    INFO("max_memo " << memo);
+    CHECK(saves(state, {.max_memo = memo}) == loads(state_bytes, {.max_memo = memo}));
+  }
+}
