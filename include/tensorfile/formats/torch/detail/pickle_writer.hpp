@@ -311,8 +311,8 @@ class PickleWriter {
         }
         memo_put(identity);
         dict_items(dict, depth);
-        if (dict.ordered && dict.attributes.is_dict() && !dict.attributes.as_dict().empty()) {
-          value(dict.attributes, depth + 1);
+        if (dict.ordered && dict.attributes().is_dict() && !dict.attributes().as_dict().empty()) {
+          value(dict.attributes(), depth + 1);
           op(Op::build);
         }
         return;
