@@ -32,5 +32,6 @@
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/save_memmap.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
+#include "tensorfile/formats/tensordict/value_tree.hpp"
 
 #include "tensorfile/verify.hpp"

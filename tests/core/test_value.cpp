@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of <tensorfile/core/value.hpp>: building Values in C++, access, equality, clone.
+// Tests of <tensorfile/core/value.hpp>: building Values in C++, access, equality, clone, refused cycles.
 #include <tensorfile/core/value.hpp>
 #include <tensorfile/core/value_print.hpp>
 
@@ -84,10 +84,10 @@ TEST_CASE("Dict finds keys among many by Python's key equality, str keys without
 
 TEST_CASE("Values share containers like Python references; clone() copies deeply", "[value]") {
   const Value list(List{1, 2});
-  const Value alias = list;  // NOLINT(performance-unnecessary-copy-initialization): sharing is the point
+  Value alias = list;  // a handle: it shares the list, and a non-const handle may change it
   alias.as_list().push_back(3);
   CHECK(list.size() == 3);
-  const Value copy = list.clone();
+  Value copy = list.clone();
   copy.as_list().push_back(4);
   CHECK(list.size() == 3);
   CHECK(copy.size() == 4);
@@ -103,4 +103,192 @@ TEST_CASE("BigInt prints in decimal", "[value]") {
   CHECK(BigInt{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01}}.str() == "18446744073709551616");
   CHECK(BigInt{{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE}}.str() == "-18446744073709551617");
   CHECK(BigInt{}.str() == "0");
+}
+
+TEST_CASE("A container that would hold itself is refused, whatever the path", "[value][cycle]") {
+  const std::string list_cycle =
+      "tensorfile: a list cannot hold itself; expected a value that does not contain the list it is put into (no "
+      "cycles)";
+  const std::string dict_cycle =
+      "tensorfile: a dict cannot hold itself; expected a value that does not contain the dict it is put into (no "
+      "cycles)";
+  SECTION("a list into itself, by push_back, insert, set, emplace_back and assignment") {
+    Value v(List{1});
+    REQUIRE_THROWS_AS(v.as_list().push_back(v), ArgumentError);
+    REQUIRE_THROWS_WITH(v.as_list().push_back(v), list_cycle);
+    REQUIRE_THROWS_WITH(v.as_list().insert(0, v), list_cycle);
+    REQUIRE_THROWS_WITH(v.as_list().set(0, v), list_cycle);
+    REQUIRE_THROWS_WITH(v.as_list().emplace_back(v), list_cycle);
+    REQUIRE_THROWS_WITH((v.as_list() = List{2, v}), list_cycle);
+    CHECK(v == Value(List{1}));  // unchanged by every refusal
+  }
+  SECTION("the issue's two dicts, through each other") {
+    Value root(Dict{});
+    Value child(Dict{});
+    root.as_dict().set("child", child);
+    REQUIRE_THROWS_WITH(child.as_dict().set("root", root), dict_cycle);
+    REQUIRE_THROWS_WITH(child.as_dict().set(Value::tuple({root}), 1), dict_cycle);  // a key holding it
+    REQUIRE_THROWS_WITH(child.as_dict().set_attributes(Value(Dict{{"r", root}})), dict_cycle);
+    REQUIRE_THROWS_WITH((child.as_dict() = Dict{{"root", root}}), dict_cycle);
+    CHECK(child.as_dict().empty());
+    CHECK(child.as_dict().attributes().is_none());
+    CHECK(to_string(root) == "{\n  'child': {}\n}");  // prints, as every refusal left the tree whole
+  }
+  SECTION("deep and through every container kind: tuple, set, list") {
+    Value outer(List{});
+    Value inner(List{});
+    Value set(Set{});
+    set.as_set().items.push_back(Value::tuple({1, inner}));
+    outer.as_list().push_back(Value(Dict{{"s", set}}));
+    REQUIRE_THROWS_WITH(inner.as_list().push_back(outer), list_cycle);
+    REQUIRE_THROWS_WITH(set.as_set().items.push_back(outer), list_cycle);
+    REQUIRE_THROWS_WITH((set.as_set() = Set{List{outer}, false}), list_cycle);
+    CHECK(inner.size() == 0);
+    CHECK(outer.clone() == outer);
+  }
+  SECTION("sharing without a cycle stays allowed") {
+    Value shared(List{1, 2});
+    Value root(Dict{});
+    root.as_dict().set("a", shared);
+    root.as_dict().set("b", shared);
+    Value top(List{root, root, shared});
+    CHECK_NOTHROW(shared.as_list().push_back(Value(List{3})));
+    CHECK(top[0]["b"][2][0].as_int() == 3);
+    Value free(List{});
+    CHECK_NOTHROW(free.as_list().push_back(top));
+  }
+  SECTION("a diamond of shared lists is walked once per list") {
+    Value level(List{1});
+    for (int i = 0; i < 64; ++i) level = Value(List{level, level});  // 2^64 paths, 65 lists
+    Value other(List{});
+    CHECK_NOTHROW(other.as_list().push_back(level));
+  }
+}
+
+TEST_CASE("A const Value gives const access only", "[value]") {
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const Value&>().as_list()), const List&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const Value&>().as_dict()), const Dict&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const Value&>().as_set()), const Set&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<Value&>().as_list()), List&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<Value&>().as_dict()), Dict&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<Value&>().as_object()), const Object&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(*std::declval<List&>().begin()), const Value&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<List&>()[0]), const Value&>);
+}
+
+TEST_CASE("Dict and Value lookups: contains, get, erase, find by any string type", "[value]") {
+  Dict d;
+  d.set("lr", 0.1);
+  d.set(0, "zero");
+  d.set("betas", Value::tuple({0.9, 0.999}));
+  const std::string key = "lr";
+  const std::string_view view = "lr";
+  CHECK(d.find(key)->as_float() == 0.1);  // std::string: once ambiguous
+  CHECK(d.find(view)->as_float() == 0.1);
+  CHECK(d.find("lr")->as_float() == 0.1);
+  CHECK(d.find(0)->as_string() == "zero");  // 0 is the int key, not a null const char*
+  CHECK(d.find(std::int64_t{0})->as_string() == "zero");
+  CHECK(d.contains("betas"));
+  CHECK(d.contains(key));
+  CHECK_FALSE(d.contains("eps"));
+  CHECK_FALSE(d.contains(1));
+  CHECK(d.get("eps", 1e-8).as_float() == 1e-8);
+  CHECK(d.get("lr", 1e-8).as_float() == 0.1);
+  CHECK(d.get("missing").is_none());
+  CHECK(d.at("lr").as_float() == 0.1);
+  REQUIRE_THROWS_WITH(d.at("eps"), "tensorfile: key \"eps\" is not in the dict");
+  REQUIRE_THROWS_WITH(d.at(3), "tensorfile: key 3 is not in the dict");
+
+  CHECK(d.erase("lr"));
+  CHECK_FALSE(d.erase("lr"));
+  CHECK(d.erase(0));
+  CHECK(d.size() == 1);
+  CHECK(d.items()[0].first.as_string() == "betas");
+
+  const Value v(Dict{{"lr", 0.1}});
+  CHECK(v.contains("lr"));
+  CHECK(v.contains(std::string("lr")));
+  CHECK_FALSE(v.contains(0));
+  CHECK(v.get("eps", 1e-8).as_float() == 1e-8);
+  CHECK(v[std::string("lr")].as_float() == 0.1);
+  REQUIRE_THROWS_WITH(Value(List{}).contains("x"), "tensorfile: value is list; expected dict");
+
+  SECTION("erase keeps the order and the index right, past the scan limit") {
+    Dict many;
+    for (int i = 0; i < 40; ++i) many.set("k" + std::to_string(i), i);
+    for (int i = 0; i < 40; i += 2) CHECK(many.erase("k" + std::to_string(i)));
+    CHECK(many.size() == 20);
+    for (int i = 0; i < 40; ++i) CHECK(many.contains("k" + std::to_string(i)) == (i % 2 == 1));
+    CHECK(many.items()[0].second.as_int() == 1);
+    CHECK(many.items()[19].second.as_int() == 39);
+  }
+}
+
+TEST_CASE("List: checked changes, vector-like reading", "[value]") {
+  Value v(List{1, 2, 3});
+  List& list = v.as_list();
+  list.insert(1, "x");
+  list.set(0, 10);
+  list.erase(3);
+  list.emplace_back(2.5);
+  CHECK(v == Value(List{10, "x", 2, 2.5}));
+  CHECK(list.at(1).as_string() == "x");
+  CHECK(list.front().as_int() == 10);
+  CHECK(list.back().as_float() == 2.5);
+  REQUIRE_THROWS_WITH(list.at(4), "tensorfile: index 4 is out of range; expected below 4");
+  REQUIRE_THROWS_WITH(list.set(4, 1), "tensorfile: index 4 is out of range; expected below 4");
+  REQUIRE_THROWS_WITH(list.insert(5, 1), "tensorfile: index 5 is out of range; expected below 5");
+  REQUIRE_THROWS_WITH(list.erase(9), "tensorfile: index 9 is out of range; expected below 4");
+  std::int64_t ints = 0;
+  for (const Value& item : list) ints += item.is_int() ? 1 : 0;
+  CHECK(ints == 2);
+  list.pop_back();
+  CHECK(list.size() == 3);
+  list.clear();
+  CHECK(v.size() == 0);
+}
+
+TEST_CASE("at_path and find_path walk keys and indices", "[value]") {
+  const Tensor exp_avg = Tensor::from_values<float>({1, 2});
+  Dict state;
+  state.set(0, Dict{{"exp_avg", exp_avg}, {"step", 3}});
+  const Value ckpt(Dict{{"optimizer", Dict{{"state", std::move(state)}, {"groups", List{Dict{{"lr", 0.1}}}}}}});
+
+  CHECK(ckpt.at_path({"optimizer", "state", 0, "exp_avg"}).as_tensor().equal(exp_avg));
+  CHECK(ckpt.at_path({"optimizer", "groups", 0, "lr"}).as_float() == 0.1);
+  CHECK(ckpt.at_path({"optimizer", "groups", -1, "lr"}).as_float() == 0.1);
+  CHECK(ckpt.at_path({std::string("optimizer"), std::string_view("groups"), std::size_t{0}}).is_dict());
+  CHECK(&ckpt.at_path({}) == &ckpt);
+  const std::vector<PathStep> path{"optimizer", "state", 0, "step"};
+  CHECK(ckpt.at_path(path).as_int() == 3);
+  CHECK(ckpt.find_path(path)->as_int() == 3);
+  CHECK(ckpt.find_path({"optimizer", "state", 1}) == nullptr);
+  CHECK(ckpt.find_path({"optimizer", "groups", "lr"}) == nullptr);
+
+  REQUIRE_THROWS_WITH(ckpt.at_path({"optimizer", "state", 1, "exp_avg"}),
+                      "tensorfile: no value at [\"optimizer\"][\"state\"][1][\"exp_avg\"]: at "
+                      "[\"optimizer\"][\"state\"], key 1 is not in the dict");
+  REQUIRE_THROWS_WITH(ckpt.at_path({"optimizer", "groups", 2}),
+                      "tensorfile: no value at [\"optimizer\"][\"groups\"][2]: at [\"optimizer\"][\"groups\"], index 2 "
+                      "is out of range; expected below 1");
+  REQUIRE_THROWS_WITH(ckpt.at_path({"optimizer", "groups", "lr"}),
+                      "tensorfile: no value at [\"optimizer\"][\"groups\"][\"lr\"]: at [\"optimizer\"][\"groups\"], a "
+                      "list has no key \"lr\"; expected an index");
+  REQUIRE_THROWS_WITH(ckpt.at_path({"missing"}),
+                      "tensorfile: no value at [\"missing\"]: key \"missing\" is not in the dict");
+  REQUIRE_THROWS_WITH(ckpt.at_path({"optimizer", "state", 0, "step", 0}),
+                      "tensorfile: no value at [\"optimizer\"][\"state\"][0][\"step\"][0]: at "
+                      "[\"optimizer\"][\"state\"][0][\"step\"], value is int; expected a dict, list or tuple");
+}
+
+TEST_CASE("A state dict iterates as name -> Tensor without casts", "[value]") {
+  const Tensor w = Tensor::from_values<float>({1, 2});
+  const Tensor b = Tensor::from_values<float>({3});
+  const Value sd(Dict{{"fc.weight", w}, {"fc.bias", b}});
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : named_tensors(sd)) {
+    names.push_back(name);
+    CHECK(tensor.dtype() == DType::Float32);
+  }
+  CHECK(names == std::vector<std::string>{"fc.weight", "fc.bias"});
 }

@@ -8,6 +8,7 @@
 
 #include <tensorfile/core/value.hpp>
 #include <tensorfile/formats/tensordict/tensordict.hpp>
+#include <tensorfile/formats/tensordict/value_tree.hpp>
 
 namespace tensorfile::cli {
 
@@ -22,16 +23,11 @@ struct Dropped {
 /// Containers that held none are shared, not copied. Each one left out is appended to `dropped`.
 [[nodiscard]] Value without_code(const Value& v, std::vector<Dropped>& dropped);
 
-/// `root` as a TensorDict tree: dicts become TensorDicts (keys as text), tensors and bare storages tensor
-/// leaves, lists and tuples that hold tensors TensorDicts keyed "0", "1"..., and other values NonTensorData
-/// holding them as JSON. Throws UnsupportedError, naming `file` and the path, for a root that is neither a dict
-/// nor a list holding tensors, and for values JSON cannot hold (bytes, complex, device, dtype, set),
-/// ArgumentError for two keys with one text.
+/// tensorfile::to_tensordict() of `root`, naming `file` in its errors.
 [[nodiscard]] TensorDict to_tensordict(const Value& root, const std::filesystem::path& file);
 
-/// `td` as a torch object tree: TensorDicts and tensorclasses become dicts (a tensorclass's JSON attributes
-/// included), lazy stacks lists, NonTensorData its value. Pickled non-tensor data is never unpickled: it is left
-/// out and appended to `dropped`. Throws UnsupportedError, naming `file`, for nested tensors.
+/// tensorfile::to_value() of `td`, naming `file` in its errors; the pickled non-tensor data it leaves out is
+/// appended to `dropped`.
 [[nodiscard]] Value to_value(const TensorDict& td, const std::filesystem::path& file, std::vector<Dropped>& dropped);
 
 }  // namespace tensorfile::cli

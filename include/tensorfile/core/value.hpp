@@ -4,15 +4,19 @@
 
 #include <cmath>
 #include <complex>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -84,8 +88,7 @@ struct Global {
 struct Object;
 /// A torch storage saved on its own (`torch.save(t.storage())`), seen as a 1-d tensor of all its elements.
 struct StorageValue;
-/// Python list, tuple, dict (and OrderedDict) and set (and frozenset) contents.
-using List = std::vector<Value>;
+class List;
 class Dict;
 struct Set;
 
@@ -98,11 +101,45 @@ struct Nesting {
 };
 /// The bookkeeping of a container value; null for other kinds.
 Nesting* nesting_of(const Value& v) noexcept;
+struct ValueAccess;
 }  // namespace detail
+
+/// A dict key that lookups take: str-like keys (std::string, const char*, std::string_view; found without
+/// making a Value) or anything a Value is made from (an int key of optimizer state, a tuple...).
+template <class Key>
+concept DictKey = std::convertible_to<const Key&, std::string_view> || std::convertible_to<const Key&, Value>;
+
+/// One step of a path into a Value (see Value::at_path): a str key, or an int that indexes a list or tuple
+/// (negative from the end, as in Python) or looks up an int dict key.
+class PathStep {
+ public:
+  PathStep(std::string_view key) : key_(key) {}                              ///< a str key
+  PathStep(const char* key) : key_(key) {}                                   ///< a str key
+  PathStep(const std::string& key) : key_(key) {}                            ///< a str key
+  PathStep(int index) noexcept : index_(index), is_index_(true) {}           ///< an index or int key
+  PathStep(std::int64_t index) noexcept : index_(index), is_index_(true) {}  ///< an index or int key
+  /// An index or int key; throws ArgumentError above INT64_MAX.
+  PathStep(std::size_t index) : index_(static_cast<std::int64_t>(index)), is_index_(true) {
+    if (index_ < 0) throw ArgumentError("path index " + std::to_string(index) + " is too large");
+  }
+
+  [[nodiscard]] bool is_index() const noexcept { return is_index_; }      ///< an int step
+  [[nodiscard]] std::int64_t index() const noexcept { return index_; }    ///< the int (0 for a key)
+  [[nodiscard]] const std::string& key() const noexcept { return key_; }  ///< the str key ("" for an int)
+  /// The step as Python writes a subscript: `["state"]`, `[0]`.
+  [[nodiscard]] std::string str() const;
+
+ private:
+  std::string key_;
+  std::int64_t index_ = 0;
+  bool is_index_ = false;
+};
 
 /// One node of a loaded object tree. Value is a handle, like a Python reference: copies share
 /// containers (a list reached twice is one list); clone() makes an independent deep copy.
-/// Containers never hold themselves (the loader rejects cycles).
+/// Containers never hold themselves: the loader rejects cycles, and every mutating member (List::push_back,
+/// Dict::set, ...) throws ArgumentError rather than form one. A const Value gives const access only; a copy of
+/// the handle (cheap: it shares the container) gives mutable access, e.g. `Value state = ckpt["state"];`.
 class Value {
  public:
   /// What a Value holds.
@@ -127,21 +164,21 @@ class Value {
     object,
   };
 
-  Value() noexcept {}                                                                         ///< None
-  Value(None) noexcept {}                                                                     ///< None
-  Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}                     ///< bool
-  Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}                      ///< int
-  Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}             ///< int
-  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}       ///< int beyond 64 bits
-  Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}                 ///< float
-  Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}     ///< complex
-  Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}                        ///< str
-  Value(const char* v) : kind_(Kind::string), string_(v) {}                                   ///< str
-  Value(std::string_view v) : kind_(Kind::string), string_(v) {}                              ///< str
-  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}               ///< bytes
-  Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}  ///< list
-  Value(Dict v);                                                                              ///< dict
-  Value(Set v);                                                                               ///< set
+  Value() noexcept {}                                                                      ///< None
+  Value(None) noexcept {}                                                                  ///< None
+  Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}                  ///< bool
+  Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}                   ///< int
+  Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}          ///< int
+  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}    ///< int beyond 64 bits
+  Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}              ///< float
+  Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}  ///< complex
+  Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}                     ///< str
+  Value(const char* v) : kind_(Kind::string), string_(v) {}                                ///< str
+  Value(std::string_view v) : kind_(Kind::string), string_(v) {}                           ///< str
+  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}            ///< bytes
+  Value(List v);                                                                           ///< list
+  Value(Dict v);                                                                           ///< dict
+  Value(Set v);                                                                            ///< set
   Value(Tensor v) : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
   Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}           ///< torch.device
   Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}              ///< torch.dtype
@@ -189,9 +226,7 @@ class Value {
   }
 
   /// A tuple of `items`.
-  [[nodiscard]] static Value tuple(List items) {
-    return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
-  }
+  [[nodiscard]] static Value tuple(List items);
 
   [[nodiscard]] Kind kind() const noexcept { return kind_; }                              ///< what it holds
   [[nodiscard]] bool is_none() const noexcept { return kind() == Kind::none; }            ///< None
@@ -225,10 +260,16 @@ class Value {
   [[nodiscard]] std::complex<double> as_complex() const { return expect(Kind::complex).scalar_.complex; }
   [[nodiscard]] const std::string& as_string() const { return expect(Kind::string).string_; }
   [[nodiscard]] const Bytes& as_bytes() const { return expect(Kind::bytes).box<Bytes>(); }
-  [[nodiscard]] const List& as_tuple() const { return expect(Kind::tuple).box<TupleBox>().items; }
-  [[nodiscard]] List& as_list() const { return expect(Kind::list).box<ListBox>().items; }
-  [[nodiscard]] Dict& as_dict() const;
-  [[nodiscard]] Set& as_set() const;
+  [[nodiscard]] const List& as_tuple() const;
+  [[nodiscard]] const List& as_list() const;
+  /// The list, to change through List's checked members (which refuse cycles).
+  [[nodiscard]] List& as_list();
+  [[nodiscard]] const Dict& as_dict() const;
+  /// The dict, to change through Dict's checked members (which refuse cycles).
+  [[nodiscard]] Dict& as_dict();
+  [[nodiscard]] const Set& as_set() const;
+  /// The set, to change through its items' checked members (which refuse cycles).
+  [[nodiscard]] Set& as_set();
   [[nodiscard]] const Tensor& as_tensor() const { return expect(Kind::tensor).box<TensorBox>().tensor; }
   /// Whether a tensor value is an nn.Parameter.
   [[nodiscard]] bool is_parameter() const noexcept { return is_tensor() && box<TensorBox>().parameter; }
@@ -236,7 +277,8 @@ class Value {
   [[nodiscard]] Device as_device() const { return expect(Kind::device).scalar_.device; }
   [[nodiscard]] DType as_dtype() const { return expect(Kind::dtype).scalar_.dtype; }
   [[nodiscard]] const Global& as_global() const { return expect(Kind::global).box<Global>(); }
-  [[nodiscard]] Object& as_object() const;
+  /// The opaque object (read only: it describes what the file held).
+  [[nodiscard]] const Object& as_object() const;
 
   /// Elements of a list or tuple (items of neither throw).
   [[nodiscard]] const List& elements() const { return is_tuple() ? as_tuple() : as_list(); }
@@ -250,6 +292,26 @@ class Value {
   [[nodiscard]] const Value& operator[](int index) const { return (*this)[std::int64_t{index}]; }
   /// Number of elements of a list, tuple, dict or set; throws for other kinds.
   [[nodiscard]] std::size_t size() const;
+
+  /// Whether a dict has `key` (any DictKey: "name", std::string, 0, ...); throws ArgumentError when not a dict.
+  template <DictKey Key>
+  [[nodiscard]] bool contains(const Key& key) const;
+  /// The value of `key` in a dict, or `fallback` when missing (a handle: it shares containers); throws
+  /// ArgumentError when not a dict.
+  template <DictKey Key>
+  [[nodiscard]] Value get(const Key& key, Value fallback = {}) const;
+  /// The value at `path`, each step a str key or an int (list/tuple index or int dict key):
+  /// `ckpt.at_path({"optimizer", "state", 0, "exp_avg"})`. Throws ArgumentError naming the path and the step that
+  /// failed (a missing key, an index out of range, a value that is no container).
+  [[nodiscard]] const Value& at_path(std::span<const PathStep> path) const;
+  [[nodiscard]] const Value& at_path(std::initializer_list<PathStep> path) const {
+    return at_path(std::span<const PathStep>(path.begin(), path.size()));
+  }
+  /// The value at `path` as at_path() finds it, or null where at_path() would throw.
+  [[nodiscard]] const Value* find_path(std::span<const PathStep> path) const;
+  [[nodiscard]] const Value* find_path(std::initializer_list<PathStep> path) const {
+    return find_path(std::span<const PathStep>(path.begin(), path.size()));
+  }
 
   /// Whether two values hold equal data (deep; tensors by dtype, shape, requires_grad and the bits of their values).
   friend bool operator==(const Value& a, const Value& b);
@@ -270,15 +332,10 @@ class Value {
 
  private:
   friend detail::Nesting* detail::nesting_of(const Value& v) noexcept;
+  friend struct detail::ValueAccess;
 
-  struct ListBox {
-    List items;
-    mutable detail::Nesting nesting;
-  };
-  struct TupleBox {
-    List items;
-    mutable detail::Nesting nesting;
-  };
+  struct ListBox;
+  struct TupleBox;
   struct DictBox;
   struct SetBox;
   struct ObjectBox;
@@ -361,6 +418,101 @@ class Value {
 };
 
 namespace detail {
+/// Throws ArgumentError when putting `item` into the container whose contents live at `container` (a List, or a
+/// Dict) would make that container hold itself; `kind` names it in the message.
+void refuse_cycle(const Value& item, const void* container, std::string_view kind);
+}  // namespace detail
+
+/// Python list (and tuple) contents: a vector of Values whose mutating members refuse cycles. Reading is as
+/// std::vector's (size, [], begin/end, ...) but const: an element is replaced with set(), never through a
+/// reference, so nothing can slip a list into itself.
+class List {
+ public:
+  using value_type = Value;                                     ///< element type
+  using size_type = std::size_t;                                ///< index type
+  using const_iterator = std::vector<Value>::const_iterator;    ///< iterator (const only)
+  using iterator = const_iterator;                              ///< iterator (const only)
+  using const_reference = const Value&;                         ///< element reference
+  using reference = const Value&;                               ///< element reference (const only)
+  using difference_type = std::vector<Value>::difference_type;  ///< iterator distance
+
+  List() = default;
+  /// `List{1, "two", tensor}`.
+  List(std::initializer_list<Value> items) : items_(items) {}
+  /// The Values in [first, last).
+  template <std::input_iterator It>
+  List(It first, It last) : items_(first, last) {}
+  /// Takes the Values of `items`.
+  explicit List(std::vector<Value> items) noexcept : items_(std::move(items)) {}
+  List(const List&) = default;      ///< shares the elements' containers (as copying each Value)
+  List(List&&) noexcept = default;  ///< takes the elements
+  /// Replaces every element; throws ArgumentError (changing nothing) when one holds this list.
+  List& operator=(const List& other) {
+    if (this != &other) {
+      refuse_cycles(other);
+      items_ = other.items_;
+    }
+    return *this;
+  }
+  /// Takes `other`'s elements; throws ArgumentError (changing nothing) when one holds this list.
+  List& operator=(List&& other) {
+    if (this != &other) {
+      refuse_cycles(other);
+      items_ = std::move(other.items_);
+    }
+    return *this;
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }       ///< number of elements
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }            ///< no element
+  [[nodiscard]] const_iterator begin() const noexcept { return items_.begin(); }  ///< first element
+  [[nodiscard]] const_iterator end() const noexcept { return items_.end(); }      ///< past the last element
+  /// Element `index` (< size(), unchecked).
+  [[nodiscard]] const Value& operator[](std::size_t index) const noexcept { return items_[index]; }
+  /// Element `index`; throws ArgumentError when out of range.
+  [[nodiscard]] const Value& at(std::size_t index) const;
+  [[nodiscard]] const Value& front() const noexcept { return items_.front(); }  ///< first element (not empty)
+  [[nodiscard]] const Value& back() const noexcept { return items_.back(); }    ///< last element (not empty)
+  /// The elements as a span.
+  [[nodiscard]] std::span<const Value> items() const noexcept { return items_; }
+
+  /// Makes room for `count` elements.
+  void reserve(std::size_t count) { items_.reserve(count); }
+  /// Appends `item`; throws ArgumentError (changing nothing) when `item` holds this list.
+  void push_back(Value item) {
+    detail::refuse_cycle(item, this, "list");
+    items_.push_back(std::move(item));
+  }
+  /// Appends a Value made from `args`; throws ArgumentError (changing nothing) when it holds this list.
+  template <class... Args>
+  requires std::constructible_from<Value, Args&&...>
+  void emplace_back(Args&&... args) { push_back(Value(std::forward<Args>(args)...)); }
+  /// Inserts `item` before element `index` (<= size()); throws ArgumentError when out of range or when `item`
+  /// holds this list.
+  void insert(std::size_t index, Value item);
+  /// Replaces element `index`; throws ArgumentError when out of range or when `item` holds this list.
+  void set(std::size_t index, Value item);
+  /// Removes element `index`; throws ArgumentError when out of range.
+  void erase(std::size_t index);
+  /// Removes the last element (not empty).
+  void pop_back() noexcept { items_.pop_back(); }
+  /// Removes every element.
+  void clear() noexcept { items_.clear(); }
+
+  /// Element-wise equality, as Value's ==.
+  friend bool operator==(const List& a, const List& b);
+
+ private:
+  friend struct detail::ValueAccess;
+  void refuse_cycles(const List& other) const {
+    for (const Value& item : other.items_) detail::refuse_cycle(item, this, "list");
+  }
+  void check_index(std::size_t index, std::size_t limit) const;
+
+  std::vector<Value> items_;
+};
+
+namespace detail {
 
 inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
   return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
@@ -415,22 +567,72 @@ class Dict {
   Dict(std::initializer_list<Item> items) {
     for (const auto& [k, v] : items) set(k, v);
   }
+  Dict(const Dict&) = default;      ///< shares the items' containers (as copying each Value)
+  Dict(Dict&&) noexcept = default;  ///< takes the items
+  /// Replaces every item and the attributes; throws ArgumentError (changing nothing) when one holds this dict.
+  Dict& operator=(const Dict& other) {
+    if (this != &other) {
+      other.refuse_cycles_into(this);
+      Dict copy(other);
+      swap_with(copy);
+    }
+    return *this;
+  }
+  /// Takes `other`'s items and attributes; throws ArgumentError (changing nothing) when one holds this dict.
+  Dict& operator=(Dict&& other) {
+    if (this != &other) {
+      other.refuse_cycles_into(this);
+      swap_with(other);
+    }
+    return *this;
+  }
 
   bool ordered = false;  ///< a collections.OrderedDict (saved back as one)
-  Value attributes;      ///< None, or a dict of instance attributes (OrderedDict `_metadata`)
 
-  /// Inserts or replaces (keeping the position) the value of `key`; when it throws (an allocation), the
-  /// dict stays as it was.
-  void set(Value key, Value value) {
-    auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
-    if (!inserted) item.second = std::move(value);
+  /// None, or a dict of instance attributes (OrderedDict `_metadata`).
+  [[nodiscard]] const Value& attributes() const noexcept { return attributes_; }
+  /// Replaces the attributes; throws ArgumentError (changing nothing) when `attributes` holds this dict.
+  void set_attributes(Value attributes) {
+    detail::refuse_cycle(attributes, this, "dict");
+    attributes_ = std::move(attributes);
   }
-  /// The value of `key`, or null.
-  [[nodiscard]] const Value* find(const Value& key) const { return found(index_.find(key)); }
-  /// The value of str `key`, or null.
-  [[nodiscard]] const Value* find(std::string_view key) const { return found(index_.find(key)); }
+
+  /// Inserts or replaces (keeping the position) the value of `key`. Throws ArgumentError (changing nothing)
+  /// when `key` or `value` holds this dict; when anything else throws (an allocation), the dict stays as it was.
+  void set(Value key, Value value) {
+    detail::refuse_cycle(key, this, "dict");
+    detail::refuse_cycle(value, this, "dict");
+    set_unchecked(std::move(key), std::move(value));
+  }
+  /// The value of `key` ("name", std::string, std::string_view, 0, a Value...), or null.
+  template <DictKey Key>
+  [[nodiscard]] const Value* find(const Key& key) const {
+    return found(position_of(key));
+  }
   /// Whether `key` is present.
-  [[nodiscard]] bool contains(const Value& key) const { return find(key) != nullptr; }
+  template <DictKey Key>
+  [[nodiscard]] bool contains(const Key& key) const {
+    return position_of(key) != npos;
+  }
+  /// The value of `key`, or `fallback` when missing (a handle: it shares containers).
+  template <DictKey Key>
+  [[nodiscard]] Value get(const Key& key, Value fallback = {}) const {
+    const Value* value = find(key);
+    return value ? *value : std::move(fallback);
+  }
+  /// The value of `key`; throws ArgumentError naming the key when missing.
+  template <DictKey Key>
+  [[nodiscard]] const Value& at(const Key& key) const;
+  /// Removes `key` and its value, keeping the others' order; whether it was present.
+  template <DictKey Key>
+  bool erase(const Key& key) {
+    const std::size_t position = position_of(key);
+    if (position == npos) return false;
+    index_.erase(position);
+    return true;
+  }
+  /// Removes every item (the attributes stay).
+  void clear() noexcept { index_ = {}; }
   /// Number of items.
   [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
   [[nodiscard]] bool empty() const noexcept { return index_.empty(); }
@@ -440,20 +642,51 @@ class Dict {
   [[nodiscard]] auto end() const noexcept { return index_.end(); }
   /// The `_metadata` of a state_dict (an OrderedDict of module prefix to {"version": N}), or null.
   [[nodiscard]] const Value* metadata() const {
-    return attributes.is_dict() ? attributes.as_dict().find(std::string_view("_metadata")) : nullptr;
+    return attributes_.is_dict() ? attributes_.as_dict().find("_metadata") : nullptr;
   }
 
  private:
+  friend struct detail::ValueAccess;
+  using Index = detail::OrderedIndex<Item, detail::DictKeys>;
+  static constexpr std::size_t npos = Index::npos;
+
+  template <class Key>
+  [[nodiscard]] std::size_t position_of(const Key& key) const {
+    if constexpr (std::is_convertible_v<const Key&, std::string_view>) {
+      return index_.find(std::string_view(key));  // a str key: no Value made
+    } else if constexpr (std::is_same_v<Key, Value>) {
+      return index_.find(key);
+    } else {
+      return index_.find(Value(key));
+    }
+  }
   [[nodiscard]] const Value* found(std::size_t position) const noexcept {
-    return position == decltype(index_)::npos ? nullptr : &index_[position].second;
+    return position == npos ? nullptr : &index_[position].second;
+  }
+  void set_unchecked(Value key, Value value) {
+    auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
+    if (!inserted) item.second = std::move(value);
+  }
+  void refuse_cycles_into(const Dict* target) const {
+    for (const auto& [key, value] : index_) {
+      detail::refuse_cycle(key, target, "dict");
+      detail::refuse_cycle(value, target, "dict");
+    }
+    detail::refuse_cycle(attributes_, target, "dict");
+  }
+  void swap_with(Dict& other) noexcept {
+    std::swap(ordered, other.ordered);
+    std::swap(index_, other.index_);
+    std::swap(attributes_, other.attributes_);
   }
 
-  detail::OrderedIndex<Item, detail::DictKeys> index_;
+  Index index_;
+  Value attributes_;
 };
 
 /// A Python set or frozenset, in the order the file listed its elements.
 struct Set {
-  List items;           ///< elements
+  List items;           ///< elements (List's members refuse cycles)
   bool frozen = false;  ///< a frozenset
 };
 
@@ -473,6 +706,14 @@ struct StorageValue {
   std::string location;  ///< the device tag the file recorded ("cpu", "cuda:0")
 };
 
+struct Value::ListBox {
+  List items;
+  detail::Nesting nesting;
+};
+struct Value::TupleBox {
+  List items;
+  detail::Nesting nesting;
+};
 struct Value::DictBox {
   Dict dict;
   detail::Nesting nesting;
@@ -486,13 +727,131 @@ struct Value::ObjectBox {
   detail::Nesting nesting;
 };
 
+inline Value::Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}
+inline Value Value::tuple(List items) {
+  return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
+}
 inline Value::Value(Dict v) : Value(Kind::dict, std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
 inline Value::Value(Set v) : Value(Kind::set, std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
 inline Value::Value(Object v) : Value(Kind::object, std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
 inline Value::Value(StorageValue v) : Value(Kind::storage, std::make_shared<StorageValue>(std::move(v))) {}
-inline Dict& Value::as_dict() const { return expect(Kind::dict).box<DictBox>().dict; }
-inline Set& Value::as_set() const { return expect(Kind::set).box<SetBox>().set; }
-inline Object& Value::as_object() const { return expect(Kind::object).box<ObjectBox>().object; }
+inline const List& Value::as_tuple() const { return expect(Kind::tuple).box<TupleBox>().items; }
+inline const List& Value::as_list() const { return expect(Kind::list).box<ListBox>().items; }
+inline List& Value::as_list() { return expect(Kind::list).box<ListBox>().items; }
+inline const Dict& Value::as_dict() const { return expect(Kind::dict).box<DictBox>().dict; }
+inline Dict& Value::as_dict() { return expect(Kind::dict).box<DictBox>().dict; }
+inline const Set& Value::as_set() const { return expect(Kind::set).box<SetBox>().set; }
+inline Set& Value::as_set() { return expect(Kind::set).box<SetBox>().set; }
+inline const Object& Value::as_object() const { return expect(Kind::object).box<ObjectBox>().object; }
+
+namespace detail {
+
+/// The loader's access to containers. It builds trees bottom up and refuses cycles itself (pickle_machine's
+/// sealed containers), so it skips the checks of the public mutators, which would walk every child on its hot path.
+struct ValueAccess {
+  static std::vector<Value>& items(List& list) noexcept { return list.items_; }
+  static std::vector<Value>& list_items(const Value& v) {
+    return v.expect(Value::Kind::list).box<Value::ListBox>().items.items_;
+  }
+  static std::vector<Value>& set_items(const Value& v) {
+    return v.expect(Value::Kind::set).box<Value::SetBox>().set.items.items_;
+  }
+  static Set& set(const Value& v) { return v.expect(Value::Kind::set).box<Value::SetBox>().set; }
+  static Dict& dict(const Value& v) { return v.expect(Value::Kind::dict).box<Value::DictBox>().dict; }
+  static Object& object(const Value& v) { return v.expect(Value::Kind::object).box<Value::ObjectBox>().object; }
+  static void set(Dict& dict, Value key, Value value) { dict.set_unchecked(std::move(key), std::move(value)); }
+  static Value& attributes(Dict& dict) noexcept { return dict.attributes_; }
+  static std::span<Dict::Item> items(Dict& dict) noexcept { return dict.index_.mutable_items(); }
+  /// Where a container's contents live, as the public mutators know their own address; null for other kinds.
+  static const void* contents(const Value& v) noexcept {
+    switch (v.kind()) {
+      case Value::Kind::list: return &v.box<Value::ListBox>().items;
+      case Value::Kind::tuple: return &v.box<Value::TupleBox>().items;
+      case Value::Kind::dict: return &v.box<Value::DictBox>().dict;
+      case Value::Kind::set: return &v.box<Value::SetBox>().set.items;
+      case Value::Kind::object: return &v.box<Value::ObjectBox>().object;
+      default: return nullptr;
+    }
+  }
+};
+
+inline void refuse_cycle(const Value& item, const void* container, std::string_view kind) {
+  if (ValueAccess::contents(item) == nullptr) return;  // a scalar, str, tensor...: holds nothing
+  // Depth first over the containers `item` reaches, each visited once (shared ones would repeat).
+  std::vector<const Value*> pending{&item};
+  std::unordered_set<const void*> seen;
+  const auto visit = [&](const Value& child) {
+    if (ValueAccess::contents(child) != nullptr && seen.insert(child.identity()).second) pending.push_back(&child);
+  };
+  while (!pending.empty()) {
+    const Value& v = *pending.back();
+    pending.pop_back();
+    if (ValueAccess::contents(v) == container) {
+      throw ArgumentError("a " + std::string(kind) + " cannot hold itself; expected a value that does not contain " +
+                          "the " + std::string(kind) + " it is put into (no cycles)");
+    }
+    switch (v.kind()) {
+      case Value::Kind::list:
+      case Value::Kind::tuple:
+        for (const Value& child : v.elements()) visit(child);
+        break;
+      case Value::Kind::set:
+        for (const Value& child : v.as_set().items) visit(child);
+        break;
+      case Value::Kind::dict:
+        for (const auto& [key, child] : v.as_dict()) {
+          visit(key);
+          visit(child);
+        }
+        visit(v.as_dict().attributes());
+        break;
+      case Value::Kind::object:
+        visit(v.as_object().args);
+        visit(v.as_object().state);
+        break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace detail
+
+inline const Value& List::at(std::size_t index) const {
+  check_index(index, items_.size());
+  return items_[index];
+}
+inline void List::insert(std::size_t index, Value item) {
+  check_index(index, items_.size() + 1);
+  detail::refuse_cycle(item, this, "list");
+  items_.insert(items_.begin() + static_cast<difference_type>(index), std::move(item));
+}
+inline void List::set(std::size_t index, Value item) {
+  check_index(index, items_.size());
+  detail::refuse_cycle(item, this, "list");
+  items_[index] = std::move(item);
+}
+inline void List::erase(std::size_t index) {
+  check_index(index, items_.size());
+  items_.erase(items_.begin() + static_cast<difference_type>(index));
+}
+inline void List::check_index(std::size_t index, std::size_t limit) const {
+  if (index >= limit) {
+    throw ArgumentError("index " + std::to_string(index) + " is out of range; expected below " + std::to_string(limit));
+  }
+}
+
+template <DictKey Key>
+const Value& Dict::at(const Key& key) const {
+  if (const Value* value = find(key)) return *value;
+  if constexpr (std::is_convertible_v<const Key&, std::string_view>) {
+    throw ArgumentError("key \"" + std::string(std::string_view(key)) + "\" is not in the dict");
+  } else {
+    const Value shown(key);
+    throw ArgumentError(
+        "key " + (shown.is_int() ? std::to_string(shown.as_int()) : std::string(Value::kind_name(shown.kind()))) +
+        " is not in the dict");
+  }
+}
 
 inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
   using Kind = Value::Kind;
@@ -595,7 +954,7 @@ inline bool operator==(const Value& a, const Value& b) {
     case Kind::dict: {
       const Dict& x = a.as_dict();
       const Dict& y = b.as_dict();
-      if (x.size() != y.size() || x.ordered != y.ordered || !(x.attributes == y.attributes)) return false;
+      if (x.size() != y.size() || x.ordered != y.ordered || !(x.attributes() == y.attributes())) return false;
       for (std::size_t i = 0; i < x.size(); ++i) {
         if (!(x.items()[i].first == y.items()[i].first) || !(x.items()[i].second == y.items()[i].second)) return false;
       }
@@ -619,12 +978,15 @@ inline bool operator==(const Value& a, const Value& b) {
   return false;
 }
 
+inline bool operator==(const List& a, const List& b) { return detail::same_items(a, b); }
+
 inline Value Value::clone() const {
+  // Clones are new containers, so they cannot hold a cycle: the unchecked paths skip walking each clone again.
   const auto clone_all = [](const List& items) {
-    List out;
+    std::vector<Value> out;
     out.reserve(items.size());
     for (const auto& item : items) out.push_back(item.clone());
-    return out;
+    return List(std::move(out));
   };
   switch (kind()) {
     case Kind::tuple: return tuple(clone_all(as_tuple()));
@@ -632,8 +994,8 @@ inline Value Value::clone() const {
     case Kind::dict: {
       Dict out;
       out.ordered = as_dict().ordered;
-      out.attributes = as_dict().attributes.clone();
-      for (const auto& [k, v] : as_dict()) out.set(k.clone(), v.clone());
+      detail::ValueAccess::attributes(out) = as_dict().attributes().clone();
+      for (const auto& [k, v] : as_dict()) detail::ValueAccess::set(out, k.clone(), v.clone());
       return Value(std::move(out));
     }
     case Kind::set: return Value(Set{clone_all(as_set().items), as_set().frozen});
@@ -645,6 +1007,76 @@ inline Value Value::clone() const {
     }
     default: return *this;  // immutable kinds share safely
   }
+}
+
+inline std::string PathStep::str() const {
+  if (is_index_) return "[" + std::to_string(index_) + "]";
+  return "[\"" + key_ + "\"]";
+}
+
+template <DictKey Key>
+bool Value::contains(const Key& key) const {
+  return as_dict().contains(key);
+}
+
+template <DictKey Key>
+Value Value::get(const Key& key, Value fallback) const {
+  return as_dict().get(key, std::move(fallback));
+}
+
+namespace detail {
+// One step of a path from `v`, or null with `why` set.
+inline const Value* path_step(const Value& v, const PathStep& step, std::string& why) {
+  if (v.is_dict()) {
+    const Value* found = step.is_index() ? v.as_dict().find(step.index()) : v.as_dict().find(step.key());
+    if (found == nullptr) {
+      why = step.is_index() ? "key " + std::to_string(step.index()) + " is not in the dict"
+                            : "key \"" + step.key() + "\" is not in the dict";
+    }
+    return found;
+  }
+  if (v.is_list() || v.is_tuple()) {
+    if (!step.is_index()) {
+      why = "a " + std::string(Value::kind_name(v.kind())) + " has no key \"" + step.key() + "\"; expected an index";
+      return nullptr;
+    }
+    const auto n = static_cast<std::int64_t>(v.elements().size());
+    const std::int64_t index = step.index();
+    if (index < -n || index >= n) {
+      why = "index " + std::to_string(index) + " is out of range; expected below " + std::to_string(n);
+      return nullptr;
+    }
+    return &v.elements()[static_cast<std::size_t>(index < 0 ? index + n : index)];
+  }
+  why = "value is " + std::string(Value::kind_name(v.kind())) + "; expected a dict, list or tuple";
+  return nullptr;
+}
+}  // namespace detail
+
+inline const Value* Value::find_path(std::span<const PathStep> path) const {
+  const Value* at = this;
+  std::string why;
+  for (const PathStep& step : path) {
+    at = detail::path_step(*at, step, why);
+    if (at == nullptr) return nullptr;
+  }
+  return at;
+}
+
+inline const Value& Value::at_path(std::span<const PathStep> path) const {
+  const Value* at = this;
+  std::string why;
+  std::string walked;
+  for (const PathStep& step : path) {
+    at = detail::path_step(*at, step, why);
+    if (at == nullptr) {
+      std::string whole;
+      for (const PathStep& s : path) whole += s.str();
+      throw ArgumentError("no value at " + whole + ": " + (walked.empty() ? "" : "at " + walked + ", ") + why);
+    }
+    walked += step.str();
+  }
+  return *at;
 }
 
 }  // namespace tensorfile

@@ -36,7 +36,7 @@ inline tensorfile::Value map_tensors(const tensorfile::Value& value,
       case Value::Kind::dict: {
         Dict out;
         out.ordered = v.as_dict().ordered;
-        out.attributes = walk(v.as_dict().attributes);
+        out.set_attributes(walk(v.as_dict().attributes()));
         for (const auto& [key, item] : v.as_dict()) out.set(key, walk(item));
         return Value(std::move(out));
       }

@@ -281,32 +281,24 @@ inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>
       if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
       return;
     case Value::Kind::list:
-      for (auto& item : v.as_list()) replace_storages(item, placed, depth + 1);
+      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, placed, depth + 1);
       return;
     case Value::Kind::tuple: {
-      List items = v.as_tuple();
+      std::vector<Value> items(v.as_tuple().begin(), v.as_tuple().end());
       for (auto& item : items) replace_storages(item, placed, depth + 1);
-      v = Value::tuple(std::move(items));
+      v = Value::tuple(List(std::move(items)));
       return;
     }
     case Value::Kind::dict: {
-      Dict& dict = v.as_dict();
-      Dict rebuilt;
-      rebuilt.ordered = dict.ordered;
-      rebuilt.attributes = dict.attributes;
-      for (auto [key, item] : dict) {
-        replace_storages(item, placed, depth + 1);
-        rebuilt.set(key, item);
-      }
-      dict = std::move(rebuilt);
+      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, placed, depth + 1);
       return;
     }
     case Value::Kind::set:
-      for (auto& item : v.as_set().items) replace_storages(item, placed, depth + 1);
+      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, placed, depth + 1);
       return;
     case Value::Kind::object:
-      replace_storages(v.as_object().args, placed, depth + 1);
-      replace_storages(v.as_object().state, placed, depth + 1);
+      replace_storages(ValueAccess::object(v).args, placed, depth + 1);
+      replace_storages(ValueAccess::object(v).state, placed, depth + 1);
       return;
     default: return;
   }

@@ -178,7 +178,7 @@ inline void save(const Value& value, std::ostream& out, const SaveOptions& optio
   if (!metadata.is_none()) {
     Dict attributes;
     attributes.set("_metadata", metadata);
-    dict.attributes = Value(std::move(attributes));
+    dict.set_attributes(Value(std::move(attributes)));
   }
   return Value(std::move(dict));
 }

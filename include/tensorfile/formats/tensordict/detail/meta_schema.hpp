@@ -65,7 +65,8 @@ namespace tensorfile::detail::td {
       while (true) {
         std::string key(in.parse_string(scratch));
         in.expect(':', "':'");
-        dict.set(Value(std::move(key)), parse_json_value(in, depth + 1));
+        // Parsed containers are new, so they cannot hold a cycle: the unchecked insertion skips walking each one.
+        ValueAccess::set(dict, Value(std::move(key)), parse_json_value(in, depth + 1));
         if (in.consume(',')) continue;
         in.expect('}', "',' or '}'");
         return Value(std::move(dict));
@@ -76,7 +77,7 @@ namespace tensorfile::detail::td {
       List list;
       if (in.consume(']')) return Value(std::move(list));
       while (true) {
-        list.push_back(parse_json_value(in, depth + 1));
+        ValueAccess::items(list).push_back(parse_json_value(in, depth + 1));
         if (in.consume(',')) continue;
         in.expect(']', "',' or ']'");
         return Value(std::move(list));

@@ -361,7 +361,7 @@ class PickleMachine {
           child(k);
           child(c);
         }
-        child(v.as_dict().attributes);
+        child(v.as_dict().attributes());
         break;
       case Value::Kind::object:
         child(v.as_object().args);
@@ -404,7 +404,7 @@ class PickleMachine {
   void append_items(Value& target, List items) {
     if (!target.is_list()) fail("APPEND on a " + std::string(Value::kind_name(target.kind())) + "; expected a list");
     check_open(target);
-    List& list = target.as_list();
+    std::vector<Value>& list = ValueAccess::list_items(target);  // insert_check below refuses cycles
     for (auto& item : items) {
       insert_check(target, item, list.size() + 1);
       list.push_back(std::move(item));
@@ -414,12 +414,12 @@ class PickleMachine {
     if (!target.is_dict()) fail("SETITEM on a " + std::string(Value::kind_name(target.kind())) + "; expected a dict");
     if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
     check_open(target);
-    Dict& dict = target.as_dict();
+    Dict& dict = ValueAccess::dict(target);  // insert_check below refuses cycles
     for (std::size_t i = 0; i < items.size(); i += 2) {
       check_hashable(items[i], "dict key");
       insert_check(target, items[i], dict.size() + 1);
       insert_check(target, items[i + 1], dict.size() + 1);
-      dict.set(std::move(items[i]), std::move(items[i + 1]));
+      ValueAccess::set(dict, std::move(items[i]), std::move(items[i + 1]));
     }
   }
   void add_items(Value& target, List items) {
@@ -428,8 +428,9 @@ class PickleMachine {
     check_open(target);
     for (auto& item : items) {
       check_hashable(item, "set item");
-      insert_check(target, item, target.as_set().items.size() + 1);
-      target.as_set().items.push_back(std::move(item));
+      std::vector<Value>& set_items = ValueAccess::set_items(target);  // insert_check refuses cycles
+      insert_check(target, item, set_items.size() + 1);
+      set_items.push_back(std::move(item));
     }
   }
   Value make_tuple(List items) {
@@ -589,7 +590,7 @@ class PickleMachine {
         Value set = Value(Set{});
         adopt(set);
         add_items(set, pop_mark());
-        set.as_set().frozen = true;
+        ValueAccess::set(set).frozen = true;
         push(std::move(set));
         return;
       }

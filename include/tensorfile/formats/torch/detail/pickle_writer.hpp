@@ -374,8 +374,8 @@ class PickleWriter {
         }
         memo_put(identity);
         deepest = dict_items(dict, depth);
-        if (dict.ordered && dict.attributes.is_dict() && !dict.attributes.as_dict().empty()) {
-          deepest = std::max(deepest, value(dict.attributes, depth + 1));
+        if (dict.ordered && dict.attributes().is_dict() && !dict.attributes().as_dict().empty()) {
+          deepest = std::max(deepest, value(dict.attributes(), depth + 1));
           op(Op::build);
         }
         break;

@@ -194,13 +194,14 @@ class TorchHooks {
       Value attributes = state.is_tuple() && !state.as_tuple().empty() ? state.as_tuple()[0] : state;
       if (attributes.is_none()) return object;
       if (!attributes.is_dict()) bad_arg("BUILD of a dict", "a dict of attributes", attributes, at);
-      Dict& dict = object.as_dict();
-      if (!dict.attributes.is_dict()) dict.attributes = Value(Dict{});
-      for (const auto& [k, v] : attributes.as_dict()) dict.attributes.as_dict().set(k, v);
+      // The loader's unchecked access: attributes read from the pickle are sealed, so they cannot hold `object`.
+      Value& own = ValueAccess::attributes(ValueAccess::dict(object));
+      if (!own.is_dict()) own = Value(Dict{});
+      for (const auto& [k, v] : attributes.as_dict()) ValueAccess::set(ValueAccess::dict(own), k, v);
       return object;
     }
     if (object.is_object()) {
-      object.as_object().state = std::move(state);
+      ValueAccess::object(object).state = std::move(state);
       return object;
     }
     if (object.is_tensor() && !options_.strict) return object;  // tensor attributes: dropped

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+// Conversion between torch object trees (Value, e.g. a state_dict or a checkpoint) and TensorDict trees.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/formats/tensordict/tensordict.hpp"
+
+namespace tensorfile {
+
+/// Something to_value() left out of its result, and what it was.
+struct LeftOut {
+  std::string path{};  ///< where it was: "/key/0/..." ("/" and "~" in keys written "~1" and "~0"), "" for the root
+  std::string what{};  ///< e.g. "pickled NonTensorData"
+};
+
+/// Options of to_tensordict() and to_value().
+struct ValueTreeOptions {
+  std::filesystem::path file{};              ///< the file the tree came from, named in error messages
+  std::vector<LeftOut>* left_out = nullptr;  ///< to_value: receives the pickled data it leaves out; null: an error
+};
+
+namespace detail::td {
+
+/// A path step as the tool and the errors write it: "/" and "~" escaped as in a JSON pointer.
+inline std::string tree_path_step(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+inline std::string tree_child(const std::string& path, std::string_view step) {
+  return path + "/" + tree_path_step(step);
+}
+inline std::string tree_member(const std::string& path) { return path.empty() ? "(root)" : path; }
+
+inline bool holds_tensor(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::tensor:
+    case Value::Kind::storage: return true;
+    case Value::Kind::list:
+    case Value::Kind::tuple:
+      for (const Value& item : v.elements()) {
+        if (holds_tensor(item)) return true;
+      }
+      return false;
+    case Value::Kind::dict:
+      for (const auto& [key, item] : v.as_dict()) {
+        if (holds_tensor(item)) return true;
+      }
+      return false;
+    case Value::Kind::set:
+      for (const Value& item : v.as_set().items) {
+        if (holds_tensor(item)) return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
+class ValueToTensorDict {
+ public:
+  explicit ValueToTensorDict(const std::filesystem::path& file) : file_(file) {}
+
+  TensorDict collection(const std::vector<std::pair<std::string, const Value*>>& items, const std::string& path) {
+    TensorDict td;
+    std::set<std::string, std::less<>> seen;
+    for (const auto& [key, item] : items) {
+      if (!seen.insert(key).second) {
+        throw ArgumentError("two keys read \"" + key + "\" as text; expected distinct keys for a TensorDict",
+                            {.file = file_, .member = tree_member(path)});
+      }
+      td.set(key, entry(*item, tree_child(path, key)));
+    }
+    return td;
+  }
+
+  Entry entry(const Value& v, const std::string& path) {
+    switch (v.kind()) {
+      case Value::Kind::tensor: return v.as_tensor();
+      case Value::Kind::storage: return v.as_storage().tensor;
+      case Value::Kind::dict: {
+        std::vector<std::pair<std::string, const Value*>> items;
+        for (const auto& [key, item] : v.as_dict()) items.emplace_back(key_text(key), &item);
+        return collection(items, path);
+      }
+      case Value::Kind::list:
+      case Value::Kind::tuple: {
+        if (!holds_tensor(v)) break;
+        std::vector<std::pair<std::string, const Value*>> items;
+        for (std::size_t i = 0; i < v.elements().size(); ++i) items.emplace_back(std::to_string(i), &v.elements()[i]);
+        return collection(items, path);
+      }
+      default: break;
+    }
+    check_json(v, path);
+    return non_tensor(v);
+  }
+
+ private:
+  void check_json(const Value& v, const std::string& path) const {
+    switch (v.kind()) {
+      case Value::Kind::none:
+      case Value::Kind::boolean:
+      case Value::Kind::integer:
+      case Value::Kind::big_integer:
+      case Value::Kind::floating:
+      case Value::Kind::string: return;
+      case Value::Kind::list:
+      case Value::Kind::tuple:
+        for (std::size_t i = 0; i < v.elements().size(); ++i) {
+          check_json(v.elements()[i], path + "/" + std::to_string(i));
+        }
+        return;
+      case Value::Kind::dict:
+        for (const auto& [key, item] : v.as_dict()) {
+          if (!key.is_string()) {
+            throw UnsupportedError("a dict with " + std::string(Value::kind_name(key.kind())) +
+                                       " keys and no tensor has no tensordict form; expected str keys (JSON)",
+                                   {.file = file_, .member = tree_member(path)});
+          }
+          check_json(item, tree_child(path, key.as_string()));
+        }
+        return;
+      default:
+        throw UnsupportedError("a value of type " + std::string(Value::kind_name(v.kind())) +
+                                   " has no tensordict form; expected tensors, containers of them, or JSON values "
+                                   "(None, bool, int, float, str, lists, str-keyed dicts)",
+                               {.file = file_, .member = tree_member(path)});
+    }
+  }
+
+  const std::filesystem::path& file_;
+};
+
+class TensorDictToValue {
+ public:
+  explicit TensorDictToValue(const ValueTreeOptions& options) : options_(options) {}
+
+  Value collection(const TensorDict& td, const std::string& path) {
+    if (td.kind() == TensorDictKind::lazy_stack) {
+      List items;
+      for (const auto& item : td) {
+        if (auto value = entry(item.value, tree_child(path, item.key))) items.push_back(std::move(*value));
+      }
+      return Value(std::move(items));
+    }
+    Dict dict;
+    for (const auto& item : td) {
+      if (auto value = entry(item.value, tree_child(path, item.key))) dict.set(item.key, std::move(*value));
+    }
+    for (const auto& [key, field] : td.class_fields()) dict.set(key, field);
+    return Value(std::move(dict));
+  }
+
+ private:
+  std::optional<Value> entry(const Entry& e, const std::string& path) {
+    switch (e.kind()) {
+      case Entry::Kind::tensor: return Value(e.as_tensor());
+      case Entry::Kind::tensordict: return collection(e.as_tensordict(), path);
+      case Entry::Kind::nested_tensor:
+        throw UnsupportedError("a nested tensor has no torch.save form that tensorfile writes",
+                               {.file = options_.file, .member = path});
+      case Entry::Kind::non_tensor: {
+        const NonTensorData& data = e.as_non_tensor();
+        if (data.data().is_none() && data.pickle) {
+          const std::string what = "pickled " + std::string(data.class_name());
+          if (options_.left_out == nullptr) {
+            throw UnsupportedError(what +
+                                       " is never unpickled; expected JSON non-tensor data (or a left_out list "
+                                       "to collect what is left out)",
+                                   {.file = options_.file, .member = tree_member(path)});
+          }
+          options_.left_out->push_back({path, what});
+          return std::nullopt;
+        }
+        return data.data();
+      }
+    }
+    return std::nullopt;
+  }
+
+  const ValueTreeOptions& options_;
+};
+
+}  // namespace detail::td
+
+/// `root` as a TensorDict tree: dicts become TensorDicts (keys as text: key_text()), tensors and bare storages
+/// tensor leaves, lists and tuples that hold tensors TensorDicts keyed "0", "1"..., and other values
+/// NonTensorData holding them as JSON. Tensors are shared, not copied. Throws UnsupportedError, naming
+/// `options.file` and the path, for a root that is neither a dict nor a list holding tensors and for values JSON
+/// cannot hold (bytes, complex, device, dtype, set, objects), ArgumentError for two keys with one text (1 and "1").
+[[nodiscard]] inline TensorDict to_tensordict(const Value& root, const ValueTreeOptions& options = {}) {
+  if (!root.is_dict() && !((root.is_list() || root.is_tuple()) && detail::td::holds_tensor(root))) {
+    throw UnsupportedError("the root is of type " + std::string(Value::kind_name(root.kind())) +
+                               "; expected a dict, or a list of tensors (a tensordict tree is a dict of tensors)",
+                           {.file = options.file});
+  }
+  detail::td::ValueToTensorDict convert(options.file);
+  Entry tree = convert.entry(root, "");
+  return std::move(tree.as_tensordict());
+}
+
+/// `td` as a torch object tree (a state_dict for a flat TensorDict of tensors): TensorDicts and tensorclasses
+/// become dicts (a tensorclass's JSON attributes included), lazy stacks lists, NonTensorData its value. Tensors are
+/// shared, not copied. Pickled non-tensor data is never unpickled: it is listed in `options.left_out` and left out,
+/// or, with no list given, UnsupportedError. Throws UnsupportedError, naming `options.file`, for nested tensors.
+[[nodiscard]] inline Value to_value(const TensorDict& td, const ValueTreeOptions& options = {}) {
+  detail::td::TensorDictToValue convert(options);
+  return convert.collection(td, "");
+}
+
+}  // namespace tensorfile
