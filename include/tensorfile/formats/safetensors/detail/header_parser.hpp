@@ -135,6 +135,9 @@ class SafetensorsHeaderParser {
     } catch (const LimitError& error) {
       if (!error.member().empty()) throw;
       throw LimitError(error.reason(), {.file = file_, .member = member, .offset = error.offset()});
+    } catch (const UnsupportedError& error) {
+      if (!error.member().empty()) throw;
+      throw UnsupportedError(error.reason(), {.file = file_, .member = member, .offset = error.offset()});
     } catch (const FormatError& error) {
       if (!error.member().empty()) throw;
       throw FormatError(error.reason(), {.file = file_, .member = member, .offset = error.offset()});
