@@ -29,6 +29,11 @@
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/formats/torch/save.hpp"
 
+#include "tensorfile/formats/safetensors/header.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/safetensors/options.hpp"
+#include "tensorfile/formats/safetensors/save.hpp"
+
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/save_memmap.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"

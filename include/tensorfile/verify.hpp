@@ -17,6 +17,7 @@
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 
@@ -102,9 +103,10 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
 /// Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), the version and
 /// byteorder records, data.pkl, each storage record against the size its tensors declare and each view against
 /// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
-/// every data file's length. Objects kept opaque (numpy arrays, modules) are not errors. A path of unknown
-/// format gets the error load() gives it. Tensor data is mapped, never copied. Throws IoError only when a torch
-/// zip file cannot be mapped; every other problem is in the report.
+/// every data file's length. Safetensors files: the
+/// header and the data section's tiling (as load_safetensors checks them). Objects kept opaque (numpy arrays, modules)
+/// are not errors. A path of unknown format gets the error load() gives it. Tensor data is mapped, never copied. Throws
+/// IoError only when a torch zip file cannot be mapped; every other problem is in the report.
 [[nodiscard]] inline VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options = {}) {
   VerifyReport report;
   report.format = detect_format(path);
@@ -112,6 +114,10 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
     case FileFormat::torch_zip: detail::verify_torch_zip(report, path, options); break;
     case FileFormat::torch_legacy: detail::verify_torch_objects(report, path); break;
     case FileFormat::tensordict: detail::verify_tensordict(report, path); break;
+    case FileFormat::safetensors:  // the header in full, and the data section against it; data mapped, not read
+      detail::verify_step(
+          report, [&] { report.tensors = named_tensors(load_safetensors(path, {.mmap = MapMode::read_only})).size(); });
+      break;
     case FileFormat::unknown:
       detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); });
       break;

@@ -33,6 +33,10 @@ for sub in ("torch", "torch_gen", "zip"):
         else:
             put("pickle", blob[blob.find(b"\x80"):] if b"\x80" in blob else blob)
 
+for name in sorted(os.listdir(os.path.join(data, "safetensors"))):
+    if name.endswith(".safetensors"):
+        put("safetensors", open(os.path.join(data, "safetensors", name), "rb").read())
+
 td = os.path.join(data, "tensordict")
 for tree in sorted(os.listdir(td)):
     root = os.path.join(td, tree)

@@ -55,6 +55,7 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
     }
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
+    case FileFormat::safetensors:  // not read by the tool yet (issue 14, item 5)
     case FileFormat::unknown: break;
   }
   return shown;

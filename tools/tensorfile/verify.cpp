@@ -32,6 +32,7 @@ std::string checked_summary(const VerifyReport& report) {
     case FileFormat::tensordict:
       return fmt::format("tensordict, every meta.json and data file; {} lea{} ({})", report.leaves,
                          report.leaves == 1 ? "f" : "ves", human_bytes(report.leaf_bytes));
+    case FileFormat::safetensors: return "safetensors, the header and the data offsets" + tensors;
     case FileFormat::unknown: break;
   }
   return "";

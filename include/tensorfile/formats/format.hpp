@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <span>
@@ -23,15 +24,17 @@ enum class FileFormat {
   torch_zip,     ///< torch.save since 1.6: a zip archive of data.pkl and data/N records
   torch_legacy,  ///< torch.save with `_use_new_zipfile_serialization=False`: pickles, then raw storages
   tensordict,    ///< a directory: a tensordict memmap tree (load_memmap checks its meta.json)
+  safetensors,   ///< a .safetensors file: an 8-byte little-endian header length, then a JSON object
 };
 
 /// The format's name as the `tensorfile` program prints it: "torch-zip", "torch-legacy", "tensordict",
-/// "unknown".
+/// "safetensors", "unknown".
 [[nodiscard]] constexpr std::string_view format_name(FileFormat format) noexcept {
   switch (format) {
     case FileFormat::torch_zip: return "torch-zip";
     case FileFormat::torch_legacy: return "torch-legacy";
     case FileFormat::tensordict: return "tensordict";
+    case FileFormat::safetensors: return "safetensors";
     case FileFormat::unknown: break;
   }
   return "unknown";
@@ -40,11 +43,19 @@ enum class FileFormat {
 /// How many leading bytes detect_format needs at most (the tar magic of the pre-2017 torch format sits at 257).
 inline constexpr std::size_t format_sniff_bytes = 512;
 
-/// The format of a file's bytes, from its magic: a zip local header is torch_zip, a pickle start
-/// (PROTO, or the `(` and long-int openings of protocol 0 and 1) torch_legacy; the loader checks the rest.
-/// Bytes past the first format_sniff_bytes are not looked at. Never throws.
+/// The format of a file's bytes, from its magic: a zip local header is torch_zip; a little-endian
+/// header length of at most 100,000,000 followed by `{` is safetensors (checked before the pickle
+/// openings, which the length's low byte may look like); a pickle start (PROTO, or the `(` and long-int
+/// openings of protocol 0 and 1) torch_legacy; the loader checks the rest. Bytes past the first
+/// format_sniff_bytes are not looked at. Never throws.
 [[nodiscard]] inline FileFormat detect_format(std::span<const std::byte> bytes) noexcept {
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) return FileFormat::torch_zip;
+  if (bytes.size() >= 9 && bytes[8] == std::byte{'{'}) {
+    // A pickle's second to eighth bytes are opcodes and arguments, never the zeros a length this small needs.
+    std::uint64_t length = 0;
+    for (std::size_t i = 8; i-- > 0;) length = (length << 8) | std::to_integer<std::uint64_t>(bytes[i]);
+    if (length >= 2 && length <= 100'000'000) return FileFormat::safetensors;
+  }
   if (!bytes.empty() && (bytes[0] == std::byte{0x80} || bytes[0] == std::byte{'('} || bytes[0] == std::byte{0x8a})) {
     return FileFormat::torch_legacy;
   }

@@ -107,35 +107,6 @@ class RecordBatches {
   std::vector<Batch> batches_;
 };
 
-/// Sends one CPU storage where map_location says; `read` produces the bytes only when needed.
-template <class Read, class Where>
-Storage place_storage(const LoadOptions& options, std::size_t bytes, const std::string& saved_tag, Read&& read,
-                      Where&& where) {
-  if (options.map_location.all_meta()) return meta_storage(bytes);
-  Storage cpu;
-  if (const auto* function = options.map_location.function()) {
-    cpu = read();
-    if (auto chosen = (*function)(cpu, saved_tag)) return *chosen;
-  }
-  const std::string tag = options.map_location.target_tag(saved_tag);
-  Device device;
-  try {
-    device = Device::parse(tag);
-  } catch (const ArgumentError&) {
-    throw UnsupportedError(
-        "don't know how to restore a storage tagged \"" + tag + "\"; map it with .map_location = \"cpu\" or a tag map",
-        where());
-  }
-  if (device.is_meta()) return meta_storage(bytes);
-  if (!cpu.defined()) cpu = read();
-  if (device.is_cpu()) return cpu;
-  try {
-    return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())}).to(device).storage();
-  } catch (const DeviceError& error) {
-    throw DeviceError("storage tagged \"" + saved_tag + "\": " + error.reason(), where());
-  }
-}
-
 template <class Where>
 std::int64_t checked_record_bytes(std::int64_t numel, DType dtype, Where&& where) {
   const auto bytes = checked_mul(numel, static_cast<std::int64_t>(element_size(dtype)));
@@ -250,7 +221,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       }
       return cpu;
     };
-    return place_storage(options, static_cast<std::size_t>(record->size), location, read, [&] {
+    return place_storage(options.map_location, static_cast<std::size_t>(record->size), location, read, [&] {
       return ErrorLocation{archive.path, record->name};
     });
   };
@@ -397,7 +368,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
     if (!p.storage.device().is_cpu()) continue;
     const Storage cpu = p.storage;
     Storage target = place_storage(
-        options, bytes, p.location, [&] { return cpu; },
+        options.map_location, bytes, p.location, [&] { return cpu; },
         [&] {
           return ErrorLocation{archive.path, key, pos};
         });
@@ -423,6 +394,9 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
   }
   if (format == FileFormat::torch_zip) return load_zip(archive, options);
   if (format == FileFormat::torch_legacy) return load_legacy(archive, options);
+  if (format == FileFormat::safetensors) {
+    throw UnsupportedError("this is a safetensors file; read it with load_safetensors", {.file = archive.path});
+  }
   if (archive.bytes.size() >= 8 && std::memcmp(archive.bytes.data(), "PYTORCH1", 8) == 0) {
     throw UnsupportedError("this is the preview-release torch format (PYTORCH1)", {.file = archive.path});
   }

@@ -15,47 +15,9 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/detail/posix/file.hpp"  // MapMode
+#include "tensorfile/formats/map_location.hpp"
 
 namespace tensorfile {
-
-/// Where loaded storages go, in any of torch.load's map_location forms:
-/// - nothing: the device tag saved in the file ("cpu", "cuda:0", "meta")
-/// - a Device or device string: every storage goes there
-/// - a tag map {"cuda:1": "cuda:0"}: exact-string remap; tags not listed keep their own value
-/// - a callable (storage, saved tag) -> optional storage: called once per storage with a CPU
-///   storage holding the bytes; returning nullopt falls back to the saved tag
-class MapLocation {
- public:
-  /// The callable form.
-  using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
-
-  MapLocation() = default;                                                 ///< restore saved tags
-  MapLocation(Device device) : how_(device.str()) {}                       ///< everything to `device`
-  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}  ///< "cpu", "cuda:1", "meta"
-  MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
-  MapLocation(std::map<std::string, std::string> tags) : how_(std::move(tags)) {}  ///< tag remap
-  MapLocation(Function function) : how_(std::move(function)) {}                    ///< callable
-
-  /// The tag a storage saved under `saved` goes to, before any callable is asked.
-  [[nodiscard]] std::string target_tag(const std::string& saved) const {
-    if (const auto* fixed = std::get_if<std::string>(&how_)) return *fixed;
-    if (const auto* tags = std::get_if<std::map<std::string, std::string>>(&how_)) {
-      auto it = tags->find(saved);
-      return it == tags->end() ? saved : it->second;
-    }
-    return saved;
-  }
-  /// The callable form, or null.
-  [[nodiscard]] const Function* function() const noexcept { return std::get_if<Function>(&how_); }
-  /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
-  [[nodiscard]] bool all_meta() const noexcept {
-    const auto* fixed = std::get_if<std::string>(&how_);
-    return fixed != nullptr && *fixed == "meta";
-  }
-
- private:
-  std::variant<std::monostate, std::string, std::map<std::string, std::string>, Function> how_;
-};
 
 /// One storage record of a zip torch file, as LoadOptions::storage_source sees it before it is read.
 struct StorageRecord {

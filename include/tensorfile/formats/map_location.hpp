@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// MapLocation: where loaded storages go, in torch.load's map_location forms; shared by every format's loader.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/core/tensor.hpp"
+
+namespace tensorfile {
+
+/// Where loaded storages go, in any of torch.load's map_location forms:
+/// - nothing: the device tag saved in the file ("cpu", "cuda:0", "meta")
+/// - a Device or device string: every storage goes there
+/// - a tag map {"cuda:1": "cuda:0"}: exact-string remap; tags not listed keep their own value
+/// - a callable (storage, saved tag) -> optional storage: called once per storage with a CPU
+///   storage holding the bytes; returning nullopt falls back to the saved tag
+class MapLocation {
+ public:
+  /// The callable form.
+  using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
+
+  MapLocation() = default;                                                 ///< restore saved tags
+  MapLocation(Device device) : how_(device.str()) {}                       ///< everything to `device`
+  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}  ///< "cpu", "cuda:1", "meta"
+  MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+  MapLocation(std::map<std::string, std::string> tags) : how_(std::move(tags)) {}  ///< tag remap
+  MapLocation(Function function) : how_(std::move(function)) {}                    ///< callable
+
+  /// The tag a storage saved under `saved` goes to, before any callable is asked.
+  [[nodiscard]] std::string target_tag(const std::string& saved) const {
+    if (const auto* fixed = std::get_if<std::string>(&how_)) return *fixed;
+    if (const auto* tags = std::get_if<std::map<std::string, std::string>>(&how_)) {
+      auto it = tags->find(saved);
+      return it == tags->end() ? saved : it->second;
+    }
+    return saved;
+  }
+  /// The callable form, or null.
+  [[nodiscard]] const Function* function() const noexcept { return std::get_if<Function>(&how_); }
+  /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
+  [[nodiscard]] bool all_meta() const noexcept {
+    const auto* fixed = std::get_if<std::string>(&how_);
+    return fixed != nullptr && *fixed == "meta";
+  }
+
+ private:
+  std::variant<std::monostate, std::string, std::map<std::string, std::string>, Function> how_;
+};
+
+namespace detail {
+
+/// Sends one CPU storage where `where_to` says; `read` produces the bytes only when needed (never for
+/// meta), `where` builds the error location only when throwing. CUDA goes through Tensor::to (the
+/// installed device copy).
+template <class Read, class Where>
+Storage place_storage(const MapLocation& where_to, std::size_t bytes, const std::string& saved_tag, Read&& read,
+                      Where&& where) {
+  if (where_to.all_meta()) return meta_storage(bytes);
+  Storage cpu;
+  if (const auto* function = where_to.function()) {
+    cpu = read();
+    if (auto chosen = (*function)(cpu, saved_tag)) return *chosen;
+  }
+  const std::string tag = where_to.target_tag(saved_tag);
+  Device device;
+  try {
+    device = Device::parse(tag);
+  } catch (const ArgumentError&) {
+    throw UnsupportedError(
+        "don't know how to restore a storage tagged \"" + tag + "\"; map it with .map_location = \"cpu\" or a tag map",
+        where());
+  }
+  if (device.is_meta()) return meta_storage(bytes);
+  if (!cpu.defined()) cpu = read();
+  if (device.is_cpu()) return cpu;
+  try {
+    return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())}).to(device).storage();
+  } catch (const DeviceError& error) {
+    throw DeviceError("storage tagged \"" + saved_tag + "\": " + error.reason(), where());
+  }
+}
+
+}  // namespace detail
+
+}  // namespace tensorfile

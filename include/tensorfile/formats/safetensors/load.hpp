@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// load_safetensors(): read a .safetensors file into a state-dict-shaped Value, on the heap, as views of
+// one mapping, or as meta tensors (header only), with map_location as load() takes it.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <istream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/safetensors/header.hpp"
+#include "tensorfile/formats/safetensors/options.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+/// Builds the ordered name -> Tensor dict from a validated header. `data` holds the data section
+/// (undefined when every tensor goes to meta); tensors are slices of it, or copies when `data` is heap
+/// memory and a tensor's bytes are not aligned to its element size (files written unsorted).
+inline Value build_safetensors_dict(const SafetensorsHeader& header, const Storage& data, bool copy_misaligned,
+                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
+  Dict dict;
+  dict.ordered = true;
+  for (const SafetensorsTensorInfo& info : header.tensors) {
+    const auto bytes = static_cast<std::size_t>(info.end - info.begin);
+    const auto read = [&]() -> Storage {
+      Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
+      const auto address = reinterpret_cast<std::uintptr_t>(slice.data());
+      if (!copy_misaligned || bytes == 0 || address % element_size(info.dtype) == 0) return slice;
+      Storage aligned = heap_storage(bytes, false);
+      std::memcpy(aligned.mutable_data(), slice.data(), bytes);
+      return aligned;
+    };
+    const Storage placed = place_storage(options.map_location, bytes, "cpu", read, [&] {
+      return ErrorLocation{file, info.name, info.entry_offset};
+    });
+    dict.set(info.name, Tensor(placed, info.dtype, info.shape));
+  }
+  if (header.metadata) {
+    Dict metadata;
+    for (const auto& [key, value] : *header.metadata) metadata.set(key, value);
+    Dict attributes;
+    attributes.set("__metadata__", Value(std::move(metadata)));
+    dict.attributes = Value(std::move(attributes));
+  }
+  return Value(std::move(dict));
+}
+
+/// The one reader of in-memory input: `bytes` is the whole file; `views`, when defined, owns it.
+inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Storage& views, bool copy_misaligned,
+                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
+  const SafetensorsHeader header = parse_safetensors_header(bytes, bytes.size(), file, options.max_header_bytes);
+  const auto offset = static_cast<std::size_t>(header.data_offset);
+  const auto size = static_cast<std::size_t>(header.data_bytes);
+  if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, file);
+  if (views.defined()) {
+    return build_safetensors_dict(header, views.slice(offset, size), copy_misaligned, options, file);
+  }
+  Storage data = heap_storage(size, false);
+  if (size != 0) std::memcpy(data.mutable_data(), bytes.data() + offset, size);
+  return build_safetensors_dict(header, data, true, options, file);
+}
+
+}  // namespace detail
+
+/// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
+/// named_tensors, printing and save() see only the tensors), or null when the file had none.
+[[nodiscard]] inline const Dict* safetensors_metadata(const Value& loaded) {
+  if (!loaded.is_dict() || !loaded.as_dict().attributes.is_dict()) return nullptr;
+  const Value* metadata = loaded.as_dict().attributes.as_dict().find(std::string_view("__metadata__"));
+  return metadata != nullptr && metadata->is_dict() ? &metadata->as_dict() : nullptr;
+}
+
+/// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
+/// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see
+/// safetensors_metadata). The header is validated in full before any data is read. Data goes to one
+/// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
+/// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
+/// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
+/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>), not the streaming
+/// loader. Throws FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError
+/// when the file cannot be read, DeviceError when map_location names a missing device.
+[[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
+                                            const SafetensorsLoadOptions& options = {}) {
+  const bool shared = options.mmap == MapMode::shared;
+  const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const std::uint64_t size = file.size();
+  if (options.mmap && !options.map_location.all_meta() && size >= 8) {
+    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+    return detail::load_safetensors_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
+  }
+  const std::vector<std::byte> head = detail::read_safetensors_head(file, size, options.max_header_bytes);
+  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
+  if (options.map_location.all_meta()) return detail::build_safetensors_dict(header, Storage(), false, options, path);
+  Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
+  file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
+  return detail::build_safetensors_dict(header, data, true, options, path);
+}
+
+/// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
+/// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
+[[nodiscard]] inline Value load_safetensors(std::span<const std::byte> bytes,
+                                            const SafetensorsLoadOptions& options = {}) {
+  return detail::load_safetensors_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), false,
+                                        options, {});
+}
+
+/// Loads from a stream, read to its end into one heap buffer the tensors then share.
+[[nodiscard]] inline Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options = {}) {
+  std::vector<char> buffer((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw IoError("cannot read the stream", EIO);
+  Storage whole = heap_storage(buffer.size(), false);
+  if (!buffer.empty()) std::memcpy(whole.mutable_data(), buffer.data(), buffer.size());
+  buffer = {};
+  return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
+}
+
+}  // namespace tensorfile

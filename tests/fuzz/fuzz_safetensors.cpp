@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// libFuzzer harness: load_safetensors() from bytes in heap, mmap (views of the input) and meta modes.
+// Every mode must agree on success, heap and mmap loads on every value, and a successful load must
+// save back and load again to the same tensors.
+#include <tensorfile/formats/safetensors/load.hpp>
+#include <tensorfile/formats/safetensors/save.hpp>
+
+#include "fuzz_common.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace {
+std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes,
+                                          const tensorfile::SafetensorsLoadOptions& options) {
+  try {
+    tensorfile::Value v = tensorfile::load_safetensors(bytes, options);
+    tensorfile_fuzz::walk(v);
+    return v;
+  } catch (const tensorfile::Error&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  const auto heap = try_load(bytes, {});
+  const auto mapped = try_load(bytes, {.mmap = tensorfile::MapMode::read_only});
+  const auto meta = try_load(bytes, {.map_location = "meta"});
+  if (heap.has_value() != mapped.has_value() || heap.has_value() != meta.has_value()) __builtin_trap();
+  if (!heap) return 0;
+  if (!(*heap == *mapped)) __builtin_trap();  // two modes, one meaning
+  try {
+    const auto saved = tensorfile::save_safetensors_to_bytes(*heap, {.sort = false});  // header order kept
+    const tensorfile::Value again = tensorfile::load_safetensors(std::span<const std::byte>(saved));
+    if (!(again == *heap)) __builtin_trap();
+  } catch (const tensorfile::ArgumentError&) {
+    // a rewritten header past the format's limit
+  }
+  return 0;
+}
