@@ -54,7 +54,7 @@ inline Value build_safetensors_dict(const SafetensorsHeader& header, const Stora
     for (const auto& [key, value] : *header.metadata) metadata.set(key, value);
     Dict attributes;
     attributes.set("__metadata__", Value(std::move(metadata)));
-    dict.attributes = Value(std::move(attributes));
+    dict.set_attributes(Value(std::move(attributes)));
   }
   return Value(std::move(dict));
 }
@@ -79,8 +79,8 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
 /// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
 /// named_tensors, printing and save() see only the tensors), or null when the file had none.
 [[nodiscard]] inline const Dict* safetensors_metadata(const Value& loaded) {
-  if (!loaded.is_dict() || !loaded.as_dict().attributes.is_dict()) return nullptr;
-  const Value* metadata = loaded.as_dict().attributes.as_dict().find(std::string_view("__metadata__"));
+  if (!loaded.is_dict() || !loaded.as_dict().attributes().is_dict()) return nullptr;
+  const Value* metadata = loaded.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
   return metadata != nullptr && metadata->is_dict() ? &metadata->as_dict() : nullptr;
 }
 

@@ -159,8 +159,8 @@ inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>&
 
 /// The named tensors of a Value, and its `__metadata__` unless `options` gives metadata.
 inline SafetensorsSaveOptions with_kept_metadata(const Value& tensors, SafetensorsSaveOptions options) {
-  if (!options.metadata.empty() || !tensors.is_dict() || !tensors.as_dict().attributes.is_dict()) return options;
-  const Value* kept = tensors.as_dict().attributes.as_dict().find(std::string_view("__metadata__"));
+  if (!options.metadata.empty() || !tensors.is_dict() || !tensors.as_dict().attributes().is_dict()) return options;
+  const Value* kept = tensors.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
   if (kept == nullptr || !kept->is_dict()) return options;
   for (const auto& [key, value] : kept->as_dict()) {
     if (!key.is_string() || !value.is_string()) {
