@@ -11,16 +11,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <ostream>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/random_bits.hpp"
 
 namespace tensorfile::detail {
 
@@ -80,11 +81,14 @@ class AtomicFileSink final : public ByteSink {
     struct stat old {};
     const bool replacing = ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode);
     const mode_t mode = replacing ? (old.st_mode & 0777) : 0666;
-    static thread_local std::mt19937_64 random{std::random_device{}()};
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       char suffix[17];
-      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
-      temporary_ = directory / ("." + target_.filename().string() + ".tmp-" + suffix);
+      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random_bits()));
+      std::string name = ".";  // appended piece by piece: GCC 12 misreads `"literal" + std::string` (-Wrestrict)
+      name += target_.filename().string();
+      name += ".tmp-";
+      name += suffix;
+      temporary_ = directory / name;
       fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
       if (fd_ < 0 && errno != EEXIST) break;
     }

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +24,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/random_bits.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
@@ -124,10 +124,9 @@ class MemmapWriter {
   /// Creates a fresh directory ".<base>.tensorfile-<tag>-<random>" in `parent_fd`; returns its name.
   static std::string make_sibling(int parent_fd, const std::filesystem::path& parent, const std::string& base,
                                   std::string_view tag) {
-    static thread_local std::mt19937_64 random{std::random_device{}()};
     for (int attempt = 0; attempt < 100; ++attempt) {
       char suffix[17];
-      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
+      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random_bits()));
       std::string name = "." + base + ".tensorfile-" + std::string(tag) + "-" + suffix;
       if (::mkdirat(parent_fd, name.c_str(), 0777) == 0) return name;
       if (errno != EEXIST) throw IoError("cannot create directory", errno, {.file = parent / name});

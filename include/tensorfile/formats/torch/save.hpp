@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
-#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/random_bits.hpp"
 #include "tensorfile/detail/zip/writer.hpp"
 #include "tensorfile/formats/torch/detail/pickle_writer.hpp"
 
@@ -126,9 +126,11 @@ inline void write_torch_archive(const PreparedArchive& prepared, ByteSink& sink,
   write_storage_records(zip, prepared.pickler.storages());
   zip.add("version", "3\n");
   // Informational in torch; any 40 digits are accepted.
-  std::mt19937_64 random(std::random_device{}());
   std::string id;
-  for (int i = 0; i < 40; ++i) id.push_back(static_cast<char>('0' + random() % 10));
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t bits = random_bits();
+    for (int i = 0; i < 20; ++i, bits /= 10) id.push_back(static_cast<char>('0' + bits % 10));
+  }
   zip.add(".data/serialization_id", id);
   zip.finish();
 }
