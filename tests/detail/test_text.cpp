@@ -228,3 +228,10 @@ TEST_CASE("escape_controls", "[core][text]") {
     CHECK(escape_controls("\xed\xa0\x80!") == "\\xed\\xa0\\x80!");
   }
 }
+
+TEST_CASE("json_pointer_step escapes the separator and the escape character", "[core][text]") {
+  CHECK(json_pointer_step("layer.0.weight") == "layer.0.weight");
+  CHECK(json_pointer_step("a/b") == "a~1b");
+  CHECK(json_pointer_step("~/~") == "~0~1~0");
+  CHECK(json_pointer_step("") == "");
+}

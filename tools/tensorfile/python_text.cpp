@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The tool's JSON floats and path steps (the rules of tests/interop/torch_reference.py).
+// The tool's JSON floats (the rules of tests/interop/torch_reference.py).
 #include "python_text.hpp"
 
 #include <cmath>
@@ -10,20 +10,6 @@ namespace tensorfile::cli {
 std::string json_float(double x) {
   const std::string text = python_float_repr(x);
   return std::isfinite(x) ? text : json_string(text);
-}
-
-std::string path_step(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace tensorfile::cli

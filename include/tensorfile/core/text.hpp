@@ -77,4 +77,21 @@ namespace tensorfile {
   return out;
 }
 
+/// One step of a slash-separated path, escaped as a JSON pointer escapes it ("~" -> "~0", "/" -> "~1"), so
+/// a key holding "/" cannot be read as two steps. The tool's paths and value_tree's errors use it.
+[[nodiscard]] inline std::string json_pointer_step(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace tensorfile

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/text.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
@@ -31,22 +32,8 @@ struct ValueTreeOptions {
 
 namespace detail::td {
 
-/// A path step as the tool and the errors write it: "/" and "~" escaped as in a JSON pointer.
-inline std::string tree_path_step(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 inline std::string tree_child(const std::string& path, std::string_view step) {
-  return path + "/" + tree_path_step(step);
+  return path + "/" + json_pointer_step(step);
 }
 inline std::string tree_member(const std::string& path) { return path.empty() ? "(root)" : path; }
 
