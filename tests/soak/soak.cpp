@@ -512,8 +512,9 @@ void print_table(const std::vector<std::pair<std::string_view, Row*>>& rows, dou
       fmt::print("{:<15} SKIPPED: {}\n", name, row->skipped);
       continue;
     }
-    const auto pair = [&](auto before, auto after) {
-      return row->measured ? fmt::format("{}/{}", before, after) : std::string("-");
+    const bool measured = row->measured;  // a copy: clang 14 cannot capture a structured binding
+    const auto pair = [measured](auto before, auto after) {
+      return measured ? fmt::format("{}/{}", before, after) : std::string("-");
     };
     fmt::print("{:<15} {:>10} {:>8} {:>8} {:>9} {:>10} {:>6} {:>9} {:>9} {:>13}  {}\n", name, row->iterations.load(),
                row->saves.load(), row->loads.load(), row->expected.load(), row->unexpected.load(), row->mixed.load(),
