@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace tensorfile_fuzz {
 
@@ -53,6 +54,19 @@ inline void walk(const tensorfile::Value& v, int depth = 0) {
       walk(v.as_object().state, depth + 1);
       break;
     default: break;
+  }
+}
+
+/// Runs one loader (a callable taking the bytes) and walks what it returns; a tensorfile::Error is an accepted
+/// outcome (null), anything else (a crash, a sanitizer report, another exception) is a finding.
+template <class Load>
+std::optional<tensorfile::Value> try_load(Load&& load) {
+  try {
+    tensorfile::Value v = load();
+    walk(v);
+    return v;
+  } catch (const tensorfile::Error&) {
+    return std::nullopt;
   }
 }
 

@@ -12,13 +12,7 @@
 
 namespace {
 std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
-  try {
-    tensorfile::Value v = tensorfile::load(bytes, options);
-    tensorfile_fuzz::walk(v);
-    return v;
-  } catch (const tensorfile::Error&) {
-    return std::nullopt;
-  }
+  return tensorfile_fuzz::try_load([&] { return tensorfile::load(bytes, options); });
 }
 }  // namespace
 

@@ -15,13 +15,7 @@
 namespace {
 std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes,
                                           const tensorfile::SafetensorsLoadOptions& options) {
-  try {
-    tensorfile::Value v = tensorfile::load_safetensors(bytes, options);
-    tensorfile_fuzz::walk(v);
-    return v;
-  } catch (const tensorfile::Error&) {
-    return std::nullopt;
-  }
+  return tensorfile_fuzz::try_load([&] { return tensorfile::load_safetensors(bytes, options); });
 }
 }  // namespace
 
