@@ -13,7 +13,8 @@ tests/interop/torch_reference.py) describes:
     tensordict tree keeps it (each tensor a contiguous copy of its own, requires_grad false), for every
     fixture that has a tensordict form (the others must be refused, see REFUSED);
 and for every tensordict tree in tests/data/tensordict, `tensorfile convert TREE OUT.pt` read by torch equals
-`tensorfile inspect --json --hash TREE`. Run it with a python3 that imports torch
+`tensorfile inspect --json --hash TREE`; and an Adam checkpoint made here converts to a tree and back with its
+int keys, OrderedDict, _metadata and tuple kept (--strict), accepted by a fresh optimizer. Run it with a python3 that imports torch
 (tests/CMakeLists.txt's tensorfile_torch_python).
 """
 import argparse
@@ -47,6 +48,58 @@ REFUSED = {
 }
 # Files whose root object is not data: nothing to re-save.
 CODE_AT_ROOT = {"torch/subclass.pt", "torch/whole_module.pt"}
+
+
+def check_optimizer_round_trip(tool, scratch, problems):
+    """An Adam checkpoint through a tensordict tree and back: int state keys, the OrderedDict state_dict and its
+    _metadata, lists and tuples come back as torch wrote them, and a fresh optimizer accepts the state. A key
+    that has no tensordict form is named on stderr, and --strict refuses it with nothing written."""
+    import collections
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(5, 3)).sum().backward()
+    optimizer.step()
+    source = os.path.join(scratch, "adam.pt")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "pair": (torch.ones(2), torch.zeros(2)), "epoch": 3}, source)
+    tree, back = os.path.join(scratch, "adam_tree"), os.path.join(scratch, "adam_back.pt")
+    for args in (("convert", source, tree, "--strict"), ("convert", tree, back, "--strict")):
+        result = cli_tests.run(tool, *args)
+        if result.returncode != 0:
+            problems.append(f"adam: {' '.join(args[:1])}: {result.stderr}")
+            return 0
+    before, after = torch.load(source), torch.load(back)
+    state = after["optimizer"]["state"]
+    if sorted(state) != sorted(before["optimizer"]["state"]) or not all(type(k) is int for k in state):
+        problems.append(f"adam: optimizer state keys came back as {list(state)}")
+    if after["optimizer"]["param_groups"] != before["optimizer"]["param_groups"]:
+        problems.append("adam: param_groups differ")
+    if not isinstance(after["model"], collections.OrderedDict):
+        problems.append(f"adam: the model state_dict came back a {type(after['model']).__name__}")
+    if getattr(after["model"], "_metadata", None) != before["model"]._metadata:
+        problems.append("adam: the state_dict's _metadata differs")
+    if not isinstance(after["pair"], tuple) or after["epoch"] != 3:
+        problems.append("adam: the tuple or the epoch differs")
+    fresh = torch.optim.Adam(model.parameters(), lr=0.01)
+    fresh.load_state_dict(after["optimizer"])
+    for key, entry in before["optimizer"]["state"].items():
+        for name, value in entry.items():
+            if not torch.equal(fresh.state_dict()["state"][key][name], value):
+                problems.append(f"adam: state {key}/{name} differs after load_state_dict")
+
+    odd = os.path.join(scratch, "odd_key.pt")
+    torch.save({"w": {2.5: torch.ones(1)}}, odd)
+    odd_tree = os.path.join(scratch, "odd_tree")
+    result = cli_tests.run(tool, "convert", odd, odd_tree, "--strict")
+    if result.returncode != 1 or os.path.exists(odd_tree) or "--strict" not in result.stderr:
+        problems.append(f"odd key: --strict gave exit {result.returncode}: {result.stderr}")
+    result = cli_tests.run(tool, "convert", odd, odd_tree)
+    expected = "tensorfile convert: changed /w/2.5: the float key 2.5 becomes the str key '2.5'"
+    if result.returncode != 0 or expected not in result.stderr:
+        problems.append(f"odd key: expected '{expected}' on stderr, got exit {result.returncode}: {result.stderr}")
+    return 2
 
 
 def main():
@@ -117,6 +170,9 @@ def main():
             expected = dict(cli_tests.without_unsupported(cli_tests.describe(tool, source)), format="torch-zip")
             differ(f"tensordict/{name}: tensordict -> torch", expected, torch_sees(out))
             checked += 1
+
+    with tempfile.TemporaryDirectory() as scratch:
+        checked += check_optimizer_round_trip(tool, scratch, problems)
 
     for problem in problems:
         print("FAIL:", problem)

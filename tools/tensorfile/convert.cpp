@@ -29,6 +29,7 @@ constexpr std::array convert_options{
                "where tensors load before they are written: a device (cpu, cuda:0), or for torch files tag remaps "
                "FROM=TO[,FROM=TO...]; default cpu"},
     OptionSpec{"quiet", "", "draw no progress bar"},
+    OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
 };
 
 enum class Output { pt, memmap };
@@ -103,9 +104,12 @@ const CommandSpec convert_spec{
         "torch -> tensordict: dicts become TensorDicts (keys as text), lists holding tensors TensorDicts keyed\n"
         "0, 1, ..., other values NonTensorData (JSON); views are written as contiguous copies, and requires_grad,\n"
         "Parameter and storage sharing are not kept (the format has no place for them). The root must be a dict\n"
-        "(or a list holding tensors).\n"
-        "tensordict -> torch: TensorDicts become dicts, lazy stacks lists, NonTensorData its value; pickled\n"
-        "NonTensorData is never unpickled and is left out.",
+        "(or a list holding tensors). Int keys, lists, tuples, OrderedDicts and their JSON attributes are recorded\n"
+        "in meta.json (a member tensordict skips), so converting back rebuilds them; other key types become text\n"
+        "and attributes that are not JSON are left out, each named on stderr.\n"
+        "tensordict -> torch: TensorDicts become dicts (or what was recorded), lazy stacks lists, NonTensorData\n"
+        "its value; pickled NonTensorData is never unpickled and is left out.\n"
+        "--strict turns every one of these losses into an error before anything is written.",
 };
 
 int run_convert(const Args& args) {
@@ -115,10 +119,22 @@ int run_convert(const Args& args) {
   const std::optional<std::string> where = args.value("map-location");
   const bool quiet = args.flag("quiet");
   std::vector<Dropped> dropped;
+  std::vector<Dropped> changed;
+  // Names every loss on stderr; with --strict any loss stops the conversion before anything is written.
   const auto report_dropped = [&] {
     for (const Dropped& d : dropped) {
       fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
                  d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
+    }
+    for (const Dropped& d : changed) {
+      fmt::print(stderr, "tensorfile convert: changed {}: {}\n", d.path.empty() ? "(root)" : escape_controls(d.path),
+                 escape_controls(d.what));
+    }
+    if (args.flag("strict") && !(dropped.empty() && changed.empty())) {
+      throw UnsupportedError(fmt::format("--strict: the conversion would leave out or change {} thing(s), named "
+                                         "above; nothing was written",
+                                         dropped.size() + changed.size()),
+                             {.file = in});
     }
   };
 
@@ -153,11 +169,13 @@ int run_convert(const Args& args) {
     throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",
                            {.file = in});
   }
-  report_dropped();
   if (output == Output::pt) {
+    report_dropped();
     write_pt(v, out, quiet);
   } else {
-    write_memmap(to_tensordict(v, in), out, quiet);
+    const TensorDict td = to_tensordict(v, in, changed);
+    report_dropped();
+    write_memmap(td, out, quiet);
   }
   return exit_ok;
 }

@@ -92,8 +92,11 @@ Value without_code(const Value& v, std::vector<Dropped>& dropped) {
   return out ? *out : Value();
 }
 
-TensorDict to_tensordict(const Value& root, const std::filesystem::path& file) {
-  return tensorfile::to_tensordict(root, {.file = file});
+TensorDict to_tensordict(const Value& root, const std::filesystem::path& file, std::vector<Dropped>& changed) {
+  std::vector<LeftOut> changes;
+  TensorDict td = tensorfile::to_tensordict(root, {.file = file, .left_out = &changes});
+  for (auto& item : changes) changed.push_back({std::move(item.path), std::move(item.what)});
+  return td;
 }
 
 Value to_value(const TensorDict& td, const std::filesystem::path& file, std::vector<Dropped>& dropped) {

@@ -23,8 +23,10 @@ struct Dropped {
 /// Containers that held none are shared, not copied. Each one left out is appended to `dropped`.
 [[nodiscard]] Value without_code(const Value& v, std::vector<Dropped>& dropped);
 
-/// tensorfile::to_tensordict() of `root`, naming `file` in its errors.
-[[nodiscard]] TensorDict to_tensordict(const Value& root, const std::filesystem::path& file);
+/// tensorfile::to_tensordict() of `root`, naming `file` in its errors; what it changes (keys turned into text,
+/// attributes left out) is appended to `changed`.
+[[nodiscard]] TensorDict to_tensordict(const Value& root, const std::filesystem::path& file,
+                                       std::vector<Dropped>& changed);
 
 /// tensorfile::to_value() of `td`, naming `file` in its errors; the pickled non-tensor data it leaves out is
 /// appended to `dropped`.

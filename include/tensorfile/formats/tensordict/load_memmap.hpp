@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -323,6 +324,7 @@ class MemmapLoader {
     if (out != nullptr) check_out_batch(*out, batch, dir.path);
     TensorDict td(std::move(batch), device);
     td.set_type_name(std::move(type_name));
+    if (meta.torch_container_at) td.set_torch_container(read_torch_container(reader, *meta.torch_container_at));
     TensorDictAccess::reserve(td, meta.members.size());
     std::vector<std::string> declared;
     for (MetaMember& member : meta.members) {
@@ -396,7 +398,45 @@ class MemmapLoader {
     out.set_type_name(loaded.type_name());
     out.class_fields() = loaded.class_fields();
     out.class_pickle() = loaded.class_pickle();
+    out.set_torch_container(loaded.torch_container());
     for (const auto& item : loaded) TensorDictAccess::set_unchecked(out, item.key, item.value);
+  }
+
+  /// The torch_container_member object save_memmap() writes; anything else there is a FormatError.
+  static TorchContainer read_torch_container(JsonReader& reader, std::size_t at) {
+    reader.seek(at);
+    const Value v = parse_json_value(reader);
+    const auto fail = [&](const std::string& what) {
+      throw FormatError("invalid torch container record: " + what,
+                        {.file = reader.file(), .member = std::string(torch_container_member), .offset = at});
+    };
+    TorchContainer container;
+    const Value* kind = v.as_dict().find(std::string_view("container"));
+    if (kind == nullptr || !kind->is_string()) fail("expected a \"container\" str");
+    const std::string& name = kind->as_string();
+    bool known = false;
+    for (const auto k : {TorchContainer::Kind::dict, TorchContainer::Kind::ordered_dict, TorchContainer::Kind::list,
+                         TorchContainer::Kind::tuple}) {
+      if (name == TorchContainer::kind_name(k)) {
+        container.kind = k;
+        known = true;
+      }
+    }
+    if (!known) fail("expected dict, OrderedDict, list or tuple, got " + quoted_key(name));
+    if (const Value* keys = v.as_dict().find(std::string_view("int_keys"))) {
+      if (!keys->is_list()) fail("expected \"int_keys\" to be a list of str");
+      for (const Value& key : keys->as_list()) {
+        std::int64_t n = 0;
+        const std::string* text = key.is_string() ? &key.as_string() : nullptr;
+        const char* end = text != nullptr ? text->data() + text->size() : nullptr;
+        if (text == nullptr || std::from_chars(text->data(), end, n) != std::from_chars_result{end, std::errc{}}) {
+          fail("expected \"int_keys\" to hold decimal int texts");
+        }
+        container.int_keys.push_back(*text);
+      }
+    }
+    if (const Value* attributes = v.as_dict().find(std::string_view("attributes"))) container.attributes = *attributes;
+    return container;
   }
 
   std::optional<Device> read_device(JsonReader& reader, std::optional<std::size_t> at) {

@@ -183,6 +183,11 @@ class MemmapWriter {
   }
 
   static void refuse_reserved(const std::string& key, const std::filesystem::path& shown) {
+    if (key == torch_container_member) {
+      throw ArgumentError("key collides with the meta.json member that records the torch container; expected "
+                          "another key, got " + quoted_key(key),
+                          {.file = shown, .member = key});
+    }
     if (key == "shape" || key == "device" || key == "_type") {
       throw ArgumentError(
           "key collides with a reserved meta.json member (tensordict would lose it); expected a key "
@@ -427,17 +432,51 @@ class MemmapWriter {
       if (mapped != nullptr) TensorDictAccess::set_unchecked(*mapped, key, std::move(*written));
     }
     json.where.member.clear();
+    if (td.kind() == TensorDictKind::plain && !td.torch_container().is_plain_dict()) {
+      if (!first) json.item_separator();
+      first = false;
+      write_torch_container(json, td.torch_container());
+    }
     if (!first) json.item_separator();
     json.key("shape");
     json.shape(td.batch_size());
     json.item_separator();
     json.key("device");
-    json.string("cpu");  // tensordict always records cpu: memmap() builds its destination there
+    // tensordict records "cpu" even for a TensorDict without a device; "None", which its loader reads as no
+    // device, lets such a TensorDict load back equal.
+    json.string(td.device() ? "cpu" : "None");
     json.item_separator();
     json.key("_type");
     json.string(type_name);
     meta += '}';
     finish_dir(dir, meta, shown);
+  }
+
+  /// The torch_container_member: {"container": "OrderedDict", "int_keys": [...], "attributes": ...}, the last two
+  /// only when present. tensordict's loader skips an object with neither "type" nor "dtype" and "shape".
+  static void write_torch_container(JsonWriter& json, const TorchContainer& container) {
+    json.where.member = torch_container_member;
+    json.key(torch_container_member);
+    json.raw("{");
+    json.key("container");
+    json.string(TorchContainer::kind_name(container.kind));
+    if (!container.int_keys.empty()) {
+      json.item_separator();
+      json.key("int_keys");
+      json.raw("[");
+      for (std::size_t i = 0; i < container.int_keys.size(); ++i) {
+        if (i != 0) json.item_separator();
+        json.string(container.int_keys[i]);
+      }
+      json.raw("]");
+    }
+    if (!container.attributes.is_none()) {
+      json.item_separator();
+      json.key("attributes");
+      json.value(container.attributes);
+    }
+    json.raw("}");
+    json.where.member.clear();
   }
 
   static void leaf_json(JsonWriter& json, Device device, const Shape& shape, DType dtype, bool nested) {
@@ -491,6 +530,7 @@ class MemmapWriter {
     out.set_type_name(td.type_name());
     out.class_fields() = td.class_fields();
     out.class_pickle() = td.class_pickle();
+    out.set_torch_container(td.torch_container());
     return out;
   }
 
@@ -509,8 +549,10 @@ namespace tensorfile {
 /// with their `.shape.memmap` table, tensorclasses under `_tensordict/`, non-tensor data as JSON (pickle
 /// bytes written back verbatim). The tree is written into a temporary sibling directory, data files before
 /// each meta.json, then renamed into place (an existing tree is replaced, atomically where the system can).
-/// Throws ArgumentError for keys named "shape", "device" or "_type" (tensordict would lose them), file-name
-/// collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a tree; DTypeError for dtypes
+/// A TensorDict without a device records "None" (tensordict writes "cpu"; both load in tensordict), and one that
+/// stands for a torch container other than a str-keyed dict records it (TensorDict::torch_container()).
+/// Throws ArgumentError for keys named "shape", "device", "_type" (tensordict would lose them) or
+/// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a tree; DTypeError for dtypes
 /// tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the system refuses;
 /// DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
 inline void save_memmap(const TensorDict& td, const std::filesystem::path& prefix, MemmapSaveOptions options = {}) {

@@ -280,6 +280,41 @@ class Entry {
       value_;
 };
 
+/// The torch container a TensorDict was made from (to_tensordict() records it, to_value() rebuilds it), so that
+/// a torch -> tensordict -> torch round trip keeps what a TensorDict cannot hold: int keys, list and tuple
+/// containers, OrderedDict and its JSON attributes (a state_dict's `_metadata`). save_memmap() writes it to
+/// meta.json as the member `torch_container_member`, an object that tensordict's loader skips.
+struct TorchContainer {
+  /// The container's Python type.
+  enum class Kind : std::uint8_t { dict, ordered_dict, list, tuple };
+  Kind kind = Kind::dict;               ///< dict, OrderedDict, list or tuple
+  std::vector<std::string> int_keys{};  ///< dicts: the keys that were Python ints, as text ("0", "-3")
+  Value attributes{};                   ///< OrderedDicts: their attributes (JSON values only); None when none
+
+  /// True for a plain dict with str keys and no attributes: nothing to record.
+  [[nodiscard]] bool is_plain_dict() const noexcept {
+    return kind == Kind::dict && int_keys.empty() && attributes.is_none();
+  }
+  /// Python's name of `kind`: "dict", "OrderedDict", "list", "tuple".
+  [[nodiscard]] static std::string_view kind_name(Kind kind) noexcept {
+    switch (kind) {
+      case Kind::dict: return "dict";
+      case Kind::ordered_dict: return "OrderedDict";
+      case Kind::list: return "list";
+      case Kind::tuple: return "tuple";
+    }
+    return "dict";
+  }
+  /// Same kind, the same int keys in any order, and equal attributes.
+  friend bool operator==(const TorchContainer& a, const TorchContainer& b) {
+    if (a.kind != b.kind || a.int_keys.size() != b.int_keys.size() || !(a.attributes == b.attributes)) return false;
+    return std::is_permutation(a.int_keys.begin(), a.int_keys.end(), b.int_keys.begin());
+  }
+};
+
+/// The meta.json member that holds a TensorDict's TorchContainer (written only when it is not a plain dict).
+inline constexpr std::string_view torch_container_member = "_tensorfile_torch_container";
+
 /// What a TensorDict directory holds, beyond its entries.
 enum class TensorDictKind : std::uint8_t {
   plain,        ///< a TensorDict (or a TensorDict-like class stored the same way)
@@ -366,6 +401,10 @@ class TensorDict {
   void set_device(std::optional<Device> device) noexcept { device_ = device; }
   /// Sets `_type` (a TensorDict subclass, a tensorclass's class).
   void set_type_name(std::string type_name) { type_name_ = std::move(type_name); }
+  /// The torch container this TensorDict stands for (a plain dict unless to_tensordict() or a load recorded one).
+  [[nodiscard]] const TorchContainer& torch_container() const noexcept { return torch_container_; }
+  /// Sets the torch container that to_value() rebuilds.
+  void set_torch_container(TorchContainer container) { torch_container_ = std::move(container); }
 
   // ---- entries ------------------------------------------------------------------------------
 
@@ -534,10 +573,11 @@ class TensorDict {
     return out;
   }
 
-  /// Same kind, `_type`, batch size, device, class fields and stack dim, and the same keys (in any
-  /// order, as Python's dict equality) with equal entries.
+  /// Same kind, `_type`, batch size, device, class fields, stack dim and torch container, and the same keys (in
+  /// any order, as Python's dict equality) with equal entries.
   friend bool operator==(const TensorDict& a, const TensorDict& b) {
     if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ ||
+        !(a.torch_container_ == b.torch_container_) ||
         a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ || a.items_.size() != b.items_.size() ||
         !detail::td::same_dict(a.class_fields_, b.class_fields_) || a.class_pickle_ != b.class_pickle_) {
       return false;
@@ -654,6 +694,7 @@ class TensorDict {
   std::int64_t stack_dim_ = 0;
   Dict class_fields_;
   std::optional<Bytes> class_pickle_;
+  TorchContainer torch_container_;
 };
 
 // ---- Entry members that need a complete TensorDict ---------------------------------------------

@@ -2,6 +2,7 @@
 // Conversion between torch object trees (Value, e.g. a state_dict or a checkpoint) and TensorDict trees.
 #pragma once
 
+#include <charconv>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -26,8 +27,10 @@ struct LeftOut {
 
 /// Options of to_tensordict() and to_value().
 struct ValueTreeOptions {
-  std::filesystem::path file{};              ///< the file the tree came from, named in error messages
-  std::vector<LeftOut>* left_out = nullptr;  ///< to_value: receives the pickled data it leaves out; null: an error
+  std::filesystem::path file{};  ///< the file the tree came from, named in error messages
+  /// Receives what the conversion leaves out or changes (to_tensordict: keys that are neither str nor int, attributes
+  /// that are not JSON; to_value: pickled non-tensor data); null: any of them is an error.
+  std::vector<LeftOut>* left_out = nullptr;
 };
 
 namespace detail::td {
@@ -61,9 +64,18 @@ inline bool holds_tensor(const Value& v) {
   }
 }
 
+/// Reports a change to `options.left_out`, or throws when there is no list to take it.
+inline void report_change(const ValueTreeOptions& options, std::string path, std::string what) {
+  if (options.left_out == nullptr) {
+    throw UnsupportedError(what + "; expected a tree that converts unchanged (or a left_out list to collect changes)",
+                           {.file = options.file, .member = tree_member(path)});
+  }
+  options.left_out->push_back({std::move(path), std::move(what)});
+}
+
 class ValueToTensorDict {
  public:
-  explicit ValueToTensorDict(const std::filesystem::path& file) : file_(file) {}
+  explicit ValueToTensorDict(const ValueTreeOptions& options) : options_(options), file_(options.file) {}
 
   TensorDict collection(const std::vector<std::pair<std::string, const Value*>>& items, const std::string& path) {
     TensorDict td;
@@ -83,16 +95,39 @@ class ValueToTensorDict {
       case Value::Kind::tensor: return v.as_tensor();
       case Value::Kind::storage: return v.as_storage().tensor;
       case Value::Kind::dict: {
+        const Dict& dict = v.as_dict();
+        TorchContainer container{.kind = dict.ordered ? TorchContainer::Kind::ordered_dict : TorchContainer::Kind::dict};
         std::vector<std::pair<std::string, const Value*>> items;
-        for (const auto& [key, item] : v.as_dict()) items.emplace_back(key_text(key), &item);
-        return collection(items, path);
+        for (const auto& [key, item] : dict) {
+          std::string text = key_text(key);
+          if (key.is_int()) {
+            container.int_keys.push_back(text);
+          } else if (!key.is_string()) {
+            report_change(options_, tree_child(path, text),
+                          "the " + std::string(Value::kind_name(key.kind())) + " key " + python_repr(key) +
+                              " becomes the str key " + python_repr(Value(text)));
+          }
+          items.emplace_back(std::move(text), &item);
+        }
+        if (!dict.attributes().is_none()) {
+          if (is_json(dict.attributes(), path)) {
+            container.attributes = dict.attributes();
+          } else {
+            report_change(options_, path, "the dict's attributes are left out (they are not JSON values)");
+          }
+        }
+        TensorDict td = collection(items, path);
+        td.set_torch_container(std::move(container));
+        return td;
       }
       case Value::Kind::list:
       case Value::Kind::tuple: {
         if (!holds_tensor(v)) break;
         std::vector<std::pair<std::string, const Value*>> items;
         for (std::size_t i = 0; i < v.elements().size(); ++i) items.emplace_back(std::to_string(i), &v.elements()[i]);
-        return collection(items, path);
+        TensorDict td = collection(items, path);
+        td.set_torch_container({.kind = v.is_list() ? TorchContainer::Kind::list : TorchContainer::Kind::tuple});
+        return td;
       }
       default: break;
     }
@@ -101,6 +136,15 @@ class ValueToTensorDict {
   }
 
  private:
+  bool is_json(const Value& v, const std::string& path) const {
+    try {
+      check_json(v, path);
+      return true;
+    } catch (const UnsupportedError&) {
+      return false;
+    }
+  }
+
   void check_json(const Value& v, const std::string& path) const {
     switch (v.kind()) {
       case Value::Kind::none:
@@ -133,6 +177,7 @@ class ValueToTensorDict {
     }
   }
 
+  const ValueTreeOptions& options_;
   const std::filesystem::path& file_;
 };
 
@@ -148,15 +193,51 @@ class TensorDictToValue {
       }
       return Value(std::move(items));
     }
+    const TorchContainer& container = td.torch_container();
+    const bool sequence = container.kind == TorchContainer::Kind::list || container.kind == TorchContainer::Kind::tuple;
+    if (sequence && td.kind() == TensorDictKind::plain && keys_count_up(td)) {
+      List items;
+      for (const auto& item : td) {
+        std::optional<Value> value = entry(item.value, tree_child(path, item.key));
+        items.push_back(value ? std::move(*value) : Value());  // None keeps the later items' indices
+      }
+      return container.kind == TorchContainer::Kind::list ? Value(std::move(items)) : Value::tuple(std::move(items));
+    }
+    if (sequence) {
+      report_change(options_, path,
+                    "the " + std::string(TorchContainer::kind_name(container.kind)) +
+                        " becomes a dict (its keys are no longer \"0\", \"1\"... in order)");
+    }
     Dict dict;
+    dict.ordered = container.kind == TorchContainer::Kind::ordered_dict;
+    const std::set<std::string_view> int_keys(container.int_keys.begin(), container.int_keys.end());
     for (const auto& item : td) {
-      if (auto value = entry(item.value, tree_child(path, item.key))) dict.set(item.key, std::move(*value));
+      if (auto value = entry(item.value, tree_child(path, item.key))) dict.set(key_value(item.key, int_keys), std::move(*value));
     }
     for (const auto& [key, field] : td.class_fields()) dict.set(key, field);
+    if (!container.attributes.is_none()) dict.set_attributes(container.attributes);
     return Value(std::move(dict));
   }
 
  private:
+  static bool keys_count_up(const TensorDict& td) {
+    std::size_t i = 0;
+    for (const auto& item : td) {
+      if (item.key != std::to_string(i++)) return false;
+    }
+    return true;
+  }
+
+  /// The dict key for `key`: an int when the container recorded it as one (and it reads as one), else the str.
+  static Value key_value(const std::string& key, const std::set<std::string_view>& int_keys) {
+    if (int_keys.contains(key)) {
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), n);
+      if (ec == std::errc{} && end == key.data() + key.size()) return Value(n);
+    }
+    return Value(key);
+  }
+
   std::optional<Value> entry(const Entry& e, const std::string& path) {
     switch (e.kind()) {
       case Entry::Kind::tensor: return Value(e.as_tensor());
@@ -167,14 +248,7 @@ class TensorDictToValue {
       case Entry::Kind::non_tensor: {
         const NonTensorData& data = e.as_non_tensor();
         if (data.data().is_none() && data.pickle) {
-          const std::string what = "pickled " + std::string(data.class_name());
-          if (options_.left_out == nullptr) {
-            throw UnsupportedError(what +
-                                       " is never unpickled; expected JSON non-tensor data (or a left_out list "
-                                       "to collect what is left out)",
-                                   {.file = options_.file, .member = tree_member(path)});
-          }
-          options_.left_out->push_back({path, what});
+          report_change(options_, path, "pickled " + std::string(data.class_name()));  // never unpickled
           return std::nullopt;
         }
         return data.data();
@@ -199,7 +273,7 @@ class TensorDictToValue {
                                "; expected a dict, or a list of tensors (a tensordict tree is a dict of tensors)",
                            {.file = options.file});
   }
-  detail::td::ValueToTensorDict convert(options.file);
+  detail::td::ValueToTensorDict convert(options);
   Entry tree = convert.entry(root, "");
   return std::move(tree.as_tensordict());
 }

@@ -24,6 +24,7 @@
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
 
@@ -148,6 +149,7 @@ struct DirMeta {
   std::optional<std::size_t> type_at;    ///< "_type" value offset (the last one wins, as in Python)
   std::optional<std::size_t> shape_at;   ///< "shape" value offset
   std::optional<std::size_t> device_at;  ///< "device" value offset
+  std::optional<std::size_t> torch_container_at;  ///< torch_container_member's value offset, when it is not an entry
 };
 
 /// Reads one {"type"|"dtype"|"shape"|"is_nested"...} entry object at the cursor into `member`.
@@ -224,6 +226,9 @@ inline void read_entry_object(JsonReader& in, MetaMember& member, std::string& s
         in.skip_value(1);
       } else if (in.peek() == '{') {
         read_entry_object(in, member, scratch);
+        if (member.kind == MemberKind::other && member.key == torch_container_member) {
+          meta.torch_container_at = member.value_at;
+        }
       } else {
         member.kind = MemberKind::not_object;
         in.skip_value(1);
