@@ -118,7 +118,7 @@ TEST_CASE("the torch container record is a member tensordict skips, and a bad on
   tensorfile_test::write_text(meta, text);
   REQUIRE_THROWS_AS(load_memmap(dir / "tree"), FormatError);
   REQUIRE_THROWS_WITH(load_memmap(dir / "tree"), Catch::Matchers::Contains("_tensorfile_torch_container") &&
-                                                    Catch::Matchers::Contains("decimal int texts"));
+                                                     Catch::Matchers::Contains("decimal int texts"));
 }
 
 TEST_CASE("to_tensordict reports keys it turns into text and attributes it leaves out", "[tensordict][value_tree]") {

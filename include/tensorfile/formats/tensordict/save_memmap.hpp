@@ -184,9 +184,11 @@ class MemmapWriter {
 
   static void refuse_reserved(const std::string& key, const std::filesystem::path& shown) {
     if (key == torch_container_member) {
-      throw ArgumentError("key collides with the meta.json member that records the torch container; expected "
-                          "another key, got " + quoted_key(key),
-                          {.file = shown, .member = key});
+      throw ArgumentError(
+          "key collides with the meta.json member that records the torch container; expected "
+          "another key, got " +
+              quoted_key(key),
+          {.file = shown, .member = key});
     }
     if (key == "shape" || key == "device" || key == "_type") {
       throw ArgumentError(
@@ -552,9 +554,9 @@ namespace tensorfile {
 /// A TensorDict without a device records "None" (tensordict writes "cpu"; both load in tensordict), and one that
 /// stands for a torch container other than a str-keyed dict records it (TensorDict::torch_container()).
 /// Throws ArgumentError for keys named "shape", "device", "_type" (tensordict would lose them) or
-/// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a tree; DTypeError for dtypes
-/// tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the system refuses;
-/// DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
+/// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a
+/// tree; DTypeError for dtypes tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the
+/// system refuses; DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
 inline void save_memmap(const TensorDict& td, const std::filesystem::path& prefix, MemmapSaveOptions options = {}) {
   detail::td::MemmapWriter writer(options, false);
   (void)writer.write(td, prefix);

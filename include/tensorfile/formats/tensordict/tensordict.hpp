@@ -577,9 +577,9 @@ class TensorDict {
   /// any order, as Python's dict equality) with equal entries.
   friend bool operator==(const TensorDict& a, const TensorDict& b) {
     if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ ||
-        !(a.torch_container_ == b.torch_container_) ||
-        a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ || a.items_.size() != b.items_.size() ||
-        !detail::td::same_dict(a.class_fields_, b.class_fields_) || a.class_pickle_ != b.class_pickle_) {
+        !(a.torch_container_ == b.torch_container_) || a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ ||
+        a.items_.size() != b.items_.size() || !detail::td::same_dict(a.class_fields_, b.class_fields_) ||
+        a.class_pickle_ != b.class_pickle_) {
       return false;
     }
     for (const auto& item : a.items_) {

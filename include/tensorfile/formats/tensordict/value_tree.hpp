@@ -96,7 +96,8 @@ class ValueToTensorDict {
       case Value::Kind::storage: return v.as_storage().tensor;
       case Value::Kind::dict: {
         const Dict& dict = v.as_dict();
-        TorchContainer container{.kind = dict.ordered ? TorchContainer::Kind::ordered_dict : TorchContainer::Kind::dict};
+        TorchContainer container{.kind =
+                                     dict.ordered ? TorchContainer::Kind::ordered_dict : TorchContainer::Kind::dict};
         std::vector<std::pair<std::string, const Value*>> items;
         for (const auto& [key, item] : dict) {
           std::string text = key_text(key);
@@ -212,7 +213,8 @@ class TensorDictToValue {
     dict.ordered = container.kind == TorchContainer::Kind::ordered_dict;
     const std::set<std::string_view> int_keys(container.int_keys.begin(), container.int_keys.end());
     for (const auto& item : td) {
-      if (auto value = entry(item.value, tree_child(path, item.key))) dict.set(key_value(item.key, int_keys), std::move(*value));
+      if (auto value = entry(item.value, tree_child(path, item.key)))
+        dict.set(key_value(item.key, int_keys), std::move(*value));
     }
     for (const auto& [key, field] : td.class_fields()) dict.set(key, field);
     if (!container.attributes.is_none()) dict.set_attributes(container.attributes);

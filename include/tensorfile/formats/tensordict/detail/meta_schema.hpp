@@ -145,10 +145,10 @@ struct MetaMember {
 
 /// A TensorDict meta.json read by read_dir_meta: members in file order, and the reserved ones' offsets.
 struct DirMeta {
-  std::vector<MetaMember> members;       ///< every member, in order (a repeated key appears twice)
-  std::optional<std::size_t> type_at;    ///< "_type" value offset (the last one wins, as in Python)
-  std::optional<std::size_t> shape_at;   ///< "shape" value offset
-  std::optional<std::size_t> device_at;  ///< "device" value offset
+  std::vector<MetaMember> members;                ///< every member, in order (a repeated key appears twice)
+  std::optional<std::size_t> type_at;             ///< "_type" value offset (the last one wins, as in Python)
+  std::optional<std::size_t> shape_at;            ///< "shape" value offset
+  std::optional<std::size_t> device_at;           ///< "device" value offset
   std::optional<std::size_t> torch_container_at;  ///< torch_container_member's value offset, when it is not an entry
 };
 
