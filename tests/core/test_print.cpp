@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tests of <tensorfile/core/print.hpp>: the text equals torch 1.13's repr for the same tensors.
 #include <tensorfile/core/print.hpp>
+#include <tensorfile/core/value_print.hpp>
 
 #include <limits>
 #include <numeric>
@@ -66,4 +67,108 @@ TEST_CASE("operator<< and fmt print the same text", "[print]") {
   CHECK(out.str() == "tensor([0., 1., 2.], dtype=torch.float64)");
   CHECK(fmt::format("{}", t) == out.str());
   CHECK(fmt::format("[{:>45}]", t) == "[    tensor([0., 1., 2.], dtype=torch.float64)]");
+}
+
+// Expected strings were printed by torch 1.13 after torch.set_printoptions with the same options.
+TEST_CASE("PrintOptions change the text as torch.set_printoptions does", "[print]") {
+  const Tensor x = Tensor::from_values<float>({1.12345f, -2.5f, 100.0f});
+  SECTION("defaults are torch's") {
+    const PrintOptions defaults;
+    CHECK(defaults.precision == 4);
+    CHECK(defaults.threshold == 1000);
+    CHECK(defaults.edgeitems == 3);
+    CHECK(defaults.linewidth == 80);
+    CHECK_FALSE(defaults.sci_mode.has_value());
+    CHECK(to_string(arange<float>(20, {20})) ==
+          "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+          "        14., 15., 16., 17., 18., 19.])");
+  }
+  SECTION("precision") {
+    CHECK(to_string(x, {.precision = 2}) == "tensor([  1.12,  -2.50, 100.00])");
+    CHECK(to_string(x, {.precision = 0}) == "tensor([  1,  -2, 100])");
+  }
+  SECTION("sci_mode forced on and off") {
+    CHECK(to_string(x, {.sci_mode = true}) == "tensor([1.1235e+00, -2.5000e+00, 1.0000e+02])");
+    CHECK(to_string(Tensor::from_values<float>({1e10f, 1.0f}), {.sci_mode = false}) ==
+          "tensor([10000000000.,         1.])");
+    // As torch: with no non-zero finite value the forced mode is ignored.
+    CHECK(to_string(Tensor::from_values<float>({0.0f, 0.0f}), {.sci_mode = true}) == "tensor([0., 0.])");
+  }
+  SECTION("threshold and edgeitems") {
+    const Tensor ten = arange<std::int64_t>(10, {10});
+    CHECK(to_string(ten, {.threshold = 5}) == "tensor([0, 1, 2,  ..., 7, 8, 9])");
+    CHECK(to_string(ten, {.threshold = 5, .edgeitems = 1}) == "tensor([0,  ..., 9])");
+    CHECK(to_string(ten, {.threshold = 5, .edgeitems = 0}) == "tensor([ ..., 0, 1, 2, 3, 4, 5, 6, 7, 8, 9])");
+    CHECK(to_string(arange<float>(12, {3, 4}), {.threshold = 5, .edgeitems = 1}) ==
+          "tensor([[ 0.,  ...,  3.],\n        ...,\n        [ 8.,  ..., 11.]])");
+    const std::string full = to_string(arange<std::int64_t>(2000, {2000}), {.threshold = INFINITY, .linewidth = 10000});
+    CHECK(full.find("...") == std::string::npos);
+    CHECK(full.ends_with("1663, 1664,\n        1665, 1666, 1667, 1668, 1669, 1670, 1671, 1672, 1673, 1674, 1675, "
+                         "1676, 1677, 1678, 1679, 1680, 1681, 1682, 1683, 1684, 1685, 1686, 1687, 1688, 1689, 1690, "
+                         "1691, 1692, 1693, 1694, 1695, 1696, 1697, 1698, 1699, 1700, 1701, 1702, 1703, 1704, 1705, "
+                         "1706, 1707, 1708, 1709, 1710, 1711, 1712, 1713, 1714, 1715, 1716, 1717, 1718, 1719, 1720, "
+                         "1721, 1722, 1723, 1724, 1725, 1726, 1727, 1728, 1729, 1730, 1731, 1732, 1733, 1734, 1735, "
+                         "1736, 1737, 1738, 1739, 1740, 1741, 1742, 1743, 1744, 1745, 1746, 1747, 1748, 1749, 1750, "
+                         "1751, 1752, 1753, 1754, 1755, 1756, 1757, 1758, 1759, 1760, 1761, 1762, 1763, 1764, 1765, "
+                         "1766, 1767, 1768, 1769, 1770, 1771, 1772, 1773, 1774, 1775, 1776, 1777, 1778, 1779, 1780, "
+                         "1781, 1782, 1783, 1784, 1785, 1786, 1787, 1788, 1789, 1790, 1791, 1792, 1793, 1794, 1795, "
+                         "1796, 1797, 1798, 1799, 1800, 1801, 1802, 1803, 1804, 1805, 1806, 1807, 1808, 1809, 1810, "
+                         "1811, 1812, 1813, 1814, 1815, 1816, 1817, 1818, 1819, 1820, 1821, 1822, 1823, 1824, 1825, "
+                         "1826, 1827, 1828, 1829, 1830, 1831, 1832, 1833, 1834, 1835, 1836, 1837, 1838, 1839, 1840, "
+                         "1841, 1842, 1843, 1844, 1845, 1846, 1847, 1848, 1849, 1850, 1851, 1852, 1853, 1854, 1855, "
+                         "1856, 1857, 1858, 1859, 1860, 1861, 1862, 1863, 1864, 1865, 1866, 1867, 1868, 1869, 1870, "
+                         "1871, 1872, 1873, 1874, 1875, 1876, 1877, 1878, 1879, 1880, 1881, 1882, 1883, 1884, 1885, "
+                         "1886, 1887, 1888, 1889, 1890, 1891, 1892, 1893, 1894, 1895, 1896, 1897, 1898, 1899, 1900, "
+                         "1901, 1902, 1903, 1904, 1905, 1906, 1907, 1908, 1909, 1910, 1911, 1912, 1913, 1914, 1915, "
+                         "1916, 1917, 1918, 1919, 1920, 1921, 1922, 1923, 1924, 1925, 1926, 1927, 1928, 1929, 1930, "
+                         "1931, 1932, 1933, 1934, 1935, 1936, 1937, 1938, 1939, 1940, 1941, 1942, 1943, 1944, 1945, "
+                         "1946, 1947, 1948, 1949, 1950, 1951, 1952, 1953, 1954, 1955, 1956, 1957, 1958, 1959, 1960, "
+                         "1961, 1962, 1963, 1964, 1965, 1966, 1967, 1968, 1969, 1970, 1971, 1972, 1973, 1974, 1975, "
+                         "1976, 1977, 1978, 1979, 1980, 1981, 1982, 1983, 1984, 1985, 1986, 1987, 1988, 1989, 1990, "
+                         "1991, 1992, 1993, 1994, 1995, 1996, 1997, 1998, 1999])"));
+  }
+  SECTION("linewidth wraps rows and suffixes") {
+    CHECK(to_string(arange<std::int64_t>(12, {12}), {.linewidth = 20}) ==
+          "tensor([ 0,  1,  2,\n         3,  4,  5,\n         6,  7,  8,\n         9, 10, 11])");
+    CHECK(to_string(arange<double>(8, {8}).set_requires_grad(true), {.linewidth = 40}) ==
+          "tensor([0., 1., 2., 3., 4., 5., 6., 7.],\n       dtype=torch.float64,\n       requires_grad=True)");
+  }
+  SECTION("invalid options are refused") {
+    CHECK_THROWS_AS(to_string(x, {.precision = -1}), ArgumentError);
+    CHECK_THROWS_AS(to_string(x, {.edgeitems = -2}), ArgumentError);
+    CHECK_THROWS_AS(to_string(x, {.threshold = NAN}), ArgumentError);
+  }
+  SECTION("printed() carries the options to streams and fmt") {
+    std::ostringstream out;
+    out << printed(x, {.precision = 2});
+    CHECK(out.str() == "tensor([  1.12,  -2.50, 100.00])");
+    CHECK(fmt::format("{}", printed(x, {.precision = 2})) == out.str());
+  }
+}
+
+// Issue 13's examples, as torch 1.13 prints them.
+TEST_CASE("Summarized values do not widen columns; -0. keeps its own width", "[print]") {
+  CHECK(to_string(Tensor::zeros({2000}, DType::Int64)) == "tensor([0, 0, 0,  ..., 0, 0, 0])");
+  CHECK(to_string(Tensor::from_values<float>({-0.0f, 1.5f})) == "tensor([-0.0000, 1.5000])");
+  CHECK(to_string(Tensor::from_values<float>({-0.0f, 1.0f})) == "tensor([-0., 1.])");
+}
+
+TEST_CASE("tensor_repr prints Parameters as torch does", "[print]") {
+  // torch 1.13: repr(torch.nn.Parameter(torch.tensor([1., 2.])))
+  CHECK(tensor_repr(Value::parameter(Tensor::from_values<float>({1.0f, 2.0f}).set_requires_grad(true))) ==
+        "Parameter containing:\ntensor([1., 2.], requires_grad=True)");
+  CHECK(tensor_repr(Value(Tensor::from_values<float>({1.0f, 2.0f})), {.precision = 1}) == "tensor([1., 2.])");
+  CHECK_THROWS_AS(tensor_repr(Value(1.0)), ArgumentError);
+}
+
+TEST_CASE("The Value tree shows scalars as Python's repr, as `tensorfile inspect` does", "[print]") {
+  const Value root(Dict{{"one", Value(1.0)},
+                        {"small", Value(1e-5)},
+                        {"inf", Value(INFINITY)},
+                        {"nan", Value(NAN)},
+                        {"z", Value(std::complex<double>(1.0, -2.0))},
+                        {"s", Value(std::string("it's"))}});
+  CHECK(to_string(root) ==
+        "{\n  'one': 1.0\n  'small': 1e-05\n  'inf': inf\n  'nan': nan\n  'z': (1-2j)\n  's': \"it's\"\n}");
+  for (const auto& [key, item] : root.as_dict()) CHECK(detail::scalar_text(item) == python_repr(item));
 }
