@@ -14,8 +14,7 @@ int main(int argc, char** argv) {
   const Tensor wave = Tensor::from_values(std::span<const float>(ramp));
   const Tensor grid = wave.narrow(0, 0, 24).reshape({4, 6});
 
-  std::cout << "default options (torch's: precision 4, threshold 1000, edgeitems 3, linewidth 80):\n"
-            << grid << "\n\n";
+  std::cout << "default options (torch's: precision 4, threshold 1000, edgeitems 3, linewidth 80):\n" << grid << "\n\n";
   std::cout << "{.precision = 2}:\n" << tensorfile::to_string(grid, {.precision = 2}) << "\n\n";
   std::cout << "{.sci_mode = true}:\n" << tensorfile::printed(grid, {.sci_mode = true}) << "\n\n";
   std::cout << "{.linewidth = 40}:\n" << tensorfile::printed(grid.transpose(0, 1), {.linewidth = 40}) << "\n\n";

@@ -19,11 +19,11 @@ namespace tensorfile {
 
 /// How tensors print; the defaults are torch's (torch.set_printoptions(profile="default")).
 struct PrintOptions {
-  int precision = 4;              ///< digits after the point (fixed) or of the mantissa (scientific); >= 0
-  double threshold = 1000;        ///< more elements than this are summarized (INFINITY: never)
-  std::int64_t edgeitems = 3;     ///< items kept at each end of a summarized dimension; >= 0
-  std::int64_t linewidth = 80;    ///< characters per line before 1-d rows and suffixes wrap
-  std::optional<bool> sci_mode{}; ///< force scientific (true) or positional (false); chosen per tensor when empty
+  int precision = 4;               ///< digits after the point (fixed) or of the mantissa (scientific); >= 0
+  double threshold = 1000;         ///< more elements than this are summarized (INFINITY: never)
+  std::int64_t edgeitems = 3;      ///< items kept at each end of a summarized dimension; >= 0
+  std::int64_t linewidth = 80;     ///< characters per line before 1-d rows and suffixes wrap
+  std::optional<bool> sci_mode{};  ///< force scientific (true) or positional (false); chosen per tensor when empty
 };
 
 namespace detail {
@@ -267,7 +267,8 @@ inline std::string add_suffixes(std::string text, const std::vector<std::string>
                                 std::int64_t linewidth) {
   const std::size_t newline = text.rfind('\n');
   // torch measures len(s) - s.rfind("\n") + 1, which is the last line's length + 2 (rfind gives -1 when absent)
-  auto last_line = static_cast<std::int64_t>(newline == std::string::npos ? text.size() + 2 : text.size() - newline + 1);
+  auto last_line =
+      static_cast<std::int64_t>(newline == std::string::npos ? text.size() + 2 : text.size() - newline + 1);
   for (const auto& suffix : suffixes) {
     const auto length = static_cast<std::int64_t>(suffix.size());
     if (last_line + length + 2 > linewidth) {
