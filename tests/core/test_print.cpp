@@ -154,3 +154,10 @@ TEST_CASE("The Value tree shows scalars as Python's repr, as `tensorfile inspect
         "{\n  'one': 1.0\n  'small': 1e-05\n  'inf': inf\n  'nan': nan\n  'z': (1-2j)\n  's': \"it's\"\n}");
   for (const auto& [key, item] : root.as_dict()) CHECK(detail::scalar_text(item) == python_repr(item));
 }
+
+// torch 1.13 prints complex32 (which torch.save refuses, so the interop corpus cannot hold it) through
+// cfloat: repr(torch.tensor([1+2j, 3-0.5j], dtype=torch.chalf)).
+TEST_CASE("complex32 prints through complex64, each part with its own formatter", "[print]") {
+  const Tensor t = Tensor::from_values<ComplexHalf>({{Half(1.0f), Half(2.0f)}, {Half(3.0f), Half(-0.5f)}});
+  CHECK(to_string(t) == "tensor([1.+2.0000j, 3.-0.5000j], dtype=torch.complex32)");
+}

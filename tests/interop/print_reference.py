@@ -6,7 +6,7 @@ Usage: print_reference.py PRINT_CHECKER
 
 Builds a few hundred tensors (every dtype torch 1.13 saves, ranks 0-4, narrow and wide value ranges,
 huge and tiny values, summarized sizes, views, requires_grad tensors and Parameters), saves them as
-one list with torch.save, writes each one's repr() (under the print options of its case) to a text
+one list with torch.save (zip and legacy formats), writes each one's repr() (under the print options of its case) to a text
 file, and runs PRINT_CHECKER, which loads the list with tensorfile and compares its text exactly.
 """
 import itertools
@@ -135,6 +135,14 @@ add(ints(7, 7, 7, 7, low=-100, high=100, dtype=torch.int64))
 add(randn(300, scale=100.0))
 add(randn(999, scale=1e-3))
 
+# Summarization decided by the total size, applied only to the long dimensions, also on views.
+add(randn(2, 600))
+add(randn(3, 400, 2, dtype=torch.float64))
+add(ints(2, 2, 1, 300, low=-50000, high=50000, dtype=torch.int32))
+add(randn(1500, 2).t())
+add(randn(40, 40, 2)[:, ::2, 1].t())
+add(torch.complex(randn(50, 30), randn(50, 30)).t(), linewidth=60)
+
 # requires_grad tensors (suffix wrapping) and Parameters.
 add(randn(3).requires_grad_())
 add(randn(2, 3, dtype=torch.float64).requires_grad_())
@@ -189,6 +197,11 @@ with tempfile.TemporaryDirectory() as tmp:
                   str(opts["linewidth"]), text(opts["sci_mode"]), str(len(r))]
         expected += ("\t".join(fields) + "\n").encode() + r + b"\n"
     torch.save(kept, tmp / "tensors.pt")
+    torch.save(kept, tmp / "legacy.pt", _use_new_zipfile_serialization=False)
     (tmp / "expected.txt").write_bytes(bytes(expected))
     print(f"print_reference: {len(kept)} tensors, torch {torch.__version__}", flush=True)
-    sys.exit(subprocess.run([CHECKER, str(tmp / "tensors.pt"), str(tmp / "expected.txt")]).returncode)
+    failed = 0
+    for name in ["tensors.pt", "legacy.pt"]:  # the zip format, and the legacy one (heap loads)
+        print(f"== {name}", flush=True)
+        failed += subprocess.run([CHECKER, str(tmp / name), str(tmp / "expected.txt")]).returncode != 0
+    sys.exit(1 if failed else 0)
