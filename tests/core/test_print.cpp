@@ -153,6 +153,8 @@ TEST_CASE("The Value tree shows scalars as Python's repr, as `tensorfile inspect
   CHECK(to_string(root) ==
         "{\n  'one': 1.0\n  'small': 1e-05\n  'inf': inf\n  'nan': nan\n  'z': (1-2j)\n  's': \"it's\"\n}");
   for (const auto& [key, item] : root.as_dict()) CHECK(detail::scalar_text(item) == python_repr(item));
+  const Value keyed(Dict{{Value::tuple({Value(1), Value("a")}), Value(Device::cpu())}, {Value(2.5), Value()}});
+  CHECK(to_string(keyed) == "{\n  (1, 'a'): device(type='cpu')\n  2.5: None\n}");
 }
 
 // torch 1.13 prints complex32 (which torch.save refuses, so the interop corpus cannot hold it) through

@@ -108,17 +108,17 @@ inline std::string shape_text(const Tensor& t) {
 
 inline std::string scalar_text(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::none: return "None";
-    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
-    case Value::Kind::integer: return std::to_string(v.as_int());
-    case Value::Kind::big_integer: return v.as_big_int().str();
+    case Value::Kind::none:
+    case Value::Kind::boolean:
+    case Value::Kind::integer:
+    case Value::Kind::big_integer:
     case Value::Kind::floating:
     case Value::Kind::complex:
-    case Value::Kind::string: return python_repr(v);  // 1.0, 1e-05, inf, (1+2j), 'it\'s': as inspect shows them
+    case Value::Kind::string:
+    case Value::Kind::device:
+    case Value::Kind::dtype:
+    case Value::Kind::global: return python_repr(v);  // 1.0, 1e-05, inf, (1-2j), "it's": as inspect shows them
     case Value::Kind::bytes: return "bytes[" + std::to_string(v.as_bytes().data.size()) + "]";
-    case Value::Kind::device: return "device('" + v.as_device().str() + "')";
-    case Value::Kind::dtype: return torch_name(v.as_dtype());
-    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
     case Value::Kind::tensor: {
       const Tensor& t = v.as_tensor();
       return std::string(v.is_parameter() ? "Parameter" : "Tensor") + " " + std::string(dtype_name(t.dtype())) + " " +
@@ -160,7 +160,7 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
       } else {
         out += open + "\n";
         for (const auto& [key, item] : dict) {
-          out += indent + "  " + (key.is_string() ? "'" + key.as_string() + "'" : scalar_text(key)) + ": ";
+          out += indent + "  " + python_repr(key) + ": ";
           print_tree(out, item, indent + "  ");
           out += "\n";
         }
