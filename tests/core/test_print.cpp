@@ -163,3 +163,11 @@ TEST_CASE("complex32 prints through complex64, each part with its own formatter"
   const Tensor t = Tensor::from_values<ComplexHalf>({{Half(1.0f), Half(2.0f)}, {Half(3.0f), Half(-0.5f)}});
   CHECK(to_string(t) == "tensor([1.+2.0000j, 3.-0.5000j], dtype=torch.complex32)");
 }
+
+TEST_CASE("Huge edgeitems show everything (no overflow)", "[print]") {
+  const Tensor ten = arange<std::int64_t>(10, {10});
+  CHECK(to_string(ten, {.threshold = 5, .edgeitems = std::numeric_limits<std::int64_t>::max()}) ==
+        "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])");
+  CHECK(to_string(ten, {.threshold = 5, .edgeitems = 5}) == "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])");
+  CHECK(to_string(ten, {.threshold = 5, .edgeitems = 4}) == "tensor([0, 1, 2, 3,  ..., 6, 7, 8, 9])");
+}

@@ -188,7 +188,7 @@ class TensorPrinter {
     const std::int64_t extent = tensor_.sizes()[d];
     const std::int64_t edge = options_.edgeitems;
     std::vector<std::int64_t> out;
-    if (summarize_ && extent > 2 * edge) {
+    if (summarize_ && extent > 0 && edge <= (extent - 1) / 2) {  // extent > 2 * edge, without overflow
       for (std::int64_t i = 0; i < edge; ++i) out.push_back(i);
       out.push_back(-1);
       const std::int64_t tail = (edge == 0 && d + 1 == tensor_.dim()) ? extent : edge;
