@@ -56,6 +56,14 @@ namespace tensorfile {
   }
 }
 
+/// torch's repr of a tensor Value: to_string(tensor, options), after "Parameter containing:\n" for an
+/// nn.Parameter. Throws ArgumentError when `v` holds no tensor.
+[[nodiscard]] inline std::string tensor_repr(const Value& v, const PrintOptions& options = {}) {
+  if (!v.is_tensor()) throw ArgumentError("tensor_repr needs a tensor, got " + std::string(Value::kind_name(v.kind())));
+  std::string out = v.is_parameter() ? "Parameter containing:\n" : "";
+  return out.append(to_string(v.as_tensor(), options));
+}
+
 /// The text of a dict key as one path step, before any escaping: str keys as they are, ints in decimal,
 /// other keys as python_repr() ("True", "2.5", "(1, 'a')").
 [[nodiscard]] inline std::string key_text(const Value& key) {
@@ -100,17 +108,17 @@ inline std::string shape_text(const Tensor& t) {
 
 inline std::string scalar_text(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::none: return "None";
-    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
-    case Value::Kind::integer: return std::to_string(v.as_int());
-    case Value::Kind::big_integer: return v.as_big_int().str();
-    case Value::Kind::floating: return fmt::format("{}", v.as_float());
-    case Value::Kind::complex: return fmt::format("({}{:+}j)", v.as_complex().real(), v.as_complex().imag());
-    case Value::Kind::string: return "'" + v.as_string() + "'";
+    case Value::Kind::none:
+    case Value::Kind::boolean:
+    case Value::Kind::integer:
+    case Value::Kind::big_integer:
+    case Value::Kind::floating:
+    case Value::Kind::complex:
+    case Value::Kind::string:
+    case Value::Kind::device:
+    case Value::Kind::dtype:
+    case Value::Kind::global: return python_repr(v);  // 1.0, 1e-05, inf, (1-2j), "it's": as inspect shows them
     case Value::Kind::bytes: return "bytes[" + std::to_string(v.as_bytes().data.size()) + "]";
-    case Value::Kind::device: return "device('" + v.as_device().str() + "')";
-    case Value::Kind::dtype: return torch_name(v.as_dtype());
-    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
     case Value::Kind::tensor: {
       const Tensor& t = v.as_tensor();
       return std::string(v.is_parameter() ? "Parameter" : "Tensor") + " " + std::string(dtype_name(t.dtype())) + " " +
@@ -152,7 +160,7 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
       } else {
         out += open + "\n";
         for (const auto& [key, item] : dict) {
-          out += indent + "  " + (key.is_string() ? "'" + key.as_string() + "'" : scalar_text(key)) + ": ";
+          out += indent + "  " + python_repr(key) + ": ";
           print_tree(out, item, indent + "  ");
           out += "\n";
         }
