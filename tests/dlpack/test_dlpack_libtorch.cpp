@@ -129,7 +129,8 @@ TEST_CASE("libtorch consumes to_dlpack without a copy", "[dlpack][libtorch]") {
     DLManagedTensor* managed = tensorfile::to_dlpack(flags);
     CHECK_THROWS_WITH(at::fromDLPack(managed), Catch::Matchers::Contains("Unsupported code 6"));
     managed->deleter(managed);
-    CHECK_THROWS_WITH(at::toDLPack(at::ones({2}, at::kBool)),
+    // (at::getDLDataType, not at::toDLPack: 1.13's toDLPack leaks its struct when the type is refused)
+    CHECK_THROWS_WITH(at::getDLDataType(at::ones({2}, at::kBool)),
                       Catch::Matchers::Contains("Bool type is not supported by dlpack"));
 #else
     {
