@@ -7,7 +7,7 @@ Layers, low to high (a header may include its own layer and the layers below it)
   detail/**                       the leaf layer: only detail/** and core/error.hpp
   core/                           dtype, device, storage, tensor, value, print
   backends/                       storage owners (mmap, borrowed)
-  io/, formats/<X>/               siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
+  io/, formats/<X>/, interop/     siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
                                   (formats/<X>/detail/ counts as formats/<X>/; formats/format.hpp, if present,
                                   is shared by every format and includes only core/ and detail/)
   cuda/                           the device backend and streaming loader
@@ -30,7 +30,7 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](tensorfile/[^">]+)[">]')
 FORWARDING_MARK = "Forwarding header"
 
 DETAIL, CORE, BACKENDS, SIBLINGS, CUDA, UMBRELLA = range(6)
-LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/ and formats/",
+LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/, formats/ and interop/",
                CUDA: "cuda/", UMBRELLA: "the umbrella headers"}
 
 
@@ -57,6 +57,8 @@ def classify(header):
         return (BACKENDS, "backends")
     if top == "io":
         return (SIBLINGS, "io")
+    if top == "interop":  # exchange with other frameworks (DLPack): core/ and backends/ only
+        return (SIBLINGS, "interop")
     if top == "formats":
         if len(rest) == 2:
             return (SIBLINGS, "formats-root")
