@@ -70,11 +70,12 @@ struct StateDictLayout {
   return name;
 }
 
-namespace detail {
+/// The files load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
+inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.index.json",
+                                                             "pytorch_model.bin.index.json", "model.safetensors",
+                                                             "pytorch_model.bin"};
 
-/// Names load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
-inline constexpr std::string_view state_dict_names[] = {"model.safetensors.index.json", "pytorch_model.bin.index.json",
-                                                        "model.safetensors", "pytorch_model.bin"};
+namespace detail {
 
 /// Refuses a shard file name that could leave the index's directory by its text: empty, absolute, with a
 /// ".." component or a NUL. (Symbolic links are caught when the shard is opened.)
@@ -338,7 +339,7 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
       return layout;
     }
     file.clear();
-    for (const std::string_view name : detail::state_dict_names) {
+    for (const std::string_view name : state_dict_file_names) {
       if (std::filesystem::is_regular_file(path / name, ec)) {
         file = path / name;
         break;

@@ -54,11 +54,10 @@ std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path)
   std::error_code ec;
   if (format == FileFormat::tensordict) {
     if (std::filesystem::exists(path / "meta.json", ec)) return std::nullopt;
-    try {
-      return resolve_state_dict(path);
-    } catch (const FormatError&) {
-      return std::nullopt;  // not a model directory either: load_memmap says what is missing
+    for (const std::string_view name : state_dict_file_names) {
+      if (std::filesystem::exists(path / name, ec)) return resolve_state_dict(path);
     }
+    return std::nullopt;  // not a model directory either: load_memmap says what is missing
   }
   if (format == FileFormat::safetensors) return resolve_state_dict(path);
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
