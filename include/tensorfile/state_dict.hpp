@@ -38,7 +38,7 @@ namespace tensorfile {
 /// Options of load_state_dict(); use designated initializers: `load_state_dict(dir, {.mmap =
 /// MapMode::read_only, .threads = 2})`.
 struct StateDictLoadOptions {
-  MapLocation map_location{};  ///< where tensors go, as load() takes it (tensordict trees: a device only)
+  MapLocation map_location{};     ///< where tensors go, as load() takes it (tensordict trees: a device only)
   std::optional<MapMode> mmap{};  ///< set: tensors are views into one mapping per file in this mode; unset: heap
   std::size_t threads = 4;        ///< most shards read at once (at least 1); a callable map_location is then
                                   ///< called from that many threads
@@ -50,8 +50,8 @@ struct StateDictLoadOptions {
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
 struct StateDictLayout {
-  FileFormat format = FileFormat::unknown;  ///< the file's format, or the first shard's; tensordict for a tree
-  std::filesystem::path index{};            ///< the *.index.json; empty when not sharded
+  FileFormat format = FileFormat::unknown;     ///< the file's format, or the first shard's; tensordict for a tree
+  std::filesystem::path index{};               ///< the *.index.json; empty when not sharded
   std::vector<std::filesystem::path> files{};  ///< the file (or tree) read; with an index, every shard in the
                                                ///< order the index first names it
   /// With an index: every tensor name in the index's order with the number of its shard in `files`.
@@ -71,9 +71,8 @@ struct StateDictLayout {
 }
 
 /// The files load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
-inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.index.json",
-                                                             "pytorch_model.bin.index.json", "model.safetensors",
-                                                             "pytorch_model.bin"};
+inline constexpr std::string_view state_dict_file_names[] = {
+    "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.safetensors", "pytorch_model.bin"};
 
 namespace detail {
 
@@ -95,8 +94,7 @@ inline void check_shard_name(const std::string& name, const std::filesystem::pat
 
 /// Parses the text of a *.index.json into `layout`: {"metadata": {"total_size": N, ...}, "weight_map":
 /// {name: file, ...}, ...}; other members are skipped. A name given twice is an error (two shards claiming it).
-inline void parse_state_dict_index(std::string_view text, const std::filesystem::path& index,
-                                   StateDictLayout& layout) {
+inline void parse_state_dict_index(std::string_view text, const std::filesystem::path& index, StateDictLayout& layout) {
   JsonReader json(text, index);
   json.expect('{', "an object");
   bool has_map = false;
@@ -189,8 +187,8 @@ inline std::vector<std::byte> file_head(const FileHandle& file) {
 
 /// Opens the shard `relative` below the directory `root` (descriptor `root_fd`), never leaving it: a
 /// symbolic link out of it is a FormatError naming the index.
-inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, const std::string& relative,
-                             bool writable, const std::filesystem::path& index) {
+inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, const std::string& relative, bool writable,
+                             const std::filesystem::path& index) {
   const std::filesystem::path path = root / relative;
   std::error_code ec;
   const std::filesystem::path canonical_root = std::filesystem::canonical(root.empty() ? "." : root, ec);
@@ -199,8 +197,10 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
   if (!file.valid()) {
     const int error = errno;
     if (error == EXDEV) {
-      throw FormatError("shard \"" + relative + "\" leads out of the index's directory (a symbolic link); expected a "
-                        "file below " + (ec ? root.string() : canonical_root.string()),
+      throw FormatError("shard \"" + relative +
+                            "\" leads out of the index's directory (a symbolic link); expected a "
+                            "file below " +
+                            (ec ? root.string() : canonical_root.string()),
                         {.file = index, .member = relative});
     }
     throw IoError("cannot open the shard", error, {.file = path});
@@ -222,8 +222,8 @@ inline Value load_one_file(const FileHandle& file, const std::filesystem::path& 
   if (format == FileFormat::safetensors) {
     return load_safetensors_file(file, path, {.map_location = options.map_location, .mmap = options.mmap});
   }
-  return load_torch_file(file, path, {.map_location = options.map_location, .mmap = options.mmap,
-                                      .strict = options.strict});
+  return load_torch_file(file, path,
+                         {.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict});
 }
 
 /// A tensordict tree as a Value, the tree's device taken from a fixed map_location.
@@ -256,7 +256,8 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
         const FileFormat format = detect_format(file_head(file));
         if (format != FileFormat::safetensors && format != FileFormat::torch_zip &&
             format != FileFormat::torch_legacy) {
-          throw FormatError("not a safetensors or torch file; expected a shard", {.file = layout.files[k], .offset = 0});
+          throw FormatError("not a safetensors or torch file; expected a shard",
+                            {.file = layout.files[k], .offset = 0});
         }
         loaded[k] = load_one_file(file, layout.files[k], format, options);
       } catch (...) {
@@ -281,8 +282,9 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
   for (std::size_t k = 0; k < count; ++k) {
     const Value& shard = loaded[k];
     if (!shard.is_dict()) {
-      throw FormatError("the shard holds a " + std::string(Value::kind_name(shard.kind())) + "; expected a dict of name -> tensor",
-                        {.file = layout.files[k]});
+      throw FormatError(
+          "the shard holds a " + std::string(Value::kind_name(shard.kind())) + "; expected a dict of name -> tensor",
+          {.file = layout.files[k]});
     }
     dicts[k] = &shard.as_dict();
     for (const auto& [key, value] : *dicts[k]) {
@@ -358,9 +360,9 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
   if (layout.format == FileFormat::unknown && detail::looks_like_json_object(head)) {
     const std::uint64_t size = handle.size();
     if (size > max_index_bytes) {
-      throw LimitError("the index takes " + std::to_string(size) + " bytes; expected at most " +
-                           std::to_string(max_index_bytes),
-                       {.file = file});
+      throw LimitError(
+          "the index takes " + std::to_string(size) + " bytes; expected at most " + std::to_string(max_index_bytes),
+          {.file = file});
     }
     std::string text(static_cast<std::size_t>(size), '\0');
     handle.read_exact(0, std::as_writable_bytes(std::span(text)));
@@ -381,13 +383,14 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
 /// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
 /// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
 /// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
-[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options = {}) {
+[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path,
+                                           const StateDictLoadOptions& options = {}) {
   const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
   if (layout.sharded()) return detail::load_shards(layout, options);
   if (layout.format == FileFormat::tensordict) return detail::load_tree(layout.files.front(), options);
   const bool shared = options.mmap == MapMode::shared;
-  const detail::FileHandle file = detail::FileHandle::open(
-      layout.files.front(), shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const detail::FileHandle file =
+      detail::FileHandle::open(layout.files.front(), shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   return detail::load_one_file(file, layout.files.front(), layout.format, options);
 }
 

@@ -67,17 +67,6 @@ std::uint64_t read_floor(const std::filesystem::path& path) {
   return std::to_integer<std::uint64_t>(buffer.get()[size / 2]);
 }
 
-void write_floor(const std::vector<std::byte>& buffer, const std::filesystem::path& out) {
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  std::size_t done = 0;
-  while (done < buffer.size()) {
-    const ssize_t put = ::write(fd, buffer.data() + done, std::min<std::size_t>(buffer.size() - done, 1u << 30));
-    if (put <= 0) break;
-    done += static_cast<std::size_t>(put);
-  }
-  ::close(fd);
-}
-
 std::uint64_t touch(const tf::Value& v) {
   std::uint64_t sum = 0;
   for (const auto& [name, t] : tf::named_tensors(v)) sum += reinterpret_cast<std::uintptr_t>(t.raw_data()) & 0xFF;
@@ -123,7 +112,7 @@ int main(int argc, char** argv) {
       heap.run([&] { v = tf::load_safetensors(st); });
       sink += touch(v);
     }
-    wfloor.run([&] { write_floor(floor_buffer, dir / "floor.bin"); });
+    wfloor.run([&] { tensorfile_bench::write_floor(floor_buffer, dir / "floor.bin"); });
     convert.run([&] {
       const tf::Value v = tf::load(pt, {.mmap = tf::MapMode::copy_on_write});
       tf::save_safetensors(v, dir / "converted.safetensors", {.sync = false});
@@ -160,8 +149,8 @@ int main(int argc, char** argv) {
               heap.min() / rfloor.min());
   std::printf("| torch file -> safetensors vs write floor | %.1f | %.1f | %.2fx | <= 1.3x |\n", convert.min(),
               wfloor.min(), convert.min() / wfloor.min());
-  std::printf("| 4 shards, 4 threads vs 1 thread (heap) | %.1f | %.1f | %.2fx faster | > 1x |\n", par.min(),
-              seq.min(), seq.min() / par.min());
+  std::printf("| 4 shards, 4 threads vs 1 thread (heap) | %.1f | %.1f | %.2fx faster | > 1x |\n", par.min(), seq.min(),
+              seq.min() / par.min());
   std::filesystem::remove(dir / "floor.bin");
   std::filesystem::remove(dir / "converted.safetensors");
   return 0;

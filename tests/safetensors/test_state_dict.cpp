@@ -47,9 +47,9 @@ const std::string s3 = "pytorch_model-00003-of-00003.bin";
 
 /// The fixture's index as written, minus nothing: every name with its shard.
 std::vector<std::pair<std::string, std::string>> fixture_map() {
-  return {{"0.bias", s1},         {"0.weight", s1},   {"1.bias", s2},
-          {"1.num_batches_tracked", s3}, {"1.running_mean", s2}, {"1.running_var", s2},
-          {"1.weight", s1},       {"2.weight", s3},   {"extra.bf16", s3}};
+  return {{"0.bias", s1},         {"0.weight", s1},      {"1.bias", s2},   {"1.num_batches_tracked", s3},
+          {"1.running_mean", s2}, {"1.running_var", s2}, {"1.weight", s1}, {"2.weight", s3},
+          {"extra.bf16", s3}};
 }
 
 /// Runs `f`, which must throw E with `text` in its message.
@@ -96,7 +96,8 @@ TEST_CASE("resolve_state_dict tells layouts from their contents") {
   }
   SECTION("a directory with nothing known in it") {
     tensorfile_test::ScratchDir dir;
-    expect_error<FormatError>([&] { (void)resolve_state_dict(dir.path()); }, "the directory holds no meta.json, model.safetensors(.index.json)");
+    expect_error<FormatError>([&] { (void)resolve_state_dict(dir.path()); },
+                              "the directory holds no meta.json, model.safetensors(.index.json)");
   }
 }
 
@@ -143,13 +144,15 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
   SECTION("a name the shard lacks") {
     map.emplace_back("ghost", s2);
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
-    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, s2 + ": ghost: tensor \"ghost\" is listed in the index but missing from "
-                                              "its shard");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              s2 + ": ghost: tensor \"ghost\" is listed in the index but missing from "
+                                   "its shard");
   }
   SECTION("a shard holding a name the index does not list") {
     map.erase(map.begin());  // 0.bias, in shard 1
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
-    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "the shard holds tensor \"0.bias\", which the index does not list");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "the shard holds tensor \"0.bias\", which the index does not list");
     const Value kept = load_state_dict(ckpt, {.allow_unlisted = true});
     CHECK(kept.as_dict().find(std::string_view("0.bias")) == nullptr);
     CHECK(kept.as_dict().size() == 8);
@@ -157,7 +160,8 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
   SECTION("two shards claiming one name") {
     map[0].second = s2;  // 0.bias is in shard 1, the index says shard 2
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
-    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "tensor \"0.bias\" is in two shards: the index lists it in " + s2);
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "tensor \"0.bias\" is in two shards: the index lists it in " + s2);
   }
   SECTION("a name listed twice") {
     map.emplace_back("0.bias", s1);
@@ -165,10 +169,12 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
     expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "tensor \"0.bias\" is listed twice in weight_map");
   }
   SECTION("shards that leave the directory") {
-    for (const std::string& bad : std::vector<std::string>{"/etc/passwd", "../torch_bin/" + s1, "sub/../../x.bin", ""}) {
+    for (const std::string& bad :
+         std::vector<std::string>{"/etc/passwd", "../torch_bin/" + s1, "sub/../../x.bin", ""}) {
       map[0].second = bad;
       const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
-      expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "shard \"" + bad + "\" leaves the index's directory");
+      expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                                "shard \"" + bad + "\" leaves the index's directory");
       std::filesystem::remove_all(ckpt);
     }
     std::filesystem::create_directory(dir / "outside");
@@ -176,7 +182,8 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
     map[0].second = "link.bin";
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
     std::filesystem::create_symlink(dir / "outside" / s1, ckpt / "link.bin");
-    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "shard \"link.bin\" leads out of the index's directory");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "shard \"link.bin\" leads out of the index's directory");
     std::filesystem::remove(ckpt / "link.bin");
     std::filesystem::create_symlink(s1, ckpt / "link.bin");  // a link that stays inside is followed
     expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "is in two shards");
@@ -188,7 +195,8 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
     expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "the index has no \"weight_map\"");
     std::filesystem::copy_file(data("torch/t_float32_2x3.pt"), ckpt / "tensor.pt");
     write_file(ckpt / "pytorch_model.bin.index.json", index_text({{"x", "tensor.pt"}}));
-    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "the shard holds a Tensor; expected a dict of name -> tensor");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "the shard holds a Tensor; expected a dict of name -> tensor");
     write_file(ckpt / "pytorch_model.bin.index.json", index_text({{"x", "gone.bin"}}));
     expect_error<IoError>([&] { (void)load_state_dict(ckpt); }, "gone.bin: cannot open the shard");
   }
@@ -242,7 +250,8 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     Named twice = tensors;
     twice.push_back(tensors[0]);
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(twice, dir / "twice"); }, "is given twice");
-    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.max_shard_size = 0}); }, "max_shard_size is 0");
+    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.max_shard_size = 0}); },
+                                "max_shard_size is 0");
     CHECK_FALSE(std::filesystem::exists(dir / "shared"));
     CHECK_FALSE(std::filesystem::exists(dir / "twice"));
   }

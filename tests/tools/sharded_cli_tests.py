@@ -18,13 +18,14 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
 import torch
 
-TIMEOUT_S = 300
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_tests import Failures, run  # noqa: E402  (the other drivers' helpers)
+
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
           "BOOL": torch.bool}
@@ -49,21 +50,6 @@ def read_safetensors(path):
         tensors[name] = t.reshape(info["shape"])
     assert end == len(buffer), f"{path}: the data section has {len(buffer)} bytes, the tensors cover {end}"
     return metadata, tensors, n
-
-
-def run(tool, *args):
-    return subprocess.run([tool, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          errors="replace", timeout=TIMEOUT_S, check=False)
-
-
-class Failures:
-    def __init__(self):
-        self.items = []
-
-    def check(self, ok, what):
-        if not ok:
-            self.items.append(what)
-        return ok
 
 
 def same(a, b):

@@ -94,8 +94,8 @@ void write_memmap(const TensorDict& td, const std::filesystem::path& out, bool q
 /// The tensors of `v` as safetensors can hold them: a name whose tensor is the very view of an earlier
 /// one (tied weights) is left out and recorded in `metadata` as removed name -> kept name, as the reference's
 /// save_model records it; other tensors sharing a storage are written as copies. Each is reported on stderr.
-std::vector<std::pair<std::string, Tensor>> unshared_tensors(const Value& v,
-                                                             std::vector<std::pair<std::string, std::string>>& metadata) {
+std::vector<std::pair<std::string, Tensor>> unshared_tensors(
+    const Value& v, std::vector<std::pair<std::string, std::string>>& metadata) {
   std::vector<std::pair<std::string, Tensor>> out;
   std::map<std::pair<const std::byte*, std::size_t>, std::size_t> first_user;  // storage -> index in `out`
   for (auto& [name, tensor] : named_tensors(v)) {
@@ -112,8 +112,9 @@ std::vector<std::pair<std::string, Tensor>> unshared_tensors(const Value& v,
     const auto& [kept, kept_tensor] = out[it->second];
     if (kept_tensor.raw_data() == tensor.raw_data() && kept_tensor.sizes() == tensor.sizes() &&
         kept_tensor.strides() == tensor.strides() && kept_tensor.dtype() == tensor.dtype()) {
-      fmt::print(stderr, "tensorfile convert: shared tensors: {} is {} (the same view); written once, recorded in "
-                         "__metadata__ as {} -> {}\n",
+      fmt::print(stderr,
+                 "tensorfile convert: shared tensors: {} is {} (the same view); written once, recorded in "
+                 "__metadata__ as {} -> {}\n",
                  escape_controls(name), escape_controls(kept), escape_controls(name), escape_controls(kept));
       metadata.emplace_back(name, kept);
       continue;
@@ -161,8 +162,9 @@ const CommandSpec convert_spec{
     .min_operands = 2,
     .max_operands = 2,
     .options = convert_options,
-    .summary = "Convert between torch.save files, safetensors files and sharded checkpoints, and tensordict memmap\n"
-               "trees, or re-save a torch file cleanly.",
+    .summary =
+        "Convert between torch.save files, safetensors files and sharded checkpoints, and tensordict memmap\n"
+        "trees, or re-save a torch file cleanly.",
     .details =
         "IN is a torch file (zip or legacy), a safetensors file, a sharded checkpoint (a *.index.json, or a model\n"
         "directory holding one) or a tensordict directory, detected from its contents. OUT is written beside its\n"
@@ -232,9 +234,9 @@ int run_convert(const Args& args) {
   std::filesystem::path source = in;
   if (layout) {
     if (layout->sharded() || layout->format == FileFormat::safetensors) {
-      const Value v = load_state_dict(
-          in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
-               .mmap = MapMode::copy_on_write});
+      const Value v =
+          load_state_dict(in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
+                               .mmap = MapMode::copy_on_write});
       if (output == Output::pt) write_pt(v, out, quiet);
       if (output == Output::memmap) write_memmap(to_tensordict(v, in), out, quiet);
       if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);

@@ -70,11 +70,18 @@ std::uint64_t parse_size(std::string_view text, std::string_view option) {
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   std::string unit(text.substr(digits));
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  static const std::map<std::string, std::uint64_t> units{
-      {"", 1},          {"B", 1},          {"KB", 1000},      {"MB", 1000'000},  {"GB", 1000'000'000},
-      {"TB", 1000'000'000'000}, {"KIB", 1u << 10}, {"MIB", 1u << 20}, {"GIB", 1u << 30},
-      {"TIB", std::uint64_t{1} << 40}};
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  static const std::map<std::string, std::uint64_t> units{{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1000},
+                                                          {"MB", 1000'000},
+                                                          {"GB", 1000'000'000},
+                                                          {"TB", 1000'000'000'000},
+                                                          {"KIB", 1u << 10},
+                                                          {"MIB", 1u << 20},
+                                                          {"GIB", 1u << 30},
+                                                          {"TIB", std::uint64_t{1} << 40}};
   const auto found = units.find(unit);
   std::uint64_t value = 0;
   bool ok = digits > 0 && digits <= 15 && found != units.end();

@@ -65,9 +65,9 @@ Description describe_weights(const std::filesystem::path& path, bool hashes) {
 /// The first line of the tree for safetensors files and sharded checkpoints.
 std::string weights_header_line(const std::string& shown, const StateDictLayout& layout) {
   if (layout.sharded()) {
-    std::string line = fmt::format("{}: {}, {} shard{}, index {}", shown, state_dict_format_name(layout),
-                                   layout.files.size(), layout.files.size() == 1 ? "" : "s",
-                                   escape_controls(layout.index.filename().string()));
+    std::string line =
+        fmt::format("{}: {}, {} shard{}, index {}", shown, state_dict_format_name(layout), layout.files.size(),
+                    layout.files.size() == 1 ? "" : "s", escape_controls(layout.index.filename().string()));
     if (layout.total_size) line += fmt::format(", metadata.total_size {}", *layout.total_size);
     return line;
   }

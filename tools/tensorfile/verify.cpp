@@ -48,8 +48,9 @@ const CommandSpec verify_spec{
     .min_operands = 1,
     .max_operands = 1,
     .options = {},
-    .summary = "Check a torch file, safetensors file, sharded checkpoint or tensordict tree in full: structure, every\n"
-               "record and its CRC-32, every view.",
+    .summary =
+        "Check a torch file, safetensors file, sharded checkpoint or tensordict tree in full: structure, every\n"
+        "record and its CRC-32, every view.",
     .details =
         "Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), data.pkl, each\n"
         "storage record against the size its tensors declare, and each view against its storage. Legacy files:\n"
