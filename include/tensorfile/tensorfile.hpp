@@ -33,10 +33,12 @@
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
 #include "tensorfile/formats/safetensors/save.hpp"
+#include "tensorfile/formats/safetensors/save_sharded.hpp"
 
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/save_memmap.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 #include "tensorfile/formats/tensordict/value_tree.hpp"
 
+#include "tensorfile/state_dict.hpp"
 #include "tensorfile/verify.hpp"

@@ -2,13 +2,17 @@
 // Timing, peak-RSS and JSON-line helpers shared by the load benchmarks (programs, never tests).
 #pragma once
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -32,6 +36,19 @@ double time_ms(Fn&& fn, std::vector<double>* cpu_ms = nullptr) {
   const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (cpu_ms != nullptr) cpu_ms->push_back(process_cpu_ms() - cpu_start);
   return wall;
+}
+
+/// The write floor of the save benchmarks: `buffer` written to a new file `out` with plain write() calls
+/// (at most 1 GiB each), no fsync.
+inline void write_floor(const std::vector<std::byte>& buffer, const std::filesystem::path& out) {
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::size_t done = 0;
+  while (fd >= 0 && done < buffer.size()) {
+    const ssize_t put = ::write(fd, buffer.data() + done, std::min<std::size_t>(buffer.size() - done, 1u << 30));
+    if (put <= 0) break;
+    done += static_cast<std::size_t>(put);
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 /// Peak resident set of this process so far, KiB (Linux reports ru_maxrss in KiB).

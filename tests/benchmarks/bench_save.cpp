@@ -43,14 +43,7 @@ int main(int argc, char** argv) {
       if (mode == "save") {
         tensorfile::save(value, out, {.sync = false});
       } else {
-        const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        std::size_t done = 0;
-        while (done < buffer.size()) {
-          const ssize_t put = ::write(fd, buffer.data() + done, std::min<std::size_t>(buffer.size() - done, 1u << 30));
-          if (put <= 0) break;
-          done += static_cast<std::size_t>(put);
-        }
-        ::close(fd);
+        tensorfile_bench::write_floor(buffer, out);
       }
     }));
   }

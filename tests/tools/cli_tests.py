@@ -139,7 +139,7 @@ def suite_usage(opts, failures):
                                                          "Run 'tensorfile inspect --help' for usage.")
     expect(["inspect", "--json=1", fixture], 2, stderr_has="option '--json' takes no value")
     expect(["convert", fixture], 2, stderr_has="expected 2 operands (IN OUT), got 1")
-    expect(["convert", fixture, "out", "--to", "zip"], 2, stderr_has="--to must be pt or memmap, got 'zip'")
+    expect(["convert", fixture, "out", "--to", "zip"], 2, stderr_has="--to must be pt, memmap or safetensors, got 'zip'")
     expect(["convert", fixture, "out", "--map-location", "gpu"], 2,
            stderr_has="--map-location: unknown device \"gpu\"")
     expect(["bench", fixture, "--repeat", "0"], 2, stderr_has="option '--repeat' needs a whole number from 1 to 1000")

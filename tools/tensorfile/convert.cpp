@@ -8,6 +8,9 @@
 
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/safetensors/load.hpp>
+#include <tensorfile/formats/safetensors/save.hpp>
+#include <tensorfile/formats/safetensors/save_sharded.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
 #include <tensorfile/formats/torch/load.hpp>
@@ -23,8 +26,12 @@ namespace tensorfile::cli {
 namespace {
 
 constexpr std::array convert_options{
-    OptionSpec{"to", "pt|memmap",
-               "what to write; default: pt when OUT ends in .pt, .pth, .ckpt, .bin or .tar, else memmap"},
+    OptionSpec{"to", "pt|memmap|safetensors",
+               "what to write; default: pt when OUT ends in .pt, .pth, .ckpt, .bin or .tar, safetensors when it ends "
+               "in .safetensors or --max-shard-size is given, else memmap"},
+    OptionSpec{"max-shard-size", "SIZE",
+               "safetensors: write OUT as a directory of shards of at most SIZE tensor bytes (5GB, 500MB, 2GiB) "
+               "with model.safetensors.index.json"},
     OptionSpec{"map-location", "WHERE",
                "where tensors load before they are written: a device (cpu, cuda:0), or for torch files tag remaps "
                "FROM=TO[,FROM=TO...]; default cpu"},
@@ -32,14 +39,16 @@ constexpr std::array convert_options{
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
 };
 
-enum class Output { pt, memmap };
+enum class Output { pt, memmap, safetensors };
 
 Output output_of(const Args& args, const std::filesystem::path& out) {
   if (const auto to = args.value("to")) {
     if (*to == "pt") return Output::pt;
     if (*to == "memmap") return Output::memmap;
-    throw UsageError(fmt::format("--to must be pt or memmap, got '{}'", *to));
+    if (*to == "safetensors") return Output::safetensors;
+    throw UsageError(fmt::format("--to must be pt, memmap or safetensors, got '{}'", *to));
   }
+  if (args.value("max-shard-size") || out.extension() == ".safetensors") return Output::safetensors;
   static constexpr std::array<std::string_view, 5> torch_suffixes{".pt", ".pth", ".ckpt", ".bin", ".tar"};
   const std::string suffix = out.extension().string();
   for (const std::string_view s : torch_suffixes) {
@@ -83,6 +92,69 @@ void write_memmap(const TensorDict& td, const std::filesystem::path& out, bool q
   progress.finish();
 }
 
+/// The tensors of `v` as safetensors can hold them: a name whose tensor is the very view of an earlier
+/// one (tied weights) is left out and recorded in `metadata` as removed name -> kept name, as the reference's
+/// save_model records it; other tensors sharing a storage are written as copies. Each is reported on stderr.
+std::vector<std::pair<std::string, Tensor>> unshared_tensors(
+    const Value& v, std::vector<std::pair<std::string, std::string>>& metadata) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::map<std::pair<const std::byte*, std::size_t>, std::size_t> first_user;  // storage -> index in `out`
+  for (auto& [name, tensor] : named_tensors(v)) {
+    const Storage& s = tensor.storage();
+    if (s.device().is_meta() || s.size_bytes() == 0) {
+      out.emplace_back(name, tensor);
+      continue;
+    }
+    const auto [it, fresh] = first_user.emplace(std::make_pair(s.data(), s.size_bytes()), out.size());
+    if (fresh) {
+      out.emplace_back(name, tensor);
+      continue;
+    }
+    const auto& [kept, kept_tensor] = out[it->second];
+    if (kept_tensor.raw_data() == tensor.raw_data() && kept_tensor.sizes() == tensor.sizes() &&
+        kept_tensor.strides() == tensor.strides() && kept_tensor.dtype() == tensor.dtype()) {
+      fmt::print(stderr,
+                 "tensorfile convert: shared tensors: {} is {} (the same view); written once, recorded in "
+                 "__metadata__ as {} -> {}\n",
+                 escape_controls(name), escape_controls(kept), escape_controls(name), escape_controls(kept));
+      metadata.emplace_back(name, kept);
+      continue;
+    }
+    fmt::print(stderr, "tensorfile convert: shared tensors: {} shares its storage with {}; written as a copy\n",
+               escape_controls(name), escape_controls(kept));
+    out.emplace_back(name, tensor.contiguous().clone());
+  }
+  return out;
+}
+
+void write_safetensors(const Value& v, const std::filesystem::path& out, const std::optional<std::uint64_t>& shard_size,
+                       bool quiet) {
+  std::vector<std::pair<std::string, std::string>> metadata;
+  if (const Dict* kept = safetensors_metadata(v)) {  // a safetensors input's __metadata__
+    for (const auto& [key, value] : *kept) {
+      if (key.is_string() && value.is_string()) metadata.emplace_back(key.as_string(), value.as_string());
+    }
+  }
+  if (metadata.empty()) metadata.emplace_back("format", "pt");  // what transformers writes
+  const auto tensors = unshared_tensors(v, metadata);
+  std::uint64_t total = 0;
+  for (const auto& [name, tensor] : tensors) total += tensor.nbytes();
+  ProgressBar progress("writing " + escape_controls(out.filename().string()), total, !quiet);
+  if (shard_size || out.extension() != ".safetensors") {
+    const SafetensorsShards written = save_safetensors_sharded(
+        tensors, out,
+        {.max_shard_size = shard_size.value_or(SafetensorsShardedSaveOptions{}.max_shard_size), .metadata = metadata});
+    progress.finish();
+    if (!quiet && written.files.size() > 1) {
+      fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),
+                 escape_controls(written.index.filename().string()));
+    }
+    return;
+  }
+  save_safetensors(tensors, out, {.metadata = metadata});
+  progress.finish();
+}
+
 }  // namespace
 
 const CommandSpec convert_spec{
@@ -91,10 +163,20 @@ const CommandSpec convert_spec{
     .min_operands = 2,
     .max_operands = 2,
     .options = convert_options,
-    .summary = "Convert a torch.save file to a tensordict memmap tree and back, or re-save a torch file cleanly.",
+    .summary =
+        "Convert between torch.save files, safetensors files and sharded checkpoints, and tensordict memmap\n"
+        "trees, or re-save a torch file cleanly.",
     .details =
-        "IN is a torch file (zip or legacy) or a tensordict directory, detected from its contents. OUT is written\n"
-        "beside its final name and renamed into place when complete; an existing OUT is replaced.\n"
+        "IN is a torch file (zip or legacy), a safetensors file, a sharded checkpoint (a *.index.json, or a model\n"
+        "directory holding one) or a tensordict directory, detected from its contents. OUT is written beside its\n"
+        "final name and renamed into place when complete; an existing OUT is replaced.\n"
+        "\n"
+        "safetensors output: OUT.safetensors is one file; a directory OUT (any other name, or --max-shard-size)\n"
+        "gets model-0000K-of-0000N.safetensors shards and model.safetensors.index.json as the Hugging Face tools\n"
+        "write them (5GB shards by default), or model.safetensors when everything fits in one. Shards carry\n"
+        "__metadata__ {\"format\": \"pt\"} (or a safetensors input's own). Tensors that share memory (tied\n"
+        "weights) are reported on stderr: a name that is the very view of another is written once and recorded\n"
+        "in __metadata__ as name -> kept name (as safetensors' save_model does); other sharers are copied.\n"
         "\n"
         "Tensors stream one by one from a mapping of IN, so files larger than memory convert. A progress bar\n"
         "(bytes, rate, time left) is drawn on stderr when it is a terminal and the write takes over a second.\n"
@@ -118,6 +200,9 @@ int run_convert(const Args& args) {
   const Output output = output_of(args, out);
   const std::optional<std::string> where = args.value("map-location");
   const bool quiet = args.flag("quiet");
+  std::optional<std::uint64_t> shard_size;
+  if (const auto size = args.value("max-shard-size")) shard_size = parse_size(*size, "max-shard-size");
+  if (shard_size && output != Output::safetensors) throw UsageError("--max-shard-size needs --to safetensors");
   std::vector<Dropped> dropped;
   std::vector<Dropped> changed;
   // Names every loss on stderr; with --strict any loss stops the conversion before anything is written.
@@ -138,7 +223,8 @@ int run_convert(const Args& args) {
     }
   };
 
-  if (detect_format(in) == FileFormat::tensordict) {
+  const std::optional<StateDictLayout> layout = weights_layout(in);
+  if (!layout && detect_format(in) == FileFormat::tensordict) {
     MemmapLoadOptions options{.access = MapMode::read_only};
     if (where) {
       Device device;
@@ -155,28 +241,44 @@ int run_convert(const Args& args) {
     } else {
       const Value v = to_value(td, in, dropped);
       report_dropped();
-      write_pt(v, out, quiet);
+      if (output == Output::pt) write_pt(v, out, quiet);
+      if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
     }
     return exit_ok;
+  }
+
+  std::filesystem::path source = in;
+  if (layout) {
+    if (layout->sharded() || layout->format == FileFormat::safetensors) {
+      const Value v =
+          load_state_dict(in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
+                               .mmap = MapMode::copy_on_write});
+      if (output == Output::pt) write_pt(v, out, quiet);
+      if (output == Output::memmap) write_memmap(to_tensordict(v, in), out, quiet);
+      if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
+      return exit_ok;
+    }
+    source = layout->files.front();  // a model directory's pytorch_model.bin
   }
 
   const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
                             .mmap = MapMode::copy_on_write,
                             .strict = false};
-  const Value loaded = load(in, options);
+  const Value loaded = load(source, options);
   const Value v = without_code(loaded, dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {
     throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",
-                           {.file = in});
+                           {.file = source});
   }
-  if (output == Output::pt) {
-    report_dropped();
-    write_pt(v, out, quiet);
-  } else {
-    const TensorDict td = to_tensordict(v, in, changed);
+  if (output == Output::memmap) {
+    const TensorDict td = to_tensordict(v, source, changed);
     report_dropped();
     write_memmap(td, out, quiet);
+    return exit_ok;
   }
+  report_dropped();
+  if (output == Output::pt) write_pt(v, out, quiet);
+  if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
   return exit_ok;
 }
 

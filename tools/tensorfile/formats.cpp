@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <limits>
 #include <map>
+#include <system_error>
 
 #include "args.hpp"
 
@@ -42,6 +46,51 @@ std::string human_bytes(std::uint64_t bytes) {
     ++unit;
   }
   return value < 10 ? fmt::format("{:.2f} {}", value, units[unit]) : fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path) {
+  const FileFormat format = detect_format(path);
+  if (format == FileFormat::torch_zip || format == FileFormat::torch_legacy) return std::nullopt;
+  std::error_code ec;
+  if (format == FileFormat::tensordict) {
+    if (std::filesystem::exists(path / "meta.json", ec)) return std::nullopt;
+    for (const std::string_view name : state_dict_file_names) {
+      if (std::filesystem::exists(path / name, ec)) return resolve_state_dict(path);
+    }
+    return std::nullopt;  // not a model directory either: load_memmap says what is missing
+  }
+  if (format == FileFormat::safetensors) return resolve_state_dict(path);
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  StateDictLayout layout = resolve_state_dict(path);  // an index, or unknown
+  if (!layout.sharded()) return std::nullopt;
+  return layout;
+}
+
+std::uint64_t parse_size(std::string_view text, std::string_view option) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string unit(text.substr(digits));
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  static const std::map<std::string, std::uint64_t> units{{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1000},
+                                                          {"MB", 1000'000},
+                                                          {"GB", 1000'000'000},
+                                                          {"TB", 1000'000'000'000},
+                                                          {"KIB", 1u << 10},
+                                                          {"MIB", 1u << 20},
+                                                          {"GIB", 1u << 30},
+                                                          {"TIB", std::uint64_t{1} << 40}};
+  const auto found = units.find(unit);
+  std::uint64_t value = 0;
+  bool ok = digits > 0 && digits <= 15 && found != units.end();
+  for (std::size_t i = 0; ok && i < digits; ++i) value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  if (ok && value > std::numeric_limits<std::uint64_t>::max() / found->second) ok = false;
+  if (!ok || value == 0) {
+    throw UsageError(fmt::format("--{} takes a size such as 5GB, 500MB, 2GiB or 1000000, got '{}'", option, text));
+  }
+  return value * found->second;
 }
 
 }  // namespace tensorfile::cli

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <mutex>
 
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
+#include <tensorfile/formats/safetensors/header.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/torch/archive.hpp>
 #include <tensorfile/formats/torch/load.hpp>
@@ -45,6 +47,42 @@ Description describe_torch_file(const std::filesystem::path& path, FileFormat fo
   return describe_value(load(path, options), tags, hashes);
 }
 
+/// Loads safetensors files and shards through load_state_dict for describing: mapped, reading no tensor data
+/// unless hashing (the map_location callable is told each tensor's bytes, a view of the mapping).
+Description describe_weights(const std::filesystem::path& path, bool hashes) {
+  StorageTags tags;
+  std::mutex tags_lock;  // shards load on several threads
+  StateDictLoadOptions options{.mmap = MapMode::read_only, .strict = false};
+  options.map_location = MapLocation::Function([&](const Storage& bytes, std::string_view tag) {
+    Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
+    const std::lock_guard<std::mutex> lock(tags_lock);
+    tags.add(chosen, tag);
+    return std::optional<Storage>(chosen);
+  });
+  return describe_value(load_state_dict(path, options), tags, hashes);
+}
+
+/// The first line of the tree for safetensors files and sharded checkpoints.
+std::string weights_header_line(const std::string& shown, const StateDictLayout& layout) {
+  if (layout.sharded()) {
+    std::string line =
+        fmt::format("{}: {}, {} shard{}, index {}", shown, state_dict_format_name(layout), layout.files.size(),
+                    layout.files.size() == 1 ? "" : "s", escape_controls(layout.index.filename().string()));
+    if (layout.total_size) line += fmt::format(", metadata.total_size {}", *layout.total_size);
+    return line;
+  }
+  const SafetensorsHeader header = read_safetensors_header(layout.files.front());
+  std::string line = fmt::format("{}: safetensors, header {} B", shown, header.header_bytes);
+  if (header.metadata) {
+    std::string items;
+    for (const auto& [key, value] : *header.metadata) {
+      items += fmt::format("{}{}: {}", items.empty() ? "" : ", ", escape_controls(key), escape_controls(value));
+    }
+    line += ", __metadata__ {" + items + "}";
+  }
+  return line;
+}
+
 /// The first line of the tree; `shown` is the path as given, already escaped.
 std::string header_line(const std::string& shown, FileFormat format, const std::filesystem::path& path) {
   switch (format) {
@@ -55,7 +93,7 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
     }
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
-    case FileFormat::safetensors:  // not read by the tool yet (issue 14, item 5)
+    case FileFormat::safetensors:  // weights_header_line
     case FileFormat::unknown: break;
   }
   return shown;
@@ -176,13 +214,17 @@ const CommandSpec inspect_spec{
     .max_operands = 1,
     .options = inspect_options,
     .summary =
-        "Show what a torch.save file (zip or legacy) or a tensordict memmap directory holds: every tensor's\n"
-        "dtype, shape, device tag, bytes and storage, the other values, totals, and the format.",
+        "Show what a torch.save file (zip or legacy), a safetensors file, a sharded checkpoint (*.index.json or a\n"
+        "model directory) or a tensordict memmap directory holds: every tensor's dtype, shape, device tag, bytes\n"
+        "and storage, the other values, totals, and the format.",
     .details =
         "The format is detected from the contents, never from the name. No tensor data is read unless --hash\n"
         "is given (the file is mapped; torch files load on the meta device, tensordict leaves are not opened).\n"
         "\n"
-        "--json prints {\"format\": \"torch-zip\" | \"torch-legacy\" | \"tensordict\", \"tensors\": [{\"path\",\n"
+        "A sharded checkpoint is shown as the one dict load_state_dict merges, in the index's order.\n"
+        "\n"
+        "--json prints {\"format\": \"torch-zip\" | \"torch-legacy\" | \"tensordict\" | \"safetensors\" |\n"
+        "\"safetensors-sharded\" | \"torch-zip-sharded\" | ..., \"tensors\": [{\"path\",\n"
         "\"dtype\", \"shape\", \"stride\", \"storage_offset\", \"requires_grad\", \"device\", \"storage\",\n"
         "\"sha256\" (with --hash)}], \"values\": [{\"path\", \"type\", \"value\"}]}: a path is \"\" for the root and\n"
         "\"/\" + key or index per level (\"~\" and \"/\" in keys escaped as ~0 and ~1); \"device\" is where the\n"
@@ -195,17 +237,30 @@ int run_inspect(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   const bool hashes = args.flag("hash");
-  const FileFormat format = detect_format(path);
+  FileFormat format = detect_format(path);
   Description description;
+  std::filesystem::path file = path;
+  if (const auto layout = weights_layout(path)) {
+    if (layout->sharded() || layout->format == FileFormat::safetensors) {
+      description = describe_weights(path, hashes);
+      const std::string out = args.flag("json")
+                                  ? description_json(description, state_dict_format_name(*layout), hashes) + "\n"
+                                  : render_tree(description, weights_header_line(shown, *layout));
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      return exit_ok;
+    }
+    file = layout->files.front();  // a model directory's pytorch_model.bin
+    format = layout->format;
+  }
   if (format == FileFormat::tensordict) {
     MemmapLoadOptions options{.access = MapMode::read_only};
     if (!hashes) options.device = Device::meta();
     description = describe_tensordict(load_memmap(path, options), hashes);
   } else {
-    description = describe_torch_file(path, format, hashes);
+    description = describe_torch_file(file, format, hashes);
   }
   const std::string out = args.flag("json") ? description_json(description, format_name(format), hashes) + "\n"
-                                            : render_tree(description, header_line(shown, format, path));
+                                            : render_tree(description, header_line(shown, format, file));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return exit_ok;
 }

@@ -2,7 +2,9 @@
 // tensorfile verify: a full structural and bounds check of a torch file or tensordict tree, CRCs included.
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/verify.hpp>
@@ -46,27 +48,66 @@ const CommandSpec verify_spec{
     .min_operands = 1,
     .max_operands = 1,
     .options = {},
-    .summary = "Check a torch file or tensordict tree in full: structure, every record and its CRC-32, every view.",
+    .summary =
+        "Check a torch file, safetensors file, sharded checkpoint or tensordict tree in full: structure, every\n"
+        "record and its CRC-32, every view.",
     .details =
         "Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), data.pkl, each\n"
         "storage record against the size its tensors declare, and each view against its storage. Legacy files:\n"
         "the pickles and every storage's length. Tensordict trees: every meta.json and every data file's length.\n"
+        "Safetensors files: the header and the data offsets' tiling. Sharded checkpoints (*.index.json or a model\n"
+        "directory): every shard as above, then the index against them (names missing, in two shards, unlisted).\n"
         "Objects tensorfile keeps opaque (numpy arrays, modules) are not errors.\n"
         "\n"
         "Exit status 0 and a one-line summary on stdout when the file is clean; otherwise every error found on\n"
         "stderr (as the library words it) and exit status 1.",
 };
 
+namespace {
+
+/// verify() of every shard an index lists, then the index against them (a load on meta: names missing,
+/// repeated or unlisted). The errors of all of them together.
+std::vector<std::string> verify_shards(const std::filesystem::path& path, const StateDictLayout& layout,
+                                       std::size_t& tensors) {
+  std::vector<std::string> errors;
+  for (const std::filesystem::path& shard : layout.files) {
+    const VerifyReport report = verify(shard);
+    errors.insert(errors.end(), report.errors.begin(), report.errors.end());
+  }
+  if (!errors.empty()) return errors;
+  try {
+    tensors = load_state_dict(path, {.map_location = "meta", .strict = false}).as_dict().size();
+  } catch (const Error& error) {
+    errors.push_back(error.message());
+  }
+  return errors;
+}
+
+}  // namespace
+
 int run_verify(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
-  const VerifyReport report = verify(path);
-  if (report.ok()) {
-    fmt::print("{}: OK: {}\n", shown, checked_summary(report));
+  std::vector<std::string> errors;
+  std::string summary;
+  const std::optional<StateDictLayout> layout = weights_layout(path);
+  if (layout && layout->sharded()) {
+    std::size_t tensors = 0;
+    errors = verify_shards(path, *layout, tensors);
+    summary = fmt::format("{}, {} shard{} each checked in full, the index against them; {} tensor{}",
+                          state_dict_format_name(*layout), layout->files.size(), layout->files.size() == 1 ? "" : "s",
+                          tensors, tensors == 1 ? "" : "s");
+  } else {
+    const VerifyReport report = verify(layout ? layout->files.front() : path);  // a model directory: its file
+    errors = report.errors;
+    summary = checked_summary(report);
+  }
+  if (errors.empty()) {
+    fmt::print("{}: OK: {}\n", shown, summary);
     return exit_ok;
   }
-  for (const std::string& error : report.errors) fmt::print(stderr, "{}\n", escape_controls(error));
-  fmt::print(stderr, "{}: {} error{} found\n", shown, report.errors.size(), report.errors.size() == 1 ? "" : "s");
+  for (const std::string& error : errors) fmt::print(stderr, "{}\n", escape_controls(error));
+  fmt::print(stderr, "{}: {} error{} found\n", shown, errors.size(), errors.size() == 1 ? "" : "s");
   return exit_file_error;
 }
 

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <istream>
-#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
+#include "tensorfile/formats/stream_input.hpp"
 
 namespace tensorfile {
 
@@ -74,6 +74,23 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
   return build_safetensors_dict(header, data, true, options, file);
 }
 
+/// load_safetensors(path) of a file already open for reading (read-write for MapMode::shared); `path`
+/// names it in messages. load_state_dict opens shards below their directory and comes here.
+inline Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
+                                   const SafetensorsLoadOptions& options) {
+  const std::uint64_t size = file.size();
+  if (options.mmap && !options.map_location.all_meta() && size >= 8) {
+    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+    return load_safetensors_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
+  }
+  const std::vector<std::byte> head = read_safetensors_head(file, size, options.max_header_bytes);
+  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
+  if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, path);
+  Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
+  file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
+  return build_safetensors_dict(header, data, true, options, path);
+}
+
 }  // namespace detail
 
 /// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
@@ -96,18 +113,8 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
 [[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
                                             const SafetensorsLoadOptions& options = {}) {
   const bool shared = options.mmap == MapMode::shared;
-  const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
-  const std::uint64_t size = file.size();
-  if (options.mmap && !options.map_location.all_meta() && size >= 8) {
-    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-    return detail::load_safetensors_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
-  }
-  const std::vector<std::byte> head = detail::read_safetensors_head(file, size, options.max_header_bytes);
-  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
-  if (options.map_location.all_meta()) return detail::build_safetensors_dict(header, Storage(), false, options, path);
-  Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
-  file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
-  return detail::build_safetensors_dict(header, data, true, options, path);
+  return detail::load_safetensors_file(
+      detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
 /// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
@@ -120,11 +127,7 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
 
 /// Loads from a stream, read to its end into one heap buffer the tensors then share.
 [[nodiscard]] inline Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options = {}) {
-  std::vector<char> buffer((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError("cannot read the stream", EIO);
-  Storage whole = heap_storage(buffer.size(), false);
-  if (!buffer.empty()) std::memcpy(whole.mutable_data(), buffer.data(), buffer.size());
-  buffer = {};
+  const Storage whole = detail::read_stream_to_heap(in);
   return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
 }
 

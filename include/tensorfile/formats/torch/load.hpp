@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <istream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <span>
@@ -27,6 +26,7 @@
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/stream_input.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
 #include "tensorfile/formats/torch/detail/torch_hooks.hpp"
@@ -409,6 +409,43 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
                     {.file = archive.path, .offset = 0});
 }
 
+/// load(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
+/// messages. load_state_dict opens shards below their directory and comes here.
+inline Value load_torch_file(const FileHandle& file, const std::filesystem::path& path, const LoadOptions& options) {
+  TorchArchive archive;
+  archive.path = path;
+  const std::uint64_t size = file.size();
+  if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
+  if (!options.mmap) {
+    // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
+    std::array<std::byte, format_sniff_bytes> head{};
+    if (size > whole_read_limit) {
+      const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
+      file.read_exact(0, {head.data(), head_size});
+      archive.bytes = {head.data(), head_size};
+      const FileFormat format = detect_format(archive.bytes);
+      if (format == FileFormat::torch_zip) {
+        archive.file = &file;  // the index, the pickle and the records by pread
+        archive.pread_only = true;
+        archive.size = size;
+        return load_archive(archive, options);
+      }
+      if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
+    }
+    // Small files (and legacy ones): one pread into one buffer the tensors share; no call per record.
+    Storage whole = heap_storage(static_cast<std::size_t>(size), false);
+    file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
+    archive.bytes = {whole.data(), whole.size_bytes()};
+    archive.views = whole;
+    return load_archive(archive, options);
+  }
+  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+  archive.bytes = {mapping.data(), mapping.size_bytes()};
+  archive.views = mapping;
+  archive.file = &file;  // local headers by pread
+  return load_archive(archive, options);
+}
+
 }  // namespace detail
 
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
@@ -421,40 +458,9 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
 /// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
 /// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
-  detail::TorchArchive archive;
-  archive.path = path;
   const bool shared = options.mmap == MapMode::shared;
-  const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
-  const std::uint64_t size = file.size();
-  if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
-  if (!options.mmap) {
-    // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
-    std::array<std::byte, format_sniff_bytes> head{};
-    if (size > detail::whole_read_limit) {
-      const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
-      file.read_exact(0, {head.data(), head_size});
-      archive.bytes = {head.data(), head_size};
-      const FileFormat format = detect_format(archive.bytes);
-      if (format == FileFormat::torch_zip) {
-        archive.file = &file;  // the index, the pickle and the records by pread
-        archive.pread_only = true;
-        archive.size = size;
-        return detail::load_archive(archive, options);
-      }
-      if (format != FileFormat::torch_legacy) return detail::load_archive(archive, options);  // refused by its head
-    }
-    // Small files (and legacy ones): one pread into one buffer the tensors share; no call per record.
-    Storage whole = heap_storage(static_cast<std::size_t>(size), false);
-    file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
-    archive.bytes = {whole.data(), whole.size_bytes()};
-    archive.views = whole;
-    return detail::load_archive(archive, options);
-  }
-  Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-  archive.bytes = {mapping.data(), mapping.size_bytes()};
-  archive.views = mapping;
-  archive.file = &file;  // local headers by pread
-  return detail::load_archive(archive, options);
+  return detail::load_torch_file(
+      detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
 /// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` set (any mode) are
@@ -468,11 +474,7 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
 
 /// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
 [[nodiscard]] inline Value load(std::istream& in, const LoadOptions& options = {}) {
-  std::vector<char> buffer((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError("cannot read the stream", EIO);
-  Storage whole = heap_storage(buffer.size(), false);
-  if (!buffer.empty()) std::memcpy(whole.mutable_data(), buffer.data(), buffer.size());
-  buffer = {};
+  const Storage whole = detail::read_stream_to_heap(in);
   detail::TorchArchive archive;
   archive.bytes = {whole.data(), whole.size_bytes()};
   archive.views = whole;

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+// load_state_dict(): one entry point for a model's weights in any layout tensorfile reads (a torch file, a
+// safetensors file, a tensordict tree, or shards listed by a Hugging Face *.index.json). Above the formats.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/text/json_reader.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/tensordict/value_tree.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+
+namespace tensorfile {
+
+/// Options of load_state_dict(); use designated initializers: `load_state_dict(dir, {.mmap =
+/// MapMode::read_only, .threads = 2})`.
+struct StateDictLoadOptions {
+  MapLocation map_location{};     ///< where tensors go, as load() takes it (tensordict trees: a device only)
+  std::optional<MapMode> mmap{};  ///< set: tensors are views into one mapping per file in this mode; unset: heap
+  std::size_t threads = 4;        ///< most shards read at once (at least 1); a callable map_location is then
+                                  ///< called from that many threads
+  bool allow_unlisted = false;    ///< a tensor in a shard that the index does not list: false: FormatError;
+                                  ///< true: left out (the index decides what the checkpoint holds)
+  bool strict = true;             ///< torch files: LoadOptions::strict
+  std::uint64_t max_index_bytes = std::uint64_t{1} << 28;  ///< a larger *.index.json is refused (LimitError)
+};
+
+/// How the weights at a path are laid out, as load_state_dict() finds them.
+struct StateDictLayout {
+  FileFormat format = FileFormat::unknown;     ///< the file's format, or the first shard's; tensordict for a tree
+  std::filesystem::path index{};               ///< the *.index.json; empty when not sharded
+  std::vector<std::filesystem::path> files{};  ///< the file (or tree) read; with an index, every shard in the
+                                               ///< order the index first names it
+  /// With an index: every tensor name in the index's order with the number of its shard in `files`.
+  std::vector<std::pair<std::string, std::size_t>> weight_map{};
+  std::optional<std::uint64_t> total_size{};  ///< the index's metadata.total_size, when it has one
+
+  /// Whether an index lists the shards.
+  [[nodiscard]] bool sharded() const noexcept { return !index.empty(); }
+};
+
+/// The layout's name as the `tensorfile` program prints it: format_name() of the format, and for an index
+/// that name with "-sharded" appended ("safetensors-sharded", "torch-zip-sharded").
+[[nodiscard]] inline std::string state_dict_format_name(const StateDictLayout& layout) {
+  std::string name(format_name(layout.format));
+  if (layout.sharded()) name += "-sharded";
+  return name;
+}
+
+/// The files load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
+inline constexpr std::string_view state_dict_file_names[] = {
+    "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.safetensors", "pytorch_model.bin"};
+
+namespace detail {
+
+/// Refuses a shard file name that could leave the index's directory by its text: empty, absolute, with a
+/// ".." component or a NUL. (Symbolic links are caught when the shard is opened.)
+inline void check_shard_name(const std::string& name, const std::filesystem::path& index, std::uint64_t at) {
+  std::string_view rest = name;
+  bool dotdot = false;
+  while (!rest.empty()) {
+    const std::size_t slash = rest.find('/');
+    dotdot = dotdot || rest.substr(0, slash) == "..";
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  if (name.empty() || name.front() == '/' || dotdot || name.find('\0') != std::string::npos) {
+    throw FormatError("shard \"" + name + "\" leaves the index's directory; expected a file name below it",
+                      {.file = index, .offset = at});
+  }
+}
+
+/// Parses the text of a *.index.json into `layout`: {"metadata": {"total_size": N, ...}, "weight_map":
+/// {name: file, ...}, ...}; other members are skipped. A name given twice is an error (two shards claiming it).
+inline void parse_state_dict_index(std::string_view text, const std::filesystem::path& index, StateDictLayout& layout) {
+  JsonReader json(text, index);
+  json.expect('{', "an object");
+  bool has_map = false;
+  std::unordered_map<std::string, std::size_t> shard_numbers;
+  std::unordered_map<std::string, std::size_t> seen;
+  std::string scratch;
+  std::string value_scratch;
+  if (!json.consume('}')) {
+    while (true) {
+      const std::string key(json.parse_string(scratch));
+      json.expect(':', "':'");
+      if (key == "weight_map") {
+        has_map = true;
+        json.expect('{', "an object of tensor name -> shard file");
+        if (!json.consume('}')) {
+          while (true) {
+            const std::size_t at = json.position();
+            std::string name(json.parse_string(scratch));
+            json.expect(':', "':'");
+            (void)json.peek();  // past the blanks: the file name's offset
+            const std::size_t file_at = json.position();
+            std::string file(json.parse_string(value_scratch));
+            check_shard_name(file, index, file_at);
+            const auto [shard, added] = shard_numbers.emplace(file, layout.files.size());
+            if (added) layout.files.push_back(index.parent_path() / file);
+            if (const auto [it, fresh] = seen.emplace(name, shard->second); !fresh) {
+              throw FormatError("tensor \"" + name + "\" is listed twice in weight_map; expected one shard per name",
+                                {.file = index, .member = name, .offset = at});
+            }
+            layout.weight_map.emplace_back(std::move(name), shard->second);
+            if (json.consume(',')) continue;
+            json.expect('}', "',' or '}'");
+            break;
+          }
+        }
+      } else if (key == "metadata" && json.peek() == '{') {
+        json.expect('{', "an object");
+        if (!json.consume('}')) {
+          while (true) {
+            const std::string member(json.parse_string(scratch));
+            json.expect(':', "':'");
+            const std::size_t at = json.position();
+            if (member == "total_size" && json.peek() != '"') {
+              const JsonScalar number = json.scan_scalar();
+              const std::string_view digits = text.substr(number.start, number.end - number.start);
+              std::uint64_t total = 0;
+              bool ok = number.kind == JsonScalar::Kind::integer && !digits.starts_with('-') && digits.size() <= 19;
+              for (const char c : digits) total = total * 10 + static_cast<std::uint64_t>(c - '0');
+              if (!ok) json.fail_at("metadata.total_size as a whole number of bytes", at);
+              layout.total_size = total;
+            } else {
+              json.skip_value(1);
+            }
+            if (json.consume(',')) continue;
+            json.expect('}', "',' or '}'");
+            break;
+          }
+        }
+      } else {
+        json.skip_value(1);
+      }
+      if (json.consume(',')) continue;
+      json.expect('}', "',' or '}'");
+      break;
+    }
+  }
+  json.finish();
+  if (!has_map) {
+    throw FormatError("the index has no \"weight_map\"; expected {\"weight_map\": {tensor name: shard file}}",
+                      {.file = index, .offset = 0});
+  }
+}
+
+/// Whether a file's first bytes look like JSON text (an object), which is how an index file is told.
+inline bool looks_like_json_object(std::span<const std::byte> head) noexcept {
+  std::size_t i = head.size() >= 3 && head[0] == std::byte{0xEF} && head[1] == std::byte{0xBB} ? 3 : 0;
+  while (i < head.size() && (head[i] == std::byte{' '} || head[i] == std::byte{'\n'} || head[i] == std::byte{'\r'} ||
+                             head[i] == std::byte{'\t'})) {
+    ++i;
+  }
+  return i < head.size() && head[i] == std::byte{'{'};
+}
+
+/// The first bytes of an open file (up to format_sniff_bytes).
+inline std::vector<std::byte> file_head(const FileHandle& file) {
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), format_sniff_bytes)));
+  file.read_exact(0, head);
+  return head;
+}
+
+/// Opens the shard `relative` below the directory `root` (descriptor `root_fd`), never leaving it: a
+/// symbolic link out of it is a FormatError naming the index.
+inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, const std::string& relative, bool writable,
+                             const std::filesystem::path& index) {
+  const std::filesystem::path path = root / relative;
+  std::error_code ec;
+  const std::filesystem::path canonical_root = std::filesystem::canonical(root.empty() ? "." : root, ec);
+  FileHandle file = open_beneath(root_fd, relative, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK,
+                                 ec ? std::string() : canonical_root.native());
+  if (!file.valid()) {
+    const int error = errno;
+    if (error == EXDEV) {
+      throw FormatError("shard \"" + relative +
+                            "\" leads out of the index's directory (a symbolic link); expected a "
+                            "file below " +
+                            (ec ? root.string() : canonical_root.string()),
+                        {.file = index, .member = relative});
+    }
+    throw IoError("cannot open the shard", error, {.file = path});
+  }
+  struct stat info {};
+  if (::fstat(file.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = path});
+  if (!S_ISREG(info.st_mode)) throw ArgumentError("is not a regular file; expected a shard file", {.file = path});
+  if (::fcntl(file.fd(), F_SETFL, ::fcntl(file.fd(), F_GETFL) & ~O_NONBLOCK) != 0) {
+    throw IoError("cannot clear O_NONBLOCK", errno, {.file = path});
+  }
+  const int named = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);  // the same open file, under its path for messages
+  if (named < 0) throw IoError("cannot duplicate the descriptor", errno, {.file = path});
+  return FileHandle::adopt(named, path);
+}
+
+/// Loads one file already open, by its format; `format` unknown gets load()'s refusal.
+inline Value load_one_file(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
+                           const StateDictLoadOptions& options) {
+  if (format == FileFormat::safetensors) {
+    return load_safetensors_file(file, path, {.map_location = options.map_location, .mmap = options.mmap});
+  }
+  return load_torch_file(file, path,
+                         {.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict});
+}
+
+/// A tensordict tree as a Value, the tree's device taken from a fixed map_location.
+inline Value load_tree(const std::filesystem::path& path, const StateDictLoadOptions& options) {
+  MemmapLoadOptions tree_options{.access = options.mmap.value_or(MapMode::copy_on_write)};
+  if (options.map_location.function() == nullptr) {
+    const Device device = Device::parse(options.map_location.target_tag("cpu"));
+    if (!device.is_cpu()) tree_options.device = device;
+  }
+  return to_value(load_memmap(path, tree_options), {.file = path});
+}
+
+/// Reads every shard (each opened once, at most options.threads at a time) and merges them in index order.
+inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& options) {
+  const std::filesystem::path root = layout.index.parent_path();
+  const FileHandle root_dir =
+      FileHandle::try_open_at(AT_FDCWD, root.empty() ? "." : root.c_str(), O_RDONLY | O_DIRECTORY);
+  if (!root_dir.valid()) throw IoError("cannot open the directory", errno, {.file = root.empty() ? "." : root});
+  const std::size_t count = layout.files.size();
+  std::vector<Value> loaded(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t k = next++; k < count; k = next++) {
+      try {
+        const std::string relative =
+            root.empty() ? layout.files[k].string() : layout.files[k].lexically_relative(root).string();
+        const FileHandle file =
+            open_shard(root_dir.fd(), root, relative, options.mmap == MapMode::shared, layout.index);
+        const FileFormat format = detect_format(file_head(file));
+        if (format != FileFormat::safetensors && format != FileFormat::torch_zip &&
+            format != FileFormat::torch_legacy) {
+          throw FormatError("not a safetensors or torch file; expected a shard",
+                            {.file = layout.files[k], .offset = 0});
+        }
+        loaded[k] = load_one_file(file, layout.files[k], format, options);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t helpers = std::min(std::max<std::size_t>(options.threads, 1), count) - (count == 0 ? 0 : 1);
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  for (std::size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+
+  std::unordered_map<std::string_view, std::size_t> listed;  // name -> shard
+  listed.reserve(layout.weight_map.size());
+  for (const auto& [name, shard] : layout.weight_map) listed.emplace(name, shard);
+  std::vector<const Dict*> dicts(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    const Value& shard = loaded[k];
+    if (!shard.is_dict()) {
+      throw FormatError(
+          "the shard holds a " + std::string(Value::kind_name(shard.kind())) + "; expected a dict of name -> tensor",
+          {.file = layout.files[k]});
+    }
+    dicts[k] = &shard.as_dict();
+    for (const auto& [key, value] : *dicts[k]) {
+      if (!key.is_string() || !value.is_tensor()) {
+        throw FormatError("the shard holds an entry that is not str -> Tensor; expected a dict of name -> tensor",
+                          {.file = layout.files[k], .member = key.is_string() ? key.as_string() : std::string()});
+      }
+      const auto it = listed.find(key.as_string());
+      if (it == listed.end()) {
+        if (options.allow_unlisted) continue;
+        throw FormatError("the shard holds tensor \"" + key.as_string() +
+                              "\", which the index does not list; expected only the index's names (or "
+                              ".allow_unlisted = true)",
+                          {.file = layout.files[k], .member = key.as_string()});
+      }
+      if (it->second != k) {
+        throw FormatError("tensor \"" + key.as_string() + "\" is in two shards: the index lists it in " +
+                              layout.files[it->second].filename().string() + ", and it is also in this one",
+                          {.file = layout.files[k], .member = key.as_string()});
+      }
+    }
+  }
+  Dict merged;
+  merged.ordered = true;
+  for (const auto& [name, shard] : layout.weight_map) {
+    const Value* tensor = dicts[shard]->find(std::string_view(name));
+    if (tensor == nullptr) {
+      throw FormatError("tensor \"" + name + "\" is listed in the index but missing from its shard",
+                        {.file = layout.files[shard], .member = name});
+    }
+    merged.set(name, *tensor);
+  }
+  return Value(std::move(merged));
+}
+
+}  // namespace detail
+
+/// How the weights at `path` are laid out, read from the contents, never the name: a directory with a
+/// meta.json is a tensordict tree; another directory is taken through the first of
+/// model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors and pytorch_model.bin it
+/// holds; a file whose first bytes are a JSON object is an index (its weight_map parsed, shard names
+/// checked to stay below its directory); any other file is a single file of detect_format()'s format
+/// (unknown when it is none). Reads only the index and the first bytes of the file or first shard.
+/// Throws FormatError for a broken index or a directory holding none of those, IoError when unreadable.
+[[nodiscard]] inline StateDictLayout resolve_state_dict(const std::filesystem::path& path,
+                                                        std::uint64_t max_index_bytes = std::uint64_t{1} << 28) {
+  StateDictLayout layout;
+  std::error_code ec;
+  std::filesystem::path file = path;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::exists(path / "meta.json", ec)) {
+      layout.format = FileFormat::tensordict;
+      layout.files.push_back(path);
+      return layout;
+    }
+    file.clear();
+    for (const std::string_view name : state_dict_file_names) {
+      if (std::filesystem::is_regular_file(path / name, ec)) {
+        file = path / name;
+        break;
+      }
+    }
+    if (file.empty()) {
+      throw FormatError(
+          "the directory holds no meta.json, model.safetensors(.index.json) or pytorch_model.bin(.index.json); "
+          "expected a tensordict tree or a Hugging Face model directory",
+          {.file = path});
+    }
+  }
+  const detail::FileHandle handle = detail::FileHandle::open(file, detail::OpenMode::read);
+  const std::vector<std::byte> head = detail::file_head(handle);
+  layout.format = detect_format(head);
+  if (layout.format == FileFormat::unknown && detail::looks_like_json_object(head)) {
+    const std::uint64_t size = handle.size();
+    if (size > max_index_bytes) {
+      throw LimitError(
+          "the index takes " + std::to_string(size) + " bytes; expected at most " + std::to_string(max_index_bytes),
+          {.file = file});
+    }
+    std::string text(static_cast<std::size_t>(size), '\0');
+    handle.read_exact(0, std::as_writable_bytes(std::span(text)));
+    layout.index = file;
+    detail::parse_state_dict_index(text, file, layout);
+    if (!layout.files.empty()) layout.format = detect_format(layout.files.front());
+    return layout;
+  }
+  layout.files.push_back(file);
+  return layout;
+}
+
+/// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
+/// (load()), a safetensors file (load_safetensors()), a tensordict tree (load_memmap(), as to_value()
+/// turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
+/// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
+/// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
+/// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
+/// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
+/// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
+[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path,
+                                           const StateDictLoadOptions& options = {}) {
+  const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
+  if (layout.sharded()) return detail::load_shards(layout, options);
+  if (layout.format == FileFormat::tensordict) return detail::load_tree(layout.files.front(), options);
+  const bool shared = options.mmap == MapMode::shared;
+  const detail::FileHandle file =
+      detail::FileHandle::open(layout.files.front(), shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  return detail::load_one_file(file, layout.files.front(), layout.format, options);
+}
+
+}  // namespace tensorfile

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+// Tests of <tensorfile/state_dict.hpp> and <tensorfile/formats/safetensors/save_sharded.hpp>: format
+// detection, sharded checkpoints written by torch and by hand over the reference's files, every refusal,
+// and save_safetensors_sharded's files and index against the Hugging Face layout.
+#include <tensorfile/formats/safetensors/save_sharded.hpp>
+#include <tensorfile/state_dict.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tensorfile_catch.hpp"
+#include "torch/torch_file_builder.hpp"
+
+using namespace tensorfile;
+using tensorfile_test::file_bytes;
+using tensorfile_test::write_file;
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+namespace {
+
+std::filesystem::path data(const std::string& relative) { return tensorfile_test::data_dir() / relative; }
+
+std::vector<std::string> keys_of(const Value& v) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : v.as_dict()) out.push_back(key.as_string());
+  return out;
+}
+
+/// A copy of the torch_bin fixture in `dir`, with `index` as its index text when given.
+std::filesystem::path copy_torch_bin(const std::filesystem::path& dir, const std::string& index = "") {
+  std::filesystem::copy(data("sharded/torch_bin"), dir / "ckpt");
+  if (!index.empty()) write_file(dir / "ckpt" / "pytorch_model.bin.index.json", index);
+  return dir / "ckpt";
+}
+
+std::string index_text(const std::vector<std::pair<std::string, std::string>>& map) {
+  std::string out = "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {";
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    out += (i ? ", \"" : "\"") + map[i].first + "\": \"" + map[i].second + "\"";
+  }
+  return out + "}}";
+}
+
+const std::string s1 = "pytorch_model-00001-of-00003.bin";
+const std::string s2 = "pytorch_model-00002-of-00003.bin";
+const std::string s3 = "pytorch_model-00003-of-00003.bin";
+
+/// The fixture's index as written, minus nothing: every name with its shard.
+std::vector<std::pair<std::string, std::string>> fixture_map() {
+  return {{"0.bias", s1},         {"0.weight", s1},      {"1.bias", s2},   {"1.num_batches_tracked", s3},
+          {"1.running_mean", s2}, {"1.running_var", s2}, {"1.weight", s1}, {"2.weight", s3},
+          {"extra.bf16", s3}};
+}
+
+/// Runs `f`, which must throw E with `text` in its message.
+template <class E, class F>
+void expect_error(F&& f, const std::string& text) {
+  std::string message = "(nothing thrown)";
+  try {
+    f();
+  } catch (const E& error) {
+    message = error.what();
+  }
+  INFO("message: " << message << "\nexpected in it: " << text);
+  CHECK(message.find(text) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("resolve_state_dict tells layouts from their contents") {
+  SECTION("single files and trees") {
+    CHECK(resolve_state_dict(data("torch/state_dict_linear_bn.pt")).format == FileFormat::torch_zip);
+    CHECK(resolve_state_dict(data("torch/legacy_format.pt")).format == FileFormat::torch_legacy);
+    CHECK(resolve_state_dict(data("safetensors/overall.safetensors")).format == FileFormat::safetensors);
+    const StateDictLayout tree = resolve_state_dict(data("tensordict/s01_basic"));
+    CHECK(tree.format == FileFormat::tensordict);
+    CHECK_FALSE(tree.sharded());
+    CHECK(state_dict_format_name(tree) == "tensordict");
+  }
+  SECTION("an index file, and a directory holding one") {
+    for (const auto& path : {data("sharded/torch_bin/pytorch_model.bin.index.json"), data("sharded/torch_bin")}) {
+      const StateDictLayout layout = resolve_state_dict(path);
+      CHECK(layout.sharded());
+      CHECK(layout.format == FileFormat::torch_zip);
+      CHECK(state_dict_format_name(layout) == "torch-zip-sharded");
+      CHECK(layout.total_size == 140u);
+      REQUIRE(layout.files.size() == 3);
+      CHECK(layout.files[0].filename() == s1);
+      CHECK(layout.files[1].filename() == s2);
+      CHECK(layout.files[2].filename() == s3);
+      REQUIRE(layout.weight_map.size() == 9);
+      CHECK(layout.weight_map[3] == std::pair<std::string, std::size_t>{"1.num_batches_tracked", 2});
+    }
+    const StateDictLayout samples = resolve_state_dict(data("safetensors/samples.safetensors.index.json"));
+    CHECK(state_dict_format_name(samples) == "safetensors-sharded");
+  }
+  SECTION("a directory with nothing known in it") {
+    tensorfile_test::ScratchDir dir;
+    expect_error<FormatError>([&] { (void)resolve_state_dict(dir.path()); },
+                              "the directory holds no meta.json, model.safetensors(.index.json)");
+  }
+}
+
+TEST_CASE("load_state_dict merges torch-written pytorch_model.bin shards") {
+  const Value full = load(data("sharded/torch_bin_full.pt"));
+  for (const std::size_t threads : {1u, 2u, 8u}) {
+    for (const bool mapped : {false, true}) {
+      StateDictLoadOptions options{.threads = threads};
+      if (mapped) options.mmap = MapMode::read_only;
+      const Value merged = load_state_dict(data("sharded/torch_bin"), options);
+      std::vector<std::string> expected_order;
+      for (const auto& [name, file] : fixture_map()) expected_order.push_back(name);
+      CHECK(keys_of(merged) == expected_order);  // the index's order
+      for (const auto& [key, tensor] : full.as_dict()) {
+        const Value* got = merged.as_dict().find(std::string_view(key.as_string()));
+        REQUIRE(got != nullptr);
+        CHECK(got->as_tensor().dtype() == tensor.as_tensor().dtype());
+        CHECK(got->as_tensor().equal(tensor.as_tensor()));
+      }
+    }
+  }
+  SECTION("map_location reaches every shard") {
+    const Value meta = load_state_dict(data("sharded/torch_bin"), {.map_location = "meta"});
+    for (const auto& [key, tensor] : meta.as_dict()) CHECK(tensor.as_tensor().device().is_meta());
+  }
+}
+
+TEST_CASE("load_state_dict reads safetensors shards, single files and trees") {
+  const Value merged = load_state_dict(data("safetensors/samples.safetensors.index.json"));
+  CHECK(keys_of(merged) == std::vector<std::string>{"B", "H", "f"});
+  for (const std::string name : {"B", "H", "f"}) {
+    const Value one = load_safetensors(data("safetensors/" + name + ".safetensors"));
+    CHECK(merged[name].as_tensor().equal(one[name].as_tensor()));
+  }
+  CHECK(keys_of(load_state_dict(data("safetensors/overall.safetensors"))).size() == 9);
+  CHECK(load_state_dict(data("torch/state_dict_linear_bn.pt")).is_dict());
+  const Value tree = load_state_dict(data("tensordict/s01_basic"));
+  CHECK(tree.as_dict().find(std::string_view("a")) != nullptr);
+}
+
+TEST_CASE("load_state_dict refuses broken or hostile indexes") {
+  tensorfile_test::ScratchDir dir;
+  auto map = fixture_map();
+  SECTION("a name the shard lacks") {
+    map.emplace_back("ghost", s2);
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              s2 + ": ghost: tensor \"ghost\" is listed in the index but missing from "
+                                   "its shard");
+  }
+  SECTION("a shard holding a name the index does not list") {
+    map.erase(map.begin());  // 0.bias, in shard 1
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "the shard holds tensor \"0.bias\", which the index does not list");
+    const Value kept = load_state_dict(ckpt, {.allow_unlisted = true});
+    CHECK(kept.as_dict().find(std::string_view("0.bias")) == nullptr);
+    CHECK(kept.as_dict().size() == 8);
+  }
+  SECTION("two shards claiming one name") {
+    map[0].second = s2;  // 0.bias is in shard 1, the index says shard 2
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "tensor \"0.bias\" is in two shards: the index lists it in " + s2);
+  }
+  SECTION("a name listed twice") {
+    map.emplace_back("0.bias", s1);
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "tensor \"0.bias\" is listed twice in weight_map");
+  }
+  SECTION("shards that leave the directory") {
+    for (const std::string& bad :
+         std::vector<std::string>{"/etc/passwd", "../torch_bin/" + s1, "sub/../../x.bin", ""}) {
+      map[0].second = bad;
+      const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+      expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                                "shard \"" + bad + "\" leaves the index's directory");
+      std::filesystem::remove_all(ckpt);
+    }
+    std::filesystem::create_directory(dir / "outside");
+    std::filesystem::copy_file(data("sharded/torch_bin") / s1, dir / "outside" / s1);
+    map[0].second = "link.bin";
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    std::filesystem::create_symlink(dir / "outside" / s1, ckpt / "link.bin");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "shard \"link.bin\" leads out of the index's directory");
+    std::filesystem::remove(ckpt / "link.bin");
+    std::filesystem::create_symlink(s1, ckpt / "link.bin");  // a link that stays inside is followed
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "is in two shards");
+  }
+  SECTION("broken JSON, no weight_map, a shard that is not a dict, a missing shard") {
+    auto ckpt = copy_torch_bin(dir.path(), "{\"weight_map\": {\"a\": 1}}");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "invalid JSON; expected a string");
+    write_file(ckpt / "pytorch_model.bin.index.json", "{\"metadata\": {}}");
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "the index has no \"weight_map\"");
+    std::filesystem::copy_file(data("torch/t_float32_2x3.pt"), ckpt / "tensor.pt");
+    write_file(ckpt / "pytorch_model.bin.index.json", index_text({{"x", "tensor.pt"}}));
+    expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                              "the shard holds a Tensor; expected a dict of name -> tensor");
+    write_file(ckpt / "pytorch_model.bin.index.json", index_text({{"x", "gone.bin"}}));
+    expect_error<IoError>([&] { (void)load_state_dict(ckpt); }, "gone.bin: cannot open the shard");
+  }
+}
+
+TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
+  tensorfile_test::ScratchDir dir;
+  Named tensors;
+  for (int i = 0; i < 5; ++i) {
+    tensors.emplace_back("layer." + std::to_string(i) + ".weight",
+                         Tensor::from_values<float>({float(i), float(i) + 0.5f, -1.f, 2.f}, {2, 2}));  // 16 bytes
+  }
+  tensors.emplace_back("big", Tensor::from_values<double>({1, 2, 3, 4, 5}, {5}));  // 40 bytes: alone
+  tensors.emplace_back("tail", Tensor::from_values<std::int8_t>({7}, {1}));
+  const SafetensorsShards written = save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 32});
+  // Shards by huggingface_hub's rule: [l0 l1] [l2 l3] [big] [l4 tail] (big is placed when met).
+  REQUIRE(written.files.size() == 4);
+  CHECK(written.files[0].filename() == "model-00001-of-00004.safetensors");
+  CHECK(written.files[3].filename() == "model-00004-of-00004.safetensors");
+  CHECK(written.total_size == 5 * 16 + 40 + 1);
+  CHECK(written.index == dir / "out" / "model.safetensors.index.json");
+  CHECK(file_bytes(written.index) ==
+        "{\n  \"metadata\": {\n    \"total_size\": 121\n  },\n  \"weight_map\": {\n"
+        "    \"big\": \"model-00003-of-00004.safetensors\",\n"
+        "    \"layer.0.weight\": \"model-00001-of-00004.safetensors\",\n"
+        "    \"layer.1.weight\": \"model-00001-of-00004.safetensors\",\n"
+        "    \"layer.2.weight\": \"model-00002-of-00004.safetensors\",\n"
+        "    \"layer.3.weight\": \"model-00002-of-00004.safetensors\",\n"
+        "    \"layer.4.weight\": \"model-00004-of-00004.safetensors\",\n"
+        "    \"tail\": \"model-00004-of-00004.safetensors\"\n  }\n}\n");
+  const Value shard = load_safetensors(written.files[2]);
+  CHECK(keys_of(shard) == std::vector<std::string>{"big"});
+  REQUIRE(safetensors_metadata(shard) != nullptr);
+  CHECK(safetensors_metadata(shard)->find(std::string_view("format"))->as_string() == "pt");
+
+  const Value back = load_state_dict(dir / "out");
+  CHECK(back.as_dict().size() == tensors.size());
+  for (const auto& [name, tensor] : tensors) CHECK(back[name].as_tensor().equal(tensor));
+
+  SECTION("one shard is model.safetensors without an index") {
+    const SafetensorsShards one = save_safetensors_sharded(tensors, dir / "one");
+    CHECK(one.files == std::vector<std::filesystem::path>{dir / "one" / "model.safetensors"});
+    CHECK(one.index.empty());
+    CHECK_FALSE(std::filesystem::exists(dir / "one" / "model.safetensors.index.json"));
+    CHECK(load_state_dict(dir / "one").as_dict().size() == tensors.size());
+  }
+  SECTION("refusals come before any file is written") {
+    Named shared = tensors;
+    shared.emplace_back("alias", tensors[0].second.reshape({4}));
+    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(shared, dir / "shared"); }, "share memory");
+    Named twice = tensors;
+    twice.push_back(tensors[0]);
+    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(twice, dir / "twice"); }, "is given twice");
+    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.max_shard_size = 0}); },
+                                "max_shard_size is 0");
+    CHECK_FALSE(std::filesystem::exists(dir / "shared"));
+    CHECK_FALSE(std::filesystem::exists(dir / "twice"));
+  }
+}
