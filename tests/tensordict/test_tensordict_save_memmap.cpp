@@ -85,8 +85,10 @@ Value parse_json(const std::string& text) {
 
 TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 0.14", "[save_memmap]") {
   const tensorfile_test::ScratchDir dir;
-  const auto same_tree = [&](const TensorDict& td, const std::string& name) {
+  // tensordict's memmap() moves the TensorDict to cpu before it writes (a device-less one saves "None" here).
+  const auto same_tree = [&](const TensorDict& built, const std::string& name) {
     INFO(name);
+    const TensorDict td = on_cpu(built);
     save_memmap(td, dir / name);
     CHECK(tree_of(dir / name) == tree_of(sample(name)));
     CHECK(load_memmap(dir / name) == load_memmap(sample(name)));

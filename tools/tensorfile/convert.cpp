@@ -254,7 +254,11 @@ int run_convert(const Args& args) {
           load_state_dict(in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
                                .mmap = MapMode::copy_on_write});
       if (output == Output::pt) write_pt(v, out, quiet);
-      if (output == Output::memmap) write_memmap(to_tensordict(v, in), out, quiet);
+      if (output == Output::memmap) {
+        const TensorDict td = to_tensordict(v, in, changed);
+        report_dropped();
+        write_memmap(td, out, quiet);
+      }
       if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
       return exit_ok;
     }

@@ -139,14 +139,15 @@ class ValueToTensorDict {
  private:
   bool is_json(const Value& v, const std::string& path) const {
     try {
-      check_json(v, path);
+      check_json(v, path, false);
       return true;
     } catch (const UnsupportedError&) {
       return false;
     }
   }
 
-  void check_json(const Value& v, const std::string& path) const {
+  /// Throws UnsupportedError for what JSON cannot hold; reports tuples (they come back as lists) when `report`.
+  void check_json(const Value& v, const std::string& path, bool report = true) const {
     switch (v.kind()) {
       case Value::Kind::none:
       case Value::Kind::boolean:
@@ -156,8 +157,9 @@ class ValueToTensorDict {
       case Value::Kind::string: return;
       case Value::Kind::list:
       case Value::Kind::tuple:
+        if (v.is_tuple() && report) report_change(options_, path, "the tuple becomes a list (JSON has no tuples)");
         for (std::size_t i = 0; i < v.elements().size(); ++i) {
-          check_json(v.elements()[i], path + "/" + std::to_string(i));
+          check_json(v.elements()[i], path + "/" + std::to_string(i), report);
         }
         return;
       case Value::Kind::dict:
@@ -167,7 +169,7 @@ class ValueToTensorDict {
                                        " keys and no tensor has no tensordict form; expected str keys (JSON)",
                                    {.file = file_, .member = tree_member(path)});
           }
-          check_json(item, tree_child(path, key.as_string()));
+          check_json(item, tree_child(path, key.as_string()), report);
         }
         return;
       default:
