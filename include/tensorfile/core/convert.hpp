@@ -27,8 +27,8 @@
 // - integer -> integer keeps the low bits (two's complement); anything -> bool is `!= 0`; bool -> x is 0 or 1.
 // - float64 and integers -> float16/bfloat16 go through float32 first (so float64 rounds twice, as in torch).
 // - Narrowing floats round to nearest even. float16 results of NaN are sign | 0x7E00; bfloat16 results of NaN
-//   are 0xFFFF from float32/float64/complex sources (torch's vectorised path), 0x7FC0 from float16 and other
-//   sources (its scalar path). float16 -> float32 quiets a signalling NaN and keeps its payload; bfloat16 ->
+//   are 0xFFFF from float32 and float64 (torch's vectorised path), 0x7FC0 from float16, complex and other sources
+//   (its scalar path). float16 -> float32 quiets a signalling NaN and keeps its payload; bfloat16 ->
 //   float32 keeps the bits.
 // - complex -> real keeps the real part only (so complex -> bool tests the real part); real -> complex has +0
 //   imaginary part.
@@ -227,10 +227,12 @@ inline ConvertScalar load_for_convert(DType from, const std::byte* p, bool imag)
     case DType::Complex64:
       s.kind = Kind::f32;
       s.f = load_as<float>(p + (imag ? 4 : 0));
+      s.bf16_scalar_nan = true;
       break;
     case DType::Complex128:
       s.kind = Kind::f64;
       s.d = load_as<double>(p + (imag ? 8 : 0));
+      s.bf16_scalar_nan = true;
       break;
     case DType::Float8_e4m3fn: real_float(decode_float8(load_as<std::uint8_t>(p), 4, false), true); break;
     case DType::Float8_e5m2: real_float(decode_float8(load_as<std::uint8_t>(p), 5, false), true); break;
