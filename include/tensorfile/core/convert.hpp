@@ -33,7 +33,7 @@
 // - complex -> real keeps the real part only (so complex -> bool tests the real part); real -> complex has +0
 //   imaginary part.
 // - float8 destinations (no torch 1.13 reference; these follow torch 2.x's c10 types): round to nearest even;
-//   e4m3fn gives NaN (0x7F | sign) at 480 and above, e5m2 gives inf from 61440 (which rounds to 65536) up;
+//   e4m3fn gives NaN (0x7F | sign) for what rounds past 448 (above 464), e5m2 gives inf from 61440 (which rounds to 65536) up;
 //   the fnuz kinds give NaN (0x80) for NaN, inf and values that round past their largest finite, and never -0;
 //   e8m0fnu rounds the exponent to nearest (ties to even), gives 0xFF for NaN, inf, negatives and zero.
 // - uint16/32/64 and float8 sources do not exist in torch 1.13; they follow the same rules as their neighbours.

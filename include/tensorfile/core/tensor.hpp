@@ -522,9 +522,9 @@ class Tensor {
 
   /// Writes the elements in C order to `out`, converted to T as to(dtype_of<T>) converts them. Throws
   /// ArgumentError when out.size() != numel() (nothing written); otherwise as to_vector().
-  template <element_type T>
+  template <element_type T, std::size_t Extent>
     requires(!std::is_const_v<T>)
-  void copy_into(std::span<T> out) const {
+  void copy_into(std::span<T, Extent> out) const {
     if (out.size() != static_cast<std::size_t>(numel())) {
       throw ArgumentError("copy_into needs a span of exactly " + std::to_string(numel()) + " elements; got " +
                           std::to_string(out.size()));
