@@ -431,7 +431,7 @@ inline bool cpu_has_avx2_f16c() noexcept {
 /// Converts `n` contiguous elements when (from, to) has a fast path; false (nothing written) otherwise.
 inline bool convert_contiguous_fast(DType from, const std::byte* src, DType to, std::byte* dst,
                                     std::size_t n) noexcept {
-  // Views of the bytes as the element types; the callers' buffers are suitably aligned storages or spans.
+  // Views of the bytes as the element types; the caller checked that both buffers are aligned for them.
   const auto* f32 = reinterpret_cast<const float*>(src);
   const auto* f64 = reinterpret_cast<const double*>(src);
   const auto* u16 = reinterpret_cast<const std::uint16_t*>(src);
@@ -495,7 +495,10 @@ inline void convert_elements(DType from, const std::byte* src, std::int64_t src_
       std::memcpy(dst, src, static_cast<std::size_t>(count * in_step));
       return;
     }
-    if (detail::convert_contiguous_fast(from, src, to, dst, static_cast<std::size_t>(count))) return;
+    // The fast paths read and write through typed pointers: only for buffers aligned to their element sizes.
+    const bool aligned = reinterpret_cast<std::uintptr_t>(src) % static_cast<std::uintptr_t>(in_step) == 0 &&
+                         reinterpret_cast<std::uintptr_t>(dst) % static_cast<std::uintptr_t>(out_step) == 0;
+    if (aligned && detail::convert_contiguous_fast(from, src, to, dst, static_cast<std::size_t>(count))) return;
   }
   const bool complex_out = is_complex(to);
   for (std::int64_t i = 0; i < count; ++i, dst += out_step) {
