@@ -15,6 +15,7 @@
 #include "tensorfile/core/scalar_types.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define TENSORFILE_CONVERT_X86 1
 #endif
@@ -423,7 +424,11 @@ __attribute__((target("avx2,f16c"))) inline void convert_f16_to_f32_avx2(const s
 
 /// Whether this CPU has AVX2 and F16C (checked once).
 inline bool cpu_has_avx2_f16c() noexcept {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    // F16C is cpuid leaf 1, ecx bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && ((ecx >> 29) & 1u) != 0;
+  }();
   return has;
 }
 #endif
