@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
     for (const auto& [name, tensor] : tensorfile::named_tensors(checkpoint)) {
       const std::vector<double> values = tensor.to_vector<double>();
       const double sum = std::accumulate(values.begin(), values.end(), 0.0);
-      std::cout << name << ": " << tensorfile::dtype_name(tensor.dtype()) << " " << tensor.numel()
-                << " values, sum " << sum << ", " << tensor.nbytes() << " bytes, as bfloat16 "
-                << tensor.to(DType::BFloat16).nbytes() << " bytes\n";
+      std::cout << name << ": " << tensorfile::dtype_name(tensor.dtype()) << " " << tensor.numel() << " values, sum "
+                << sum << ", " << tensor.nbytes() << " bytes, as bfloat16 " << tensor.to(DType::BFloat16).nbytes()
+                << " bytes\n";
     }
   }
   return 0;

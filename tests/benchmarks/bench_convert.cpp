@@ -58,11 +58,11 @@ int main(int argc, char** argv) {
       const double to_ms = median_ms(3, [&] { (void)from.to(to); });  // allocates and faults in a new storage
       const double gbs = static_cast<double>(in_bytes + out_bytes) / ms / 1e6;
       worst = std::min(worst, gbs / memcpy_gbs);
-      std::printf("{\"what\": \"%s->%s\", \"read\": %zu, \"written\": %zu, \"ms\": %.1f, \"gb_per_s\": %.2f, "
-                  "\"of_memcpy_bandwidth\": %.2f, \"tensor_to_ms\": %.1f}\n",
-                  std::string(tensorfile::dtype_name(from.dtype())).c_str(),
-                  std::string(tensorfile::dtype_name(to)).c_str(), in_bytes, out_bytes, ms, gbs, gbs / memcpy_gbs,
-                  to_ms);
+      std::printf(
+          "{\"what\": \"%s->%s\", \"read\": %zu, \"written\": %zu, \"ms\": %.1f, \"gb_per_s\": %.2f, "
+          "\"of_memcpy_bandwidth\": %.2f, \"tensor_to_ms\": %.1f}\n",
+          std::string(tensorfile::dtype_name(from.dtype())).c_str(), std::string(tensorfile::dtype_name(to)).c_str(),
+          in_bytes, out_bytes, ms, gbs, gbs / memcpy_gbs, to_ms);
     }
   }
   std::printf("{\"what\": \"worst\", \"of_memcpy_bandwidth\": %.2f, \"target\": 0.5}\n", worst);

@@ -37,8 +37,8 @@ TEST_CASE("SIMD and portable kernels agree", "[convert]") {
   // The AVX2/F16C paths run when the CPU has them; the portable loops handle the tails and other CPUs.
   std::mt19937 rng(5);
   std::vector<float> floats;
-  for (std::uint32_t bits : {0x7FC00001u, 0xFF812345u, 0x7F800000u, 0x00000001u, 0x477FF000u, 0x33000000u,
-                             0x3F808000u, 0x3F818000u, 0x80000000u}) {
+  for (std::uint32_t bits : {0x7FC00001u, 0xFF812345u, 0x7F800000u, 0x00000001u, 0x477FF000u, 0x33000000u, 0x3F808000u,
+                             0x3F818000u, 0x80000000u}) {
     floats.push_back(std::bit_cast<float>(bits));
   }
   for (int i = 0; i < 4000; ++i) floats.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
@@ -68,9 +68,9 @@ TEST_CASE("conversions torch 1.13 cannot check", "[convert]") {
     CHECK(f.to_vector<std::uint16_t>() == std::vector<std::uint16_t>{0xFFFF, 0, 0, 0, 0, 0, 0, 7});
     CHECK(f.to_vector<std::uint32_t>() ==
           std::vector<std::uint32_t>{0xFFFFFFFFu, 65536, 3000000000u, 1294967296u, 0, 0, 0, 7});
-    CHECK(f.to_vector<std::uint64_t>() ==
-          std::vector<std::uint64_t>{0xFFFFFFFFFFFFFFFFull, 65536, 3000000000ull, 0xFFFFFFFF4D2FA200ull,
-                                     18000000000000000000ull, 0x8000000000000000ull, 0x8000000000000000ull, 7});
+    CHECK(f.to_vector<std::uint64_t>() == std::vector<std::uint64_t>{0xFFFFFFFFFFFFFFFFull, 65536, 3000000000ull,
+                                                                     0xFFFFFFFF4D2FA200ull, 18000000000000000000ull,
+                                                                     0x8000000000000000ull, 0x8000000000000000ull, 7});
     const Tensor u = Tensor::from_values<std::uint64_t>({0xFFFFFFFFFFFFFFFFull, 1ull << 63, 300});
     CHECK(u.to_vector<double>() == std::vector<double>{18446744073709551616.0, 9223372036854775808.0, 300.0});
     CHECK(u.to_vector<std::int8_t>() == std::vector<std::int8_t>{-1, 0, 44});
@@ -84,12 +84,12 @@ TEST_CASE("conversions torch 1.13 cannot check", "[convert]") {
     CHECK(to_float8(480.0f, DType::Float8_e4m3fn) == 0x7F);
     CHECK(to_float8(-1e9f, DType::Float8_e4m3fn) == 0xFF);
     CHECK(to_float8(INFINITY, DType::Float8_e4m3fn) == 0x7F);
-    CHECK(to_float8(0x1p-9f, DType::Float8_e4m3fn) == 0x01);    // smallest subnormal
-    CHECK(to_float8(0x1p-10f, DType::Float8_e4m3fn) == 0x00);   // half of it: tie to even zero
-    CHECK(to_float8(0x3p-10f, DType::Float8_e4m3fn) == 0x02);   // 1.5 units: tie to even 2
+    CHECK(to_float8(0x1p-9f, DType::Float8_e4m3fn) == 0x01);   // smallest subnormal
+    CHECK(to_float8(0x1p-10f, DType::Float8_e4m3fn) == 0x00);  // half of it: tie to even zero
+    CHECK(to_float8(0x3p-10f, DType::Float8_e4m3fn) == 0x02);  // 1.5 units: tie to even 2
     CHECK(to_float8(-0.0f, DType::Float8_e4m3fn) == 0x80);
-    CHECK(to_float8(1.0625f, DType::Float8_e4m3fn) == 0x38);    // 1 + 1/16: tie to even 1
-    CHECK(to_float8(1.1875f, DType::Float8_e4m3fn) == 0x3A);    // 1 + 3/16: tie to even 1.25
+    CHECK(to_float8(1.0625f, DType::Float8_e4m3fn) == 0x38);  // 1 + 1/16: tie to even 1
+    CHECK(to_float8(1.1875f, DType::Float8_e4m3fn) == 0x3A);  // 1 + 3/16: tie to even 1.25
   }
   SECTION("float8_e5m2: infinities kept, overflow gives inf") {
     CHECK(to_float8(57344.0f, DType::Float8_e5m2) == 0x7B);
@@ -118,8 +118,8 @@ TEST_CASE("conversions torch 1.13 cannot check", "[convert]") {
     CHECK(to_float8(std::nanf(""), DType::Float8_e8m0fnu) == 0xFF);
   }
   SECTION("every float8 byte decodes and re-encodes to itself (NaNs to the canonical NaN)") {
-    for (const DType dtype : {DType::Float8_e4m3fn, DType::Float8_e5m2, DType::Float8_e4m3fnuz,
-                              DType::Float8_e5m2fnuz, DType::Float8_e8m0fnu}) {
+    for (const DType dtype : {DType::Float8_e4m3fn, DType::Float8_e5m2, DType::Float8_e4m3fnuz, DType::Float8_e5m2fnuz,
+                              DType::Float8_e8m0fnu}) {
       auto bytes = Tensor::zeros({256}, dtype);
       for (int i = 0; i < 256; ++i) bytes.mutable_raw_data()[i] = static_cast<std::byte>(i);
       const Tensor back = bytes.to(DType::Float32).to(dtype);
@@ -183,8 +183,9 @@ TEST_CASE("Tensor::to(DType) on layouts and devices", "[convert]") {
     const Tensor m2 = t.to(Device::meta(), DType::Int8);
     CHECK(m2.device().is_meta());
     CHECK(m2.dtype() == DType::Int8);
-    REQUIRE_THROWS_WITH(m.to_vector<float>(), "tensorfile: tensor is on meta and has no data; expected a tensor in "
-                                              "host memory (a meta tensor holds only sizes and dtype)");
+    REQUIRE_THROWS_WITH(m.to_vector<float>(),
+                        "tensorfile: tensor is on meta and has no data; expected a tensor in "
+                        "host memory (a meta tensor holds only sizes and dtype)");
   }
   SECTION("to(Device, DType) on the host") {
     const Tensor i = t.to(Device::cpu(), DType::Int32);
@@ -193,14 +194,13 @@ TEST_CASE("Tensor::to(DType) on layouts and devices", "[convert]") {
   }
   SECTION("quantized dtypes are refused") {
     const Tensor q = Tensor::zeros({2}, DType::QInt8);
-    REQUIRE_THROWS_WITH(q.to(DType::Float32), "tensorfile: cannot convert qint8 to float32: quantized values need "
-                                              "their scale and zero point; expected a non-quantized dtype");
+    REQUIRE_THROWS_WITH(q.to(DType::Float32),
+                        "tensorfile: cannot convert qint8 to float32: quantized values need "
+                        "their scale and zero point; expected a non-quantized dtype");
     CHECK_THROWS_AS(t.to(DType::QUInt8), UnsupportedError);
     CHECK_THROWS_AS(q.to_vector<float>(), UnsupportedError);
   }
-  SECTION("an undefined tensor") {
-    CHECK_THROWS_AS(Tensor().to_vector<float>(), ArgumentError);
-  }
+  SECTION("an undefined tensor") { CHECK_THROWS_AS(Tensor().to_vector<float>(), ArgumentError); }
 }
 
 TEST_CASE("Tensor::copy_into(span)", "[convert]") {

@@ -261,11 +261,12 @@ TEST_CASE("from_file with an offset skips a header", "[from_file]") {
     CHECK(written.substr(12) == std::string("\x04\x03\x02\x01", 4));
   }
   SECTION("errors") {
-    REQUIRE_THROWS_WITH(from_file(path, {.offset = 6}),
-                        "tensorfile: " + path.string() +
-                            ": offset must be a multiple of the 4-byte float32 element size; got 6");
-    REQUIRE_THROWS_WITH(from_file(path, {.offset = 108}),
-                        "tensorfile: " + path.string() + ": offset 108 is past the end of the file; expected at most 104");
+    REQUIRE_THROWS_WITH(
+        from_file(path, {.offset = 6}),
+        "tensorfile: " + path.string() + ": offset must be a multiple of the 4-byte float32 element size; got 6");
+    REQUIRE_THROWS_WITH(
+        from_file(path, {.offset = 108}),
+        "tensorfile: " + path.string() + ": offset 108 is past the end of the file; expected at most 104");
     REQUIRE_THROWS_WITH(from_file(path, {.offset = 104}),
                         "tensorfile: " + path.string() +
                             ": file is empty after the offset; expected at least one float32 element (pass .size = 0 "

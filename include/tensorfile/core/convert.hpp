@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Element conversion between dtypes with torch 1.13's CPU results bit for bit (x86): the kernels behind Tensor::to(DType).
+// Element conversion between dtypes with torch 1.13's CPU results bit for bit (x86): the kernels behind
+// Tensor::to(DType).
 #pragma once
 
 #include <bit>
@@ -34,9 +35,9 @@
 // - complex -> real keeps the real part only (so complex -> bool tests the real part); real -> complex has +0
 //   imaginary part.
 // - float8 destinations (no torch 1.13 reference; these follow torch 2.x's c10 types): round to nearest even;
-//   e4m3fn gives NaN (0x7F | sign) for what rounds past 448 (above 464), e5m2 gives inf from 61440 (which rounds to 65536) up;
-//   the fnuz kinds give NaN (0x80) for NaN, inf and values that round past their largest finite, and never -0;
-//   e8m0fnu rounds the exponent to nearest (ties to even), gives 0xFF for NaN, inf, negatives and zero.
+//   e4m3fn gives NaN (0x7F | sign) for what rounds past 448 (above 464), e5m2 gives inf from 61440 (which rounds to
+//   65536) up; the fnuz kinds give NaN (0x80) for NaN, inf and values that round past their largest finite, and never
+//   -0; e8m0fnu rounds the exponent to nearest (ties to even), gives 0xFF for NaN, inf, negatives and zero.
 // - uint16/32/64 and float8 sources do not exist in torch 1.13; they follow the same rules as their neighbours.
 // - Quantized dtypes are refused (UnsupportedError): their values need a scale and zero point.
 
@@ -290,10 +291,14 @@ inline void store_converted(DType to, const ConvertScalar& s, std::byte* p, bool
   switch (to) {
     case DType::Bool: {
       bool nonzero = false;
-      if (s.kind == ConvertScalar::Kind::i64) nonzero = s.i != 0;
-      else if (s.kind == ConvertScalar::Kind::u64) nonzero = s.u != 0;
-      else if (s.kind == ConvertScalar::Kind::f32) nonzero = s.f != 0.0f;
-      else nonzero = s.d != 0.0;
+      if (s.kind == ConvertScalar::Kind::i64)
+        nonzero = s.i != 0;
+      else if (s.kind == ConvertScalar::Kind::u64)
+        nonzero = s.u != 0;
+      else if (s.kind == ConvertScalar::Kind::f32)
+        nonzero = s.f != 0.0f;
+      else
+        nonzero = s.d != 0.0;
       *p = std::byte{static_cast<unsigned char>(nonzero ? 1 : 0)};
       break;
     }
@@ -346,7 +351,7 @@ inline void convert_f16_to_f32(const std::uint16_t* src, float* dst, std::size_t
 // AVX2 + F16C versions, chosen at run time (cpu_has_avx2_f16c); each handles the tail with the portable loop.
 
 __attribute__((target("avx2,f16c"))) inline void convert_f32_to_f64_avx2(const float* src, double* dst,
-                                                                       std::size_t n) noexcept {
+                                                                         std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(src + i);
@@ -357,7 +362,7 @@ __attribute__((target("avx2,f16c"))) inline void convert_f32_to_f64_avx2(const f
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_f64_to_f32_avx2(const double* src, float* dst,
-                                                                       std::size_t n) noexcept {
+                                                                         std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd(src + i));
@@ -376,7 +381,7 @@ __attribute__((target("avx2,f16c"))) inline __m256i bf16_round_avx2(__m256 v) no
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_f32_to_bf16_avx2(const float* src, std::uint16_t* dst,
-                                                                        std::size_t n) noexcept {
+                                                                          std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i a = bf16_round_avx2(_mm256_loadu_ps(src + i));
@@ -389,7 +394,7 @@ __attribute__((target("avx2,f16c"))) inline void convert_f32_to_bf16_avx2(const 
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_bf16_to_f32_avx2(const std::uint16_t* src, float* dst,
-                                                                        std::size_t n) noexcept {
+                                                                          std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
@@ -399,7 +404,7 @@ __attribute__((target("avx2,f16c"))) inline void convert_bf16_to_f32_avx2(const 
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_f32_to_f16_avx2(const float* src, std::uint16_t* dst,
-                                                                       std::size_t n) noexcept {
+                                                                         std::size_t n) noexcept {
   std::size_t i = 0;
   const __m128i magnitude = _mm_set1_epi16(0x7FFF);
   const __m128i inf = _mm_set1_epi16(0x7C00);
@@ -414,7 +419,7 @@ __attribute__((target("avx2,f16c"))) inline void convert_f32_to_f16_avx2(const f
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_f16_to_f32_avx2(const std::uint16_t* src, float* dst,
-                                                                       std::size_t n) noexcept {
+                                                                         std::size_t n) noexcept {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));

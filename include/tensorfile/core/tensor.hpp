@@ -523,8 +523,7 @@ class Tensor {
   /// Writes the elements in C order to `out`, converted to T as to(dtype_of<T>) converts them. Throws
   /// ArgumentError when out.size() != numel() (nothing written); otherwise as to_vector().
   template <element_type T, std::size_t Extent>
-    requires(!std::is_const_v<T>)
-  void copy_into(std::span<T, Extent> out) const {
+  requires(!std::is_const_v<T>) void copy_into(std::span<T, Extent> out) const {
     if (out.size() != static_cast<std::size_t>(numel())) {
       throw ArgumentError("copy_into needs a span of exactly " + std::to_string(numel()) + " elements; got " +
                           std::to_string(out.size()));
@@ -577,13 +576,9 @@ class Tensor {
 
   // This tensor where its bytes can be read on the host: itself on the CPU, a host copy from another device.
   Tensor host_source() const {
-    if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
-    if (device().is_cpu()) return *this;
-    if (device().is_meta()) {
-      throw DeviceError("tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
-                        "holds only sizes and dtype)");
-    }
-    return to(Device::cpu());
+    if (storage_.defined() && !device().is_cpu() && !device().is_meta()) return to(Device::cpu());
+    (void)host_bytes<const std::byte>();  // throws for undefined and meta tensors
+    return *this;
   }
 
   // Converts the elements (any layout, on the host) to `dtype`, written densely at `out`.
@@ -612,8 +607,9 @@ class Tensor {
   Byte* host_bytes() const {
     if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
     if (device().is_meta()) {
-      throw DeviceError("tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
-                        "holds only sizes and dtype)");
+      throw DeviceError(
+          "tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
+          "holds only sizes and dtype)");
     }
     if (!device().is_cpu()) {
       throw DeviceError("tensor is on " + device().str() + "; expected host memory (call to(Device::cpu()) first)");

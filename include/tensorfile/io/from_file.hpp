@@ -56,9 +56,9 @@ struct FromFileOptions {
   }
   const auto skip = static_cast<std::int64_t>(options.offset);
   if (wanted_bytes && !detail::checked_add(*wanted_bytes, skip)) {
-    throw ArgumentError("offset " + std::to_string(skip) + " plus " + std::to_string(*wanted_bytes) +
-                            " bytes overflows the file size",
-                        {.file = path});
+    throw ArgumentError(
+        "offset " + std::to_string(skip) + " plus " + std::to_string(*wanted_bytes) + " bytes overflows the file size",
+        {.file = path});
   }
 
   const bool shared = options.mode == MapMode::shared;
@@ -72,8 +72,8 @@ struct FromFileOptions {
       bytes = *wanted_bytes;
       if (file_size < skip + bytes) {
         if (!shared) {
-          throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name +
-                                " elements" + (skip != 0 ? " after an offset of " + std::to_string(skip) : "") +
+          throw FormatError("file is too short for " + std::to_string(*options.size) + " " + type_name + " elements" +
+                                (skip != 0 ? " after an offset of " + std::to_string(skip) : "") +
                                 "; expected at least " + std::to_string(skip + bytes) + " bytes, got " +
                                 std::to_string(file_size),
                             {.file = path});
@@ -87,9 +87,9 @@ struct FromFileOptions {
                           {.file = path});
       }
       if (file_size == skip) {
-        throw FormatError(
-            "file is empty" + std::string(skip != 0 ? " after the offset" : "") + "; expected at least one " + type_name + " element (pass .size = 0 for an empty tensor)",
-            {.file = path});
+        throw FormatError("file is empty" + std::string(skip != 0 ? " after the offset" : "") +
+                              "; expected at least one " + type_name + " element (pass .size = 0 for an empty tensor)",
+                          {.file = path});
       }
       if ((file_size - skip) % elem != 0) {
         throw FormatError("file size" + std::string(skip != 0 ? " after the offset" : "") +
