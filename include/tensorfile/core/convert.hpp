@@ -68,47 +68,6 @@ inline void store_as(std::byte* p, T v) noexcept {
   std::memcpy(p, &v, sizeof v);
 }
 
-/// float16 bits to float32; a signalling NaN comes back quiet with its payload (as x86's vcvtph2ps gives it).
-inline float half_bits_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exponent = (h >> 10) & 0x1Fu;
-  std::uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0x1Fu) {
-    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u));
-  }
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-  if (mantissa == 0) return std::bit_cast<float>(sign);
-  std::uint32_t e = 113u;  // subnormal: shift the leading one into the implicit place
-  while ((mantissa & 0x400u) == 0) {
-    mantissa <<= 1;
-    --e;
-  }
-  return std::bit_cast<float>(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
-}
-
-/// float32 to float16 bits, round to nearest even; NaN becomes sign | 0x7E00. Branch-free (vectorisable): the
-/// float unit does the rounding, by adding a power of two that pushes the discarded bits out of the mantissa.
-inline std::uint16_t float_to_half_bits(float value) noexcept {
-  const std::uint32_t w = std::bit_cast<std::uint32_t>(value);
-  const std::uint32_t twice = w + w;  // the sign shifted out
-  const std::uint32_t sign = w & 0x80000000u;
-  // |value| * 2^112 * 2^-110 overflows to inf exactly when the half would, and keeps every other value.
-  float base = (std::bit_cast<float>(w & 0x7FFFFFFFu) * 0x1.0p+112f) * 0x1.0p-110f;
-  std::uint32_t bias = twice & 0xFF000000u;
-  bias = bias < 0x71000000u ? 0x71000000u : bias;  // below half's normal range: round at the subnormal step
-  base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(base);
-  const std::uint32_t magnitude = ((bits >> 13) & 0x7C00u) + (bits & 0x0FFFu);
-  return static_cast<std::uint16_t>((sign >> 16) | (twice > 0xFF000000u ? 0x7E00u : magnitude));
-}
-
-/// float32 to bfloat16 bits, round to nearest even; NaN becomes `nan`.
-inline std::uint16_t float_to_bf16_bits(float value, std::uint16_t nan) noexcept {
-  const std::uint32_t w = std::bit_cast<std::uint32_t>(value);
-  const auto rounded = static_cast<std::uint16_t>((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16);
-  return (w & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
-}
-
 /// Encodes a float32 as a float8 with `exponent_bits` (4 or 5) and `fnuz` (the finite, no-negative-zero
 /// variants); see the rules at the top of this header.
 inline std::uint8_t float_to_float8_bits(float value, int exponent_bits, bool fnuz) noexcept {
