@@ -235,3 +235,12 @@ TEST_CASE("Tensor::copy_into(span)", "[convert]") {
                         "tensorfile: copy_into needs a span of exactly 8 bytes; got 7");
   }
 }
+
+TEST_CASE("Half and BFloat16 give torch's scalar NaN bits", "[convert]") {
+  // One codec: the scalar types and the conversion kernels share it (torch's c10::Half / c10::BFloat16 results).
+  CHECK(Half(std::bit_cast<float>(0x7FC00001u)).bits == 0x7E00);
+  CHECK(Half(std::bit_cast<float>(0xFF812345u)).bits == 0xFE00);
+  CHECK(BFloat16(std::bit_cast<float>(0xFF812345u)).bits == 0x7FC0);
+  CHECK(std::bit_cast<std::uint32_t>(static_cast<float>(Half::from_bits(0x7D01))) == 0x7FE02000u);
+  CHECK(Half(1.0f + 0x1p-11f).bits == detail::float_to_half_bits(1.0f + 0x1p-11f));
+}
