@@ -4,6 +4,7 @@
 
 #include "tensorfile/version.hpp"
 
+#include "tensorfile/core/convert.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"

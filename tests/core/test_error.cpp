@@ -57,3 +57,15 @@ TEST_CASE("Every subclass is caught as Error and as std::runtime_error", "[error
   CHECK(UnsupportedError("q").code() == ErrorCode::unsupported);
   CHECK(DTypeError("d").code() == ErrorCode::dtype);
 }
+
+TEST_CASE("to_string(ErrorCode) names every code", "[error]") {
+  CHECK(to_string(ErrorCode::io) == "io");
+  CHECK(to_string(ErrorCode::format) == "format");
+  CHECK(to_string(ErrorCode::unsupported) == "unsupported");
+  CHECK(to_string(ErrorCode::dtype) == "dtype");
+  CHECK(to_string(ErrorCode::invalid_argument) == "invalid_argument");
+  CHECK(to_string(ErrorCode::limit) == "limit");
+  CHECK(to_string(ErrorCode::device) == "device");
+  CHECK(to_string(static_cast<ErrorCode>(99)) == "unknown");
+  CHECK(to_string(FormatError("x").code()) == "format");
+}

@@ -100,7 +100,8 @@ TEST_CASE("data<T>() checks dtype, writability and device", "[tensor]") {
   SECTION("meta has no data") {
     const Tensor m = Tensor::zeros({2}, DType::Float32, Device::meta());
     REQUIRE_THROWS_WITH(m.data<const float>(),
-                        "tensorfile: tensor is on meta; expected host memory (call to(Device::cpu()) first)");
+                        "tensorfile: tensor is on meta and has no data; expected a tensor in host memory (a meta "
+                        "tensor holds only sizes and dtype)");
   }
   SECTION("undefined") {
     REQUIRE_THROWS_WITH(Tensor().raw_data(), "tensorfile: tensor is undefined; expected a tensor with a storage");

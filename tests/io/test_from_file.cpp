@@ -234,3 +234,53 @@ TEST_CASE("from_file refuses a FIFO without waiting for a writer", "[from_file]"
     CHECK(status == 0);
   }
 }
+
+TEST_CASE("from_file with an offset skips a header", "[from_file]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "with_header.bin";
+  const std::string bytes = pattern(64 + 40);  // a 64-byte header, then ten float32
+  write_bytes(path, bytes);
+  SECTION("the rest of the file, or `size` elements of it") {
+    const Tensor all = from_file(path, {.offset = 64});
+    CHECK(all.sizes() == Shape{10});
+    CHECK(std::memcmp(all.raw_data(), bytes.data() + 64, 40) == 0);
+    const Tensor some = from_file(path, {.size = 3, .dtype = DType::Int64, .offset = 16});
+    CHECK(some.sizes() == Shape{3});
+    CHECK(std::memcmp(some.raw_data(), bytes.data() + 16, 24) == 0);
+    CHECK(from_file(path, {.size = 0, .offset = 104}).numel() == 0);
+  }
+  SECTION("shared mode grows the file to offset + size and writes after the offset") {
+    const auto grown = dir / "grown.bin";
+    {
+      const Tensor t = from_file(grown, {.mode = MapMode::shared, .size = 2, .dtype = DType::Int32, .offset = 8});
+      t.data<std::int32_t>()[1] = 0x01020304;
+    }
+    const std::string written = slurp(grown);
+    REQUIRE(written.size() == 16);
+    CHECK(written.substr(0, 12) == std::string(12, '\0'));
+    CHECK(written.substr(12) == std::string("\x04\x03\x02\x01", 4));
+  }
+  SECTION("errors") {
+    REQUIRE_THROWS_WITH(
+        from_file(path, {.offset = 6}),
+        "tensorfile: " + path.string() + ": offset must be a multiple of the 4-byte float32 element size; got 6");
+    REQUIRE_THROWS_WITH(
+        from_file(path, {.offset = 108}),
+        "tensorfile: " + path.string() + ": offset 108 is past the end of the file; expected at most 104");
+    REQUIRE_THROWS_WITH(from_file(path, {.offset = 104}),
+                        "tensorfile: " + path.string() +
+                            ": file is empty after the offset; expected at least one float32 element (pass .size = 0 "
+                            "for an empty tensor)");
+    REQUIRE_THROWS_WITH(from_file(path, {.size = 11, .offset = 64}),
+                        "tensorfile: " + path.string() +
+                            ": file is too short for 11 float32 elements after an offset of 64; expected at least 108 "
+                            "bytes, got 104");
+    const auto odd = dir / "odd.bin";
+    write_bytes(odd, pattern(64 + 39));
+    REQUIRE_THROWS_WITH(from_file(odd, {.offset = 64}),
+                        "tensorfile: " + odd.string() +
+                            ": file size after the offset is not a whole number of float32 elements; expected a "
+                            "multiple of 4 bytes, got 39");
+    CHECK_THROWS_AS(from_file(path, {.size = INT64_MAX / 8, .dtype = DType::Float64, .offset = 64}), ArgumentError);
+  }
+}

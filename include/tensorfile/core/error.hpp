@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -23,6 +24,21 @@ enum class ErrorCode {
   limit,             ///< a resource limit (nesting, memo, sizes) was reached
   device,            ///< the device is missing or not built in
 };
+
+/// The code's name as spelled in the enum: "io", "format", "unsupported", "dtype", "invalid_argument", "limit",
+/// "device" ("unknown" for a value outside the enum).
+[[nodiscard]] constexpr std::string_view to_string(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::io: return "io";
+    case ErrorCode::format: return "format";
+    case ErrorCode::unsupported: return "unsupported";
+    case ErrorCode::dtype: return "dtype";
+    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::limit: return "limit";
+    case ErrorCode::device: return "device";
+  }
+  return "unknown";
+}
 
 /// Where an error happened: the file, the member inside it (an archive record), the byte offset.
 struct ErrorLocation {

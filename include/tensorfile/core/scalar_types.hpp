@@ -9,15 +9,60 @@
 
 namespace tensorfile {
 
+namespace detail {
+
+/// float16 bits to float32; a signalling NaN comes back quiet with its payload (as x86's vcvtph2ps gives it).
+inline float half_bits_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1Fu;
+  std::uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1Fu) {
+    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u));
+  }
+  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return std::bit_cast<float>(sign);
+  std::uint32_t e = 113u;  // subnormal: shift the leading one into the implicit place
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return std::bit_cast<float>(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+/// float32 to float16 bits, round to nearest even; NaN becomes sign | 0x7E00. Branch-free (vectorisable): the
+/// float unit does the rounding, by adding a power of two that pushes the discarded bits out of the mantissa.
+inline std::uint16_t float_to_half_bits(float value) noexcept {
+  const std::uint32_t w = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t twice = w + w;  // the sign shifted out
+  const std::uint32_t sign = w & 0x80000000u;
+  // |value| * 2^112 * 2^-110 overflows to inf exactly when the half would, and keeps every other value.
+  float base = (std::bit_cast<float>(w & 0x7FFFFFFFu) * 0x1.0p+112f) * 0x1.0p-110f;
+  std::uint32_t bias = twice & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;  // below half's normal range: round at the subnormal step
+  base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(base);
+  const std::uint32_t magnitude = ((bits >> 13) & 0x7C00u) + (bits & 0x0FFFu);
+  return static_cast<std::uint16_t>((sign >> 16) | (twice > 0xFF000000u ? 0x7E00u : magnitude));
+}
+
+/// float32 to bfloat16 bits, round to nearest even; NaN becomes `nan`.
+inline std::uint16_t float_to_bf16_bits(float value, std::uint16_t nan) noexcept {
+  const std::uint32_t w = std::bit_cast<std::uint32_t>(value);
+  const auto rounded = static_cast<std::uint16_t>((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16);
+  return (w & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
+}
+
+}  // namespace detail
+
 /// IEEE 754 binary16, stored as its bits; converts to and from float (round to nearest even).
 struct Half {
   std::uint16_t bits = 0;  ///< the raw binary16 bits, little-endian in memory on little-endian hosts
 
   Half() = default;
-  /// Rounds `value` to the nearest binary16 (ties to even); overflow gives infinity, NaN stays NaN.
-  explicit Half(float value) noexcept : bits(from_float(value)) {}
-  /// The exact float value of these bits.
-  explicit operator float() const noexcept { return to_float(bits); }
+  /// Rounds `value` to the nearest binary16 (ties to even); overflow gives infinity, NaN gives sign | 0x7E00 (torch).
+  explicit Half(float value) noexcept : bits(detail::float_to_half_bits(value)) {}
+  /// The exact float value of these bits (a signalling NaN comes back quiet).
+  explicit operator float() const noexcept { return detail::half_bits_to_float(bits); }
 
   /// Builds a Half from raw bits.
   [[nodiscard]] static constexpr Half from_bits(std::uint16_t raw) noexcept {
@@ -26,55 +71,6 @@ struct Half {
     return h;
   }
   friend constexpr bool operator==(Half a, Half b) noexcept { return a.bits == b.bits; }
-
- private:
-  static std::uint16_t from_float(float value) noexcept {
-    const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
-    const std::uint32_t sign = (f >> 16) & 0x8000u;
-    const std::uint32_t abs = f & 0x7FFFFFFFu;
-    if (abs >= 0x7F800000u) {  // inf or NaN: keep NaN quiet and non-zero
-      return static_cast<std::uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u | ((abs >> 13) & 0x3FFu) : 0u));
-    }
-    if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds past 65504
-    if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal or zero
-      if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);  // under half the smallest subnormal
-      const std::uint32_t exponent = abs >> 23;
-      const std::uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
-      const std::uint32_t shift = 126u - exponent;  // 14..24 places
-      std::uint32_t half = mantissa >> shift;
-      const std::uint32_t rest = mantissa & ((1u << shift) - 1u);
-      const std::uint32_t halfway = 1u << (shift - 1u);
-      if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-      return static_cast<std::uint16_t>(sign | half);
-    }
-    std::uint32_t rebiased = abs - 0x38000000u;  // exponent bias 127 -> 15
-    const std::uint32_t rest = rebiased & 0x1FFFu;
-    rebiased >>= 13;
-    if (rest > 0x1000u || (rest == 0x1000u && (rebiased & 1u))) ++rebiased;
-    return static_cast<std::uint16_t>(sign | rebiased);
-  }
-
-  static float to_float(std::uint16_t h) noexcept {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-    const std::uint32_t exponent = (h >> 10) & 0x1Fu;
-    std::uint32_t mantissa = h & 0x3FFu;
-    std::uint32_t f = 0;
-    if (exponent == 0x1Fu) {
-      f = sign | 0x7F800000u | (mantissa << 13);
-    } else if (exponent != 0) {
-      f = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    } else if (mantissa != 0) {  // subnormal: normalise
-      std::uint32_t e = 113u;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --e;
-      }
-      f = sign | (e << 23) | ((mantissa & 0x3FFu) << 13);
-    } else {
-      f = sign;
-    }
-    return std::bit_cast<float>(f);
-  }
 };
 
 /// bfloat16: the top 16 bits of a float32; converts to and from float (round to nearest even).
@@ -82,8 +78,8 @@ struct BFloat16 {
   std::uint16_t bits = 0;  ///< the raw bits
 
   BFloat16() = default;
-  /// Rounds `value` to the nearest bfloat16 (ties to even); NaN stays NaN.
-  explicit BFloat16(float value) noexcept : bits(from_float(value)) {}
+  /// Rounds `value` to the nearest bfloat16 (ties to even); NaN gives 0x7FC0 (torch's scalar conversion).
+  explicit BFloat16(float value) noexcept : bits(detail::float_to_bf16_bits(value, 0x7FC0)) {}
   /// The exact float value of these bits.
   explicit operator float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 
@@ -94,14 +90,6 @@ struct BFloat16 {
     return b;
   }
   friend constexpr bool operator==(BFloat16 a, BFloat16 b) noexcept { return a.bits == b.bits; }
-
- private:
-  static std::uint16_t from_float(float value) noexcept {
-    const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
-    if ((f & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((f >> 16) | 0x40u);  // quiet NaN
-    const std::uint32_t rounding = 0x7FFFu + ((f >> 16) & 1u);
-    return static_cast<std::uint16_t>((f + rounding) >> 16);
-  }
 };
 
 /// A complex number of two halves (torch.complex32 / chalf): real part first.

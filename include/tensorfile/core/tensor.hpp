@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensorfile/core/convert.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
@@ -476,6 +477,76 @@ class Tensor {
                       ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
   }
 
+  /// This tensor with elements of `dtype`, converted as torch's `.to(dtype)` converts them (rules in
+  /// <tensorfile/core/convert.hpp>). The same dtype returns this tensor itself, sharing its storage (no copy);
+  /// otherwise a new contiguous tensor on the same device. Meta tensors give a meta tensor of `dtype`; other
+  /// devices convert through a host copy (DeviceError when no copy path is built in). requires_grad is kept for
+  /// floating and complex results. Throws UnsupportedError for quantized dtypes.
+  [[nodiscard]] Tensor to(DType dtype) const {
+    if (dtype == dtype_) return *this;
+    detail::check_convertible(dtype_, dtype);
+    const bool grad = requires_grad_ && (is_floating_point(dtype) || is_complex(dtype));
+    if (device().is_meta()) return Tensor::zeros(sizes_, dtype, device()).set_requires_grad(grad);
+    if (!device().is_cpu()) return to(Device::cpu()).to(dtype).to(device()).set_requires_grad(grad);
+    Tensor out(heap_storage(checked_nbytes(sizes_, dtype), false), dtype, sizes_);
+    out.requires_grad_ = grad;
+    convert_into(out.storage_.mutable_data(), dtype);
+    return out;
+  }
+
+  /// This tensor on `device` with elements of `dtype`: to(dtype) and to(device), converting on the host (the
+  /// tensor itself when both already match).
+  [[nodiscard]] Tensor to(Device target, DType dtype) const {
+    if (target.is_meta()) return to(target).to(dtype);
+    if (device().is_cpu() || device().is_meta()) return to(dtype).to(target);
+    return to(Device::cpu()).to(dtype).to(target);
+  }
+
+  /// The elements in C order as a std::vector<T>, converted from dtype() as to(dtype_of<T>) converts them; any
+  /// layout. Tensors on other devices are copied to the host first (DeviceError without a copy path; meta
+  /// tensors have no data). Throws UnsupportedError for quantized dtypes.
+  template <element_type T>
+  [[nodiscard]] std::vector<std::remove_cv_t<T>> to_vector() const {
+    using Value = std::remove_cv_t<T>;
+    const auto count = static_cast<std::size_t>(numel());
+    if constexpr (std::is_same_v<Value, bool>) {  // std::vector<bool> packs bits: convert to bytes first
+      std::vector<std::uint8_t> bytes(count);
+      host_source().convert_into(reinterpret_cast<std::byte*>(bytes.data()), DType::Bool);
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<Value> out(count);
+      host_source().convert_into(reinterpret_cast<std::byte*>(out.data()), dtype_of<Value>);
+      return out;
+    }
+  }
+
+  /// Writes the elements in C order to `out`, converted to T as to(dtype_of<T>) converts them. Throws
+  /// ArgumentError when out.size() != numel() (nothing written); otherwise as to_vector().
+  template <element_type T, std::size_t Extent>
+  requires(!std::is_const_v<T>) void copy_into(std::span<T, Extent> out) const {
+    if (out.size() != static_cast<std::size_t>(numel())) {
+      throw ArgumentError("copy_into needs a span of exactly " + std::to_string(numel()) + " elements; got " +
+                          std::to_string(out.size()));
+    }
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<std::uint8_t> bytes(out.size());
+      host_source().convert_into(reinterpret_cast<std::byte*>(bytes.data()), DType::Bool);
+      std::copy(bytes.begin(), bytes.end(), out.begin());
+    } else {
+      host_source().convert_into(reinterpret_cast<std::byte*>(out.data()), dtype_of<T>);
+    }
+  }
+
+  /// Writes the elements' bytes in C order, unconverted, to `out`. Throws ArgumentError when out.size() !=
+  /// nbytes() (nothing written). CPU tensors only.
+  void copy_into(std::span<std::byte> out) const {
+    if (out.size() != nbytes()) {
+      throw ArgumentError("copy_into needs a span of exactly " + std::to_string(nbytes()) + " bytes; got " +
+                          std::to_string(out.size()));
+    }
+    copy_into(out.data());
+  }
+
   /// Same dtype, sizes and values (torch.equal: NaN never equals, -0.0 equals 0.0). CPU only.
   [[nodiscard]] bool equal(const Tensor& other) const {
     if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
@@ -503,6 +574,26 @@ class Tensor {
     return static_cast<std::size_t>(total);
   }
 
+  // This tensor where its bytes can be read on the host: itself on the CPU, a host copy from another device.
+  Tensor host_source() const {
+    if (storage_.defined() && !device().is_cpu() && !device().is_meta()) return to(Device::cpu());
+    (void)host_bytes<const std::byte>();  // throws for undefined and meta tensors
+    return *this;
+  }
+
+  // Converts the elements (any layout, on the host) to `dtype`, written densely at `out`.
+  void convert_into(std::byte* out, DType dtype) const {
+    detail::check_convertible(dtype_, dtype);
+    if (numel() == 0) return;
+    const auto elem = static_cast<std::int64_t>(element_size());
+    const std::byte* base = host_bytes<const std::byte>() - offset_ * elem;
+    const auto out_step = static_cast<std::int64_t>(tensorfile::element_size(dtype));
+    detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
+      convert_elements(dtype_, base + offset * elem, stride, dtype, out, count);
+      out += count * out_step;
+    });
+  }
+
   std::size_t wrap_dim(std::int64_t d) const {
     const auto rank = static_cast<std::int64_t>(sizes_.size());
     if (d < -rank || d >= rank) {
@@ -515,6 +606,11 @@ class Tensor {
   template <class Byte>
   Byte* host_bytes() const {
     if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
+    if (device().is_meta()) {
+      throw DeviceError(
+          "tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
+          "holds only sizes and dtype)");
+    }
     if (!device().is_cpu()) {
       throw DeviceError("tensor is on " + device().str() + "; expected host memory (call to(Device::cpu()) first)");
     }
