@@ -39,4 +39,8 @@
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 #include "tensorfile/formats/tensordict/value_tree.hpp"
 
+#include "tensorfile/formats/numpy/npy.hpp"
+#include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
+
 #include "tensorfile/verify.hpp"

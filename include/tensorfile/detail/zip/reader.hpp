@@ -27,6 +27,7 @@ namespace tensorfile::detail {
 struct ZipLimits {
   std::uint64_t max_entries = std::uint64_t{1} << 24;         ///< most entries an archive may declare (as LoadOptions')
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
+  bool require_prefix = true;  ///< every entry under one top-level folder (torch); false: any plain names (.npz)
 };
 
 /// One archive member, as the central directory describes it (local-header sizes are never used).
@@ -176,7 +177,7 @@ class ZipReader {
   /// The entry named `prefix() + "/" + name_under_prefix`, or nullptr. O(log n). The pointer lives as
   /// long as the reader.
   [[nodiscard]] const ZipEntry* find(std::string_view name_under_prefix) const noexcept {
-    const std::size_t skip = prefix_.size() + 1;
+    const std::size_t skip = prefix_.empty() ? 0 : prefix_.size() + 1;
     const auto key = [&](std::size_t index) { return std::string_view(entries_[index].name).substr(skip); };
     const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name_under_prefix,
                                      [&](std::size_t index, std::string_view name) { return key(index) < name; });
@@ -488,7 +489,9 @@ class ZipReader {
                pos, name);
       }
 
-      if (i == 0) {
+      if (!limits.require_prefix) {
+        // names are checked by is_plain_path below; the prefix stays empty
+      } else if (i == 0) {
         const std::size_t slash = name.find('/');
         if (slash == std::string_view::npos || slash == 0)
           fail("the first entry is not inside a top-level folder, so the archive has no prefix", pos, name);

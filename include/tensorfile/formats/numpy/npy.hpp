@@ -80,15 +80,16 @@ template <class Read>
   return npy_tensor(header, place_storage(options.map_location, bytes, "cpu", cpu, where));
 }
 
-/// The one reader of in-memory .npy bytes; `views`, when defined, owns `bytes` and tensors view it.
-[[nodiscard]] inline Tensor load_npy_bytes(std::span<const std::byte> bytes, const Storage& views,
+/// The one reader of in-memory .npy bytes; `views`, when defined, owns `bytes` and tensors view it
+/// (`in_place`: the views are the caller's memory or a file mapping, not a private heap copy).
+[[nodiscard]] inline Tensor load_npy_bytes(std::span<const std::byte> bytes, const Storage& views, bool in_place,
                                            const NpyLoadOptions& options, const std::filesystem::path& file,
                                            const std::string& member) {
   const NpyHeader header = parse_npy_header(bytes, bytes.size(), file, member);
   const auto offset = static_cast<std::size_t>(header.data_offset);
   const auto size = static_cast<std::size_t>(header.data_bytes);
   return place_npy(
-      header, options, views.defined(),
+      header, options, in_place,
       [&]() -> Storage {
         if (views.defined()) return views.slice(offset, size);
         Storage data = heap_storage(size, false);
@@ -144,24 +145,47 @@ template <class Read>
   return out;
 }
 
-/// Writes `tensor` as a whole .npy file into `sink`.
-inline void write_npy(const Tensor& tensor, ByteSink& sink) {
-  if (!tensor.defined()) throw ArgumentError("the tensor is undefined; expected a tensor");
-  if (tensor.device().is_meta()) throw ArgumentError("the tensor is a meta tensor; expected a tensor with data");
+/// A tensor ready to be written: its host copy, whether it goes out column-major, and its header.
+struct NpyRecord {
+  Tensor host;         ///< the tensor on the host
+  bool fortran{};      ///< written as is with fortran_order True
+  std::string header;  ///< magic, version, length and padded dict
+
+  /// Bytes of the whole .npy file.
+  [[nodiscard]] std::uint64_t size() const noexcept { return header.size() + host.nbytes(); }
+};
+
+/// Checks `tensor` and builds its header; `what` names it in errors ("the tensor", "tensor \"w\"").
+[[nodiscard]] inline NpyRecord npy_record(const Tensor& tensor, const std::string& what) {
+  if (!tensor.defined()) throw ArgumentError(what + " is undefined; expected a tensor");
+  if (tensor.device().is_meta()) throw ArgumentError(what + " is a meta tensor; expected a tensor with data");
   const std::string descr = npy_descr(tensor.dtype());
   if (descr.empty()) {
-    throw DTypeError("dtype " + std::string(dtype_name(tensor.dtype())) + " has no NumPy equivalent");
+    throw DTypeError(what + " has dtype " + std::string(dtype_name(tensor.dtype())) + ", which NumPy has no name for");
   }
-  const Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
-  const bool fortran = is_fortran_contiguous(host);
-  const std::string header = npy_header_bytes(descr, fortran, host.sizes());
-  sink.write(std::as_bytes(std::span(header)));
-  if (fortran || host.is_contiguous()) {
-    if (host.nbytes() != 0) sink.write_borrowed({host.raw_data(), host.nbytes()});
+  NpyRecord record;
+  record.host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+  record.fortran = is_fortran_contiguous(record.host);
+  record.header = npy_header_bytes(descr, record.fortran, record.host.sizes());
+  return record;
+}
+
+/// Writes a record's bytes through `put` (a callable taking std::span<const std::byte>).
+template <class Put>
+void write_npy_record(const NpyRecord& record, Put&& put) {
+  put(std::as_bytes(std::span(record.header)));
+  if (record.fortran || record.host.is_contiguous()) {
+    if (record.host.nbytes() != 0) put(std::span<const std::byte>(record.host.raw_data(), record.host.nbytes()));
   } else {
-    host.for_each_byte_run([&](std::span<const std::byte> run) { sink.write(run); });
+    record.host.for_each_byte_run([&](std::span<const std::byte> run) { put(run); });
   }
-  sink.flush();  // before `host` (a device tensor's copy) goes
+}
+
+/// Writes `tensor` as a whole .npy file into `sink`.
+inline void write_npy(const Tensor& tensor, ByteSink& sink) {
+  const NpyRecord record = npy_record(tensor, "the tensor");
+  write_npy_record(record, [&](std::span<const std::byte> bytes) { sink.write(bytes); });
+  sink.flush();
 }
 
 }  // namespace detail
@@ -179,7 +203,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
   const std::uint64_t size = file.size();
   if (options.mmap && !options.map_location.all_meta() && size >= 12) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-    return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, options, path, {});
+    return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, true, options, path, {});
   }
   std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
   file.read_exact(0, head);
@@ -211,7 +235,8 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 /// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
 /// `bytes`, which the caller keeps alive as long as the tensor.
 [[nodiscard]] inline Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
-  return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options, {}, {});
+  return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options.mmap.has_value(),
+                                options, {}, {});
 }
 
 /// Saves `tensor` to `path` as NumPy 1.24's np.save writes it, byte for byte: format 1.0 (2.0 when
