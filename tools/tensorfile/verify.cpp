@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "formats.hpp"
+#include "numpy_commands.hpp"
 
 namespace tensorfile::cli {
 
@@ -58,6 +59,7 @@ const CommandSpec verify_spec{
 };
 
 int run_verify(const Args& args) {
+  if (const auto numpy = verify_numpy(args)) return *numpy;  // .npy/.npz: numpy_commands.cpp
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   const VerifyReport report = verify(path);
