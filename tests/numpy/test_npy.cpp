@@ -254,6 +254,20 @@ TEST_CASE("load_npz reads np.savez and np.savez_compressed archives") {
     CHECK_THROWS_AS(save_npz_to_bytes(Named{{"../a", x}}), ArgumentError);
     CHECK_THROWS_AS(save_npz_to_bytes(Named{{"", x}}), ArgumentError);
   }
+  SECTION(".verify_crc checks each member's CRC-32, as np.load does") {
+    std::string archive = file_bytes(fixture("stored.npz"));
+    CHECK(load_npz(byte_span(archive), {.verify_crc = true}) == load_npz(fixture("stored.npz")));
+    archive[archive.find("\x93NUMPY") + 130] ^= 1;  // a data byte of the first member, w
+    CHECK_NOTHROW(load_npz(byte_span(archive)));
+    try {
+      (void)load_npz(byte_span(archive), {.verify_crc = true});
+      FAIL("no error");
+    } catch (const FormatError& error) {
+      CHECK(error.reason().starts_with("CRC-32 mismatch"));
+      CHECK(error.member() == "w.npy");
+    }
+    CHECK_THROWS_AS(load_npz(byte_span(archive), {.mmap = MapMode::read_only, .verify_crc = true}), FormatError);
+  }
   SECTION("a member that is not an array, or a bad member, is named") {
     const Tensor x = Tensor::zeros({2}, DType::Float32);
     std::string archive = as_string(save_npz_to_bytes({{"x", x}}));

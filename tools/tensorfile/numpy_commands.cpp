@@ -6,13 +6,12 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
-#include <tensorfile/detail/posix/file.hpp>
-#include <tensorfile/detail/zip/reader.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
@@ -50,13 +49,11 @@ std::string shape_text(const Shape& shape) {
 std::optional<NumpyFile> numpy_file(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
-  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
-  std::array<std::byte, 6> magic{};
-  if (file.size() < magic.size()) return std::nullopt;
-  file.read_exact(0, magic);
-  const std::string_view text(reinterpret_cast<const char*>(magic.data()), magic.size());
-  if (text == detail::npy_magic) return NumpyFile::npy;
-  if (path.extension() == ".npz" && (text.starts_with("PK\x03\x04") || text.starts_with("PK\x05\x06"))) {
+  std::ifstream in(path, std::ios::binary);
+  std::string magic(6, '\0');
+  if (!in.read(magic.data(), static_cast<std::streamsize>(magic.size()))) return std::nullopt;
+  if (magic == "\x93NUMPY") return NumpyFile::npy;
+  if (path.extension() == ".npz" && (magic.starts_with("PK\x03\x04") || magic.starts_with("PK\x05\x06"))) {
     return NumpyFile::npz;
   }
   return std::nullopt;
@@ -113,12 +110,7 @@ std::optional<int> verify_numpy(const Args& args) {
   try {
     std::string checked;
     if (*kind == NumpyFile::npz) {
-      const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
-      const auto zip = detail::ZipReader::open_file(
-          file.size(), path, [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
-          detail::npz_zip_limits());
-      for (const detail::ZipEntry& entry : zip.entries()) zip.verify_crc(entry);
-      const Value loaded = load_npz(path);
+      const Value loaded = load_npz(path, {.verify_crc = true});
       checked = fmt::format("numpy .npz, {} arrays, every CRC-32 and .npy header", named_tensors(loaded).size());
     } else {
       const Tensor t = load_npy(path);

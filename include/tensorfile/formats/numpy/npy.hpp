@@ -33,6 +33,7 @@ struct NpyLoadOptions {
   /// copy_on_write 'c' (span input: read-only views of the caller's buffer); unset: heap memory
   std::optional<MapMode> mmap{};
   std::uint64_t max_header_bytes = 1 << 20;  ///< longest header accepted (NumPy 1.24 writes < 1 KiB for 32 dims)
+  bool verify_crc = false;  ///< load_npz: check every member's CRC-32 (as np.load does), reading all its bytes
 };
 
 /// Options of save_npy() and save_npz().

@@ -51,11 +51,13 @@ namespace detail {
     Tensor tensor;
     if (mapping.defined() && entry.method == 0) {
       const std::span<const std::byte> bytes = zip.stored_bytes(entry);
+      if (options.verify_crc) zip.verify_crc(entry, bytes);
       tensor = load_npy_bytes(bytes, mapping.slice(static_cast<std::size_t>(entry.data_offset), bytes.size()), true,
                               options, zip.file(), member);
     } else {
       Storage owned = heap_storage(static_cast<std::size_t>(entry.size), false);
       zip.read(entry, {owned.mutable_data(), owned.size_bytes()});
+      if (options.verify_crc) zip.verify_crc(entry, {owned.data(), owned.size_bytes()});
       tensor = load_npy_bytes({owned.data(), owned.size_bytes()}, owned, false, options, zip.file(), member);
     }
     dict.set(std::move(name), std::move(tensor));
