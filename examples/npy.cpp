@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
 
     const tensorfile::Value arrays = tensorfile::load_npz(dir / "pair.npz", {.mmap = tensorfile::MapMode::read_only});
     for (const auto& [name, tensor] : tensorfile::named_tensors(arrays)) {
-      std::printf("pair.npz: %s %s, %lld elements\n", name.c_str(), std::string(tensorfile::dtype_name(tensor.dtype())).c_str(),
-                  static_cast<long long>(tensor.numel()));
+      std::printf("pair.npz: %s %s, %lld elements\n", name.c_str(),
+                  std::string(tensorfile::dtype_name(tensor.dtype())).c_str(), static_cast<long long>(tensor.numel()));
     }
   } catch (const tensorfile::Error& error) {
     std::fprintf(stderr, "%s\n", error.what());

@@ -34,7 +34,8 @@ int bench(const std::string& mode, const std::string& path, int repeats) {
   for (int i = 0; i < repeats; ++i) {
     std::optional<tensorfile::Tensor> loaded;
     t.run([&] { loaded = tensorfile::load_npy(path, options); });
-    if (mode != "meta" && loaded->nbytes() != 0) checksum += std::to_integer<std::uint64_t>(loaded->raw_data()[loaded->nbytes() - 1]);
+    if (mode != "meta" && loaded->nbytes() != 0)
+      checksum += std::to_integer<std::uint64_t>(loaded->raw_data()[loaded->nbytes() - 1]);
     anon = tensorfile_bench::proc_status_kb("RssAnon");
     file = tensorfile_bench::proc_status_kb("RssFile");
   }

@@ -2,7 +2,10 @@
 """NumPy interop: a generated corpus of .npy/.npz files (every shared dtype, byte order, memory order,
 version and shape including 0-d and empty) is loaded by tensorfile (numpy_driver) in every mode and
 written back; np.load must read back the same values and dtype, and a rewritten .npy must be byte for
-byte what np.save writes for the same array. Usage: check_with_numpy.py NUMPY_DRIVER"""
+byte what np.save writes for the same array. With the tensorfile program also given, its inspect,
+verify and convert on .npy/.npz files are checked against NumPy and torch.
+Usage: check_with_numpy.py NUMPY_DRIVER [TENSORFILE_PROGRAM]"""
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +14,7 @@ import tempfile
 import numpy as np
 
 DRIVER = sys.argv[1]
+PROGRAM = sys.argv[2] if len(sys.argv) > 2 else None
 CODES = ["b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"]
 SHAPES = [(), (0,), (5,), (2, 3), (2, 0, 3), (3, 4, 5), (1, 1), (7, 1, 2, 1)]
 failures = []
@@ -145,6 +149,62 @@ with tempfile.TemporaryDirectory() as tmp:
     result = run("npz", "r", src, os.path.join(tmp, "big_out2.npz"))
     if result.returncode != 2 or "big-endian" not in result.stdout or "x.npy" not in result.stdout:
         fail("big-endian npz member mapped: expected a refusal naming the member, got %s" % result.stdout)
+
+    if PROGRAM:
+        def tool(*args):
+            return subprocess.run([PROGRAM, *args], capture_output=True, text=True)
+
+        src = os.path.join(tmp, "savez.npz")  # written above from `arrays`
+        reference = np.load(src)
+        checks = [
+            ("verify npz", tool("verify", src), lambda r: r.returncode == 0 and "every CRC-32" in r.stdout),
+            ("verify npy", tool("verify", os.path.join(tmp, "in1.npy")), lambda r: r.returncode == 0),
+        ]
+        described = tool("inspect", "--json", src)
+        checked += 1
+        try:
+            tensors = json.loads(described.stdout)["tensors"]
+            got = [(t["path"][1:], t["dtype"], t["shape"]) for t in tensors]
+            want = [(k, str(torch_dtype), list(reference[k].shape)) for k, torch_dtype in
+                    [(k, reference[k].dtype) for k in reference.keys()]]
+            if [(g[0], g[2]) for g in got] != [(w[0], w[2]) for w in want]:
+                fail("inspect --json: %s, expected %s" % (got, want))
+        except (ValueError, KeyError) as error:
+            fail("inspect --json: %s %s" % (error, described.stdout))
+        tree = os.path.join(tmp, "tree")
+        checks.append(("convert npz -> tree", tool("convert", src, tree), lambda r: r.returncode == 0))
+        back = os.path.join(tmp, "back.npz")
+        checks.append(("convert tree -> npz", tool("convert", tree, back), lambda r: r.returncode == 0))
+        for what, result, ok in checks:
+            checked += 1
+            if not ok(result):
+                fail("%s: %d %s %s" % (what, result.returncode, result.stdout, result.stderr))
+        if os.path.exists(back):
+            again = np.load(back)
+            for key in reference.keys():
+                if key == "nested/name":
+                    continue  # a tensordict tree nests it: the path comes back as nested/name all the same
+                if not same(again[key], reference[key]):
+                    fail("npz -> tree -> npz: %s differs" % key)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            model = os.path.join(tmp, "model.pt")
+            state = {"w": torch.randn(3, 4), "b": torch.arange(5, dtype=torch.int64), "h": torch.ones(2, dtype=torch.float16)}
+            torch.save(state, model)
+            weights = os.path.join(tmp, "weights.npz")
+            result = tool("convert", model, weights)
+            checked += 1
+            if result.returncode != 0:
+                fail("convert model.pt weights.npz: %s" % result.stderr)
+            else:
+                loaded = np.load(weights)
+                if list(loaded.keys()) != list(state.keys()) or not all(
+                        np.array_equal(loaded[k], state[k].numpy()) and loaded[k].dtype == state[k].numpy().dtype
+                        for k in state):
+                    fail("convert model.pt weights.npz: arrays differ from torch's")
 
 print("%d checks, %d failures" % (checked, len(failures)))
 sys.exit(1 if failures else 0)

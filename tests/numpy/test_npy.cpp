@@ -108,9 +108,10 @@ TEST_CASE("load_npy reads NumPy's files") {
   }
   SECTION("object, structured and string dtypes are refused by name, never unpickled") {
     const std::string dir = fixture("").string();
-    CHECK_THROWS_WITH(load_npy(fixture("object.npy")),
-                      "tensorfile: " + dir +
-                          "object.npy: descr '|O' is the object dtype (pickled Python objects), never read (at byte 20)");
+    CHECK_THROWS_WITH(
+        load_npy(fixture("object.npy")),
+        "tensorfile: " + dir +
+            "object.npy: descr '|O' is the object dtype (pickled Python objects), never read (at byte 20)");
     CHECK_THROWS_WITH(load_npy(fixture("structured.npy")),
                       "tensorfile: " + dir +
                           "structured.npy: descr is a structured dtype (a list of fields); only plain numeric dtypes "
@@ -146,8 +147,9 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
   const auto check = [](const std::string& bytes, const std::string& expected) {
     CHECK(message_of(bytes) == expected);
   };
-  check(npy_of(good, 7), "FormatError: tensorfile: the data size disagrees with the header; expected 8 bytes of <f4 "
-                         "data, got 7 (at byte 128)");
+  check(npy_of(good, 7),
+        "FormatError: tensorfile: the data size disagrees with the header; expected 8 bytes of <f4 "
+        "data, got 7 (at byte 128)");
   std::string long_header = npy_of(good, 8);
   long_header[8] = '\xff';
   long_header[9] = '\x7f';
@@ -171,8 +173,9 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
         "FormatError: tensorfile: unknown descr '!f4'; expected a byte order '<', '>', '|' or '=' first (at byte 20)");
   check(npy_of("{'descr': '<f16', 'fortran_order': False, 'shape': (2,), }", 8),
         "UnsupportedError: tensorfile: descr '<f16' is a numeric dtype tensorfile has no equivalent for (at byte 20)");
-  check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", 8),
-        "FormatError: tensorfile: unknown key 'extra'; expected only 'descr', 'fortran_order' and 'shape' (at byte 66)");
+  check(
+      npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", 8),
+      "FormatError: tensorfile: unknown key 'extra'; expected only 'descr', 'fortran_order' and 'shape' (at byte 66)");
   check(npy_of("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8),
         "FormatError: tensorfile: the key 'descr' is given twice (at byte 27)");
   check(npy_of("{'descr': '<f4', 'shape': (2,)}", 8),
@@ -184,7 +187,8 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
         "FormatError: tensorfile: unexpected text after the header dict: 'x' (at byte 68)");
   check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8, 4),
         "UnsupportedError: tensorfile: unknown .npy format version 4.0; expected 1.0, 2.0 or 3.0 (at byte 6)");
-  check("PK\x03\x04 not npy", "FormatError: tensorfile: not a .npy file; expected the magic \"\\x93NUMPY\" first (at byte 0)");
+  check("PK\x03\x04 not npy",
+        "FormatError: tensorfile: not a .npy file; expected the magic \"\\x93NUMPY\" first (at byte 0)");
 
   SECTION("a path input names the file") {
     tensorfile_test::ScratchDir dir;
@@ -196,8 +200,8 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
 
 TEST_CASE("every truncation of a .npy or .npz file is a clean FormatError") {
   tensorfile_test::ScratchDir dir;
-  for (const char* name : {"f4_c.npy", "i8_fortran.npy", "c8_big.npy", "bool_0d.npy", "i2_v3.npy", "stored.npz",
-                           "deflated.npz"}) {
+  for (const char* name :
+       {"f4_c.npy", "i8_fortran.npy", "c8_big.npy", "bool_0d.npy", "i2_v3.npy", "stored.npz", "deflated.npz"}) {
     const std::string whole = file_bytes(fixture(name));
     const bool npz = std::string(name).ends_with(".npz");
     for (std::size_t size = 0; size < whole.size(); ++size) {

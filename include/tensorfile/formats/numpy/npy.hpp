@@ -211,9 +211,10 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
   const std::uint64_t preamble = detail::npy_preamble_size(head, path, {});
   if (head.size() >= preamble) {
     const std::uint64_t length =
-        preamble == 10 ? (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8)
-                       : (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8 |
-                          std::to_integer<std::uint64_t>(head[10]) << 16 | std::to_integer<std::uint64_t>(head[11]) << 24);
+        preamble == 10
+            ? (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8)
+            : (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8 |
+               std::to_integer<std::uint64_t>(head[10]) << 16 | std::to_integer<std::uint64_t>(head[11]) << 24);
     if (length > options.max_header_bytes) {
       throw LimitError("the header length " + std::to_string(length) + " is more than the limit of " +
                            std::to_string(options.max_header_bytes) + " bytes",
@@ -223,21 +224,20 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
     file.read_exact(0, head);
   }
   const NpyHeader header = parse_npy_header(head, size, path, {});
-  return detail::place_npy(
-      header, options, false,
-      [&]() -> Storage {
-        Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
-        file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
-        return data;
-      },
-      path, {});
+  return detail::place_npy(header, options, false,
+                           [&]() -> Storage {
+                             Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
+                             file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
+                             return data;
+                           },
+                           path, {});
 }
 
 /// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
 /// `bytes`, which the caller keeps alive as long as the tensor.
 [[nodiscard]] inline Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
-  return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options.mmap.has_value(),
-                                options, {}, {});
+  return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(),
+                                options.mmap.has_value(), options, {}, {});
 }
 
 /// Saves `tensor` to `path` as NumPy 1.24's np.save writes it, byte for byte: format 1.0 (2.0 when

@@ -19,15 +19,15 @@ namespace tensorfile {
 
 /// What a .npy header says, checked against the bytes that follow it.
 struct NpyHeader {
-  int major = 1;                     ///< format version: 1, 2 or 3
-  int minor = 0;                     ///< minor version (0)
-  DType dtype = DType::Float32;      ///< the element type
-  std::string descr;                 ///< the dtype as written ("<f4", "|b1", ">i8")
-  bool swap_bytes = false;           ///< the data is big-endian multi-byte values (this host is little-endian)
-  bool fortran_order = false;        ///< the data is laid out column-major
-  Shape shape;                       ///< extents (empty: a 0-d array)
-  std::uint64_t data_offset = 0;     ///< where the data starts (a multiple of 64 in files NumPy writes)
-  std::uint64_t data_bytes = 0;      ///< bytes the data takes: numel * element size
+  int major = 1;                  ///< format version: 1, 2 or 3
+  int minor = 0;                  ///< minor version (0)
+  DType dtype = DType::Float32;   ///< the element type
+  std::string descr;              ///< the dtype as written ("<f4", "|b1", ">i8")
+  bool swap_bytes = false;        ///< the data is big-endian multi-byte values (this host is little-endian)
+  bool fortran_order = false;     ///< the data is laid out column-major
+  Shape shape;                    ///< extents (empty: a 0-d array)
+  std::uint64_t data_offset = 0;  ///< where the data starts (a multiple of 64 in files NumPy writes)
+  std::uint64_t data_bytes = 0;   ///< bytes the data takes: numel * element size
 };
 
 namespace detail {
@@ -43,9 +43,9 @@ struct NpyDType {
 
 /// The shared dtypes, in NumPy's kind+size spelling.
 inline constexpr NpyDType npy_dtypes[] = {
-    {"b1", DType::Bool},     {"i1", DType::Int8},     {"i2", DType::Int16},      {"i4", DType::Int32},
-    {"i8", DType::Int64},    {"u1", DType::UInt8},    {"u2", DType::UInt16},     {"u4", DType::UInt32},
-    {"u8", DType::UInt64},   {"f2", DType::Float16},  {"f4", DType::Float32},    {"f8", DType::Float64},
+    {"b1", DType::Bool},      {"i1", DType::Int8},        {"i2", DType::Int16},   {"i4", DType::Int32},
+    {"i8", DType::Int64},     {"u1", DType::UInt8},       {"u2", DType::UInt16},  {"u4", DType::UInt32},
+    {"u8", DType::UInt64},    {"f2", DType::Float16},     {"f4", DType::Float32}, {"f8", DType::Float64},
     {"c8", DType::Complex64}, {"c16", DType::Complex128},
 };
 
@@ -110,7 +110,10 @@ class NpyDictParser {
     skip_space();
     if (pos_ != text_.size()) fail("unexpected text after the header dict: " + shown(), pos_);
     if (!seen_descr || !seen_order || !seen_shape) {
-      fail(std::string("the header dict lacks '") + (!seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape") +
+      fail(std::string("the header dict lacks '") +
+               (!seen_descr   ? "descr"
+                : !seen_order ? "fortran_order"
+                              : "shape") +
                "'; expected the keys 'descr', 'fortran_order' and 'shape'",
            pos_);
     }
@@ -134,8 +137,8 @@ class NpyDictParser {
     return "byte " + std::to_string(static_cast<unsigned char>(c));
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r')) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -247,8 +250,8 @@ class NpyDictParser {
 
 /// Bytes before the dict literal: magic, version and the header length (10 for 1.0, 12 for 2.0 and 3.0).
 /// Returns them, or 0 when `prefix` is too short to tell (fewer than 12 bytes given of a longer file).
-[[nodiscard]] inline std::uint64_t npy_preamble_size(std::span<const std::byte> prefix, const std::filesystem::path& file,
-                                                     const std::string& member) {
+[[nodiscard]] inline std::uint64_t npy_preamble_size(std::span<const std::byte> prefix,
+                                                     const std::filesystem::path& file, const std::string& member) {
   const auto at = [&](std::size_t i) { return static_cast<unsigned char>(prefix[i]); };
   for (std::size_t i = 0; i < npy_magic.size(); ++i) {
     if (i >= prefix.size()) throw FormatError("the file ends inside the .npy magic", {file, member, i});

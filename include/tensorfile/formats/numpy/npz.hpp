@@ -91,8 +91,9 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
       start = end + 1;
     }
     if (!plain) {
-      throw ArgumentError(what + ": the name cannot be a zip member; expected a non-empty name without '\\', NUL, "
-                                 "empty, '.' or '..' path components");
+      throw ArgumentError(what +
+                          ": the name cannot be a zip member; expected a non-empty name without '\\', NUL, "
+                          "empty, '.' or '..' path components");
     }
     if (!names.insert(name).second) throw ArgumentError(what + ": the name is given twice");
     records.push_back(npy_record(tensor, what));
@@ -123,8 +124,7 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
   const std::uint64_t size = file.size();
   if (options.mmap && size > 0) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-    const auto zip =
-        detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
+    const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
     return detail::load_npz_archive(zip, mapping, options);
   }
   const auto zip = detail::ZipReader::open_file(
@@ -163,7 +163,8 @@ inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
 }
 
 /// Saves to a new byte vector (see the path overload).
-[[nodiscard]] inline std::vector<std::byte> save_npz_to_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+[[nodiscard]] inline std::vector<std::byte> save_npz_to_bytes(
+    const std::vector<std::pair<std::string, Tensor>>& tensors) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_npz(tensors, sink);
