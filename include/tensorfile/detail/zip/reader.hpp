@@ -265,6 +265,19 @@ class ZipReader {
   /// The file name used in error messages.
   [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
 
+  /// A name made of ordinary components: nothing that could mean another place if ever used as a path.
+  [[nodiscard]] static bool is_plain_path(std::string_view name) noexcept {
+    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
+    std::size_t start = 0;
+    while (start <= name.size()) {
+      const std::size_t end = std::min(name.find('/', start), name.size());
+      const std::string_view part = name.substr(start, end - start);
+      if (part.empty() || part == "." || part == "..") return false;
+      start = end + 1;
+    }
+    return true;
+  }
+
  private:
   /// What the end records say: where the central directory is, its size, the entry count.
   struct EndRecords {
@@ -675,19 +688,6 @@ class ZipReader {
   std::filesystem::path file_;
   std::vector<ZipEntry> entries_;
   std::vector<std::size_t> by_name_;  // entry indices sorted by name
-  // A name made of ordinary components: nothing that could mean another place if ever used as a path.
-  static bool is_plain_path(std::string_view name) noexcept {
-    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
-    std::size_t start = 0;
-    while (start <= name.size()) {
-      const std::size_t end = std::min(name.find('/', start), name.size());
-      const std::string_view part = name.substr(start, end - start);
-      if (part.empty() || part == "." || part == "..") return false;
-      start = end + 1;
-    }
-    return true;
-  }
-
   std::string prefix_;
 };
 

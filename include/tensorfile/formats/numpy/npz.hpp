@@ -82,14 +82,7 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
     what += name;
     what += '"';
     const std::string member = name + ".npy";
-    bool plain = !name.empty() && name.find('\\') == std::string::npos && name.find('\0') == std::string::npos &&
-                 name.size() < 0xFFF0;
-    for (std::size_t start = 0; plain && start <= member.size();) {
-      const std::size_t end = std::min(member.find('/', start), member.size());
-      const std::string_view part = std::string_view(member).substr(start, end - start);
-      plain = !part.empty() && part != "." && part != "..";
-      start = end + 1;
-    }
+    const bool plain = !name.empty() && name.size() < 0xFFF0 && ZipReader::is_plain_path(member);
     if (!plain) {
       throw ArgumentError(what +
                           ": the name cannot be a zip member; expected a non-empty name without '\\', NUL, "
