@@ -41,7 +41,7 @@ def values(code, shape, seed):
             flat[0] = complex(np.nan, 1.0)
             flat = flat.astype(code)
         del part
-    return flat.reshape(shape)
+    return flat.astype(code).reshape(shape)
 
 
 def run(*args):
@@ -164,10 +164,11 @@ with tempfile.TemporaryDirectory() as tmp:
         checked += 1
         try:
             tensors = json.loads(described.stdout)["tensors"]
-            got = [(t["path"][1:], t["dtype"], t["shape"]) for t in tensors]
-            want = [(k, str(torch_dtype), list(reference[k].shape)) for k, torch_dtype in
-                    [(k, reference[k].dtype) for k in reference.keys()]]
-            if [(g[0], g[2]) for g in got] != [(w[0], w[2]) for w in want]:
+            got = [(t["path"][1:].replace("~1", "/").replace("~0", "~"), t["dtype"], t["shape"]) for t in tensors]
+            names = {"bool": "bool", "float16": "float16", "complex64": "complex64", "complex128": "complex128"}
+            want = [(k, names.get(str(reference[k].dtype), str(reference[k].dtype)), list(reference[k].shape))
+                    for k in reference.keys()]
+            if got != want:
                 fail("inspect --json: %s, expected %s" % (got, want))
         except (ValueError, KeyError) as error:
             fail("inspect --json: %s %s" % (error, described.stdout))

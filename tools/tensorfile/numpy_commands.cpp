@@ -14,6 +14,7 @@
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
+#include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
@@ -134,19 +135,21 @@ std::optional<int> convert_numpy(const Args& args) {
   if (!in_kind && !to_numpy) return std::nullopt;
 
   Value v;
+  std::vector<Dropped> dropped;
   if (in_kind) {
     v = load_numpy(in, *in_kind, {.mmap = MapMode::copy_on_write});
+  } else if (std::filesystem::is_directory(in)) {  // a tensordict memmap tree
+    v = to_value(load_memmap(in, {.access = MapMode::read_only}), in, dropped);
   } else {
     const std::optional<std::string> where = args.value("map-location");
     const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
                               .mmap = MapMode::copy_on_write,
                               .strict = false};
-    std::vector<Dropped> dropped;
     v = without_code(load(in, options), dropped);
-    for (const Dropped& d : dropped) {
-      fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
-                 d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
-    }
+  }
+  for (const Dropped& d : dropped) {
+    fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
+               d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
   }
   const auto tensors = named_tensors(v);
   if (suffix == ".npz") {
