@@ -41,5 +41,9 @@
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 #include "tensorfile/formats/tensordict/value_tree.hpp"
 
+#include "tensorfile/formats/numpy/npy.hpp"
+#include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
+
 #include "tensorfile/state_dict.hpp"
 #include "tensorfile/verify.hpp"

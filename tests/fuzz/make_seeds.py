@@ -55,3 +55,8 @@ for tree in sorted(os.listdir(td)):
 for seed in (b"", b"\x00" * 32, bytes(range(256)), b"\x05" + b"\xff" * 40):
     put("from_buffer", seed)
     put("roundtrip", seed)
+
+# numpy: the committed NumPy fixtures (.npy and .npz).
+for name in sorted(os.listdir(os.path.join(data, "numpy"))):
+    if name.endswith(".npy") or name.endswith(".npz"):
+        put("numpy", open(os.path.join(data, "numpy", name), "rb").read())

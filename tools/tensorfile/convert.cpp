@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "formats.hpp"
+#include "numpy_commands.hpp"
 #include "progress.hpp"
 #include "tree_convert.hpp"
 
@@ -195,6 +196,7 @@ const CommandSpec convert_spec{
 };
 
 int run_convert(const Args& args) {
+  if (const auto numpy = convert_numpy(args)) return *numpy;  // from or to .npy/.npz: numpy_commands.cpp
   const std::filesystem::path in = args.operands()[0];
   const std::filesystem::path out = args.operands()[1];
   const Output output = output_of(args, out);

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "describe.hpp"
 #include "formats.hpp"
+#include "numpy_commands.hpp"
 
 namespace tensorfile::cli {
 
@@ -234,6 +235,7 @@ const CommandSpec inspect_spec{
 };
 
 int run_inspect(const Args& args) {
+  if (const auto numpy = inspect_numpy(args)) return *numpy;  // .npy/.npz: numpy_commands.cpp
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   const bool hashes = args.flag("hash");

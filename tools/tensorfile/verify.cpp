@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "formats.hpp"
+#include "numpy_commands.hpp"
 
 namespace tensorfile::cli {
 
@@ -86,6 +87,7 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
 }  // namespace
 
 int run_verify(const Args& args) {
+  if (const auto numpy = verify_numpy(args)) return *numpy;  // .npy/.npz: numpy_commands.cpp
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   std::vector<std::string> errors;

@@ -27,6 +27,7 @@ namespace tensorfile::detail {
 struct ZipLimits {
   std::uint64_t max_entries = std::uint64_t{1} << 24;         ///< most entries an archive may declare (as LoadOptions')
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
+  bool require_prefix = true;  ///< every entry under one top-level folder (torch); false: any plain names (.npz)
 };
 
 /// One archive member, as the central directory describes it (local-header sizes are never used).
@@ -176,7 +177,7 @@ class ZipReader {
   /// The entry named `prefix() + "/" + name_under_prefix`, or nullptr. O(log n). The pointer lives as
   /// long as the reader.
   [[nodiscard]] const ZipEntry* find(std::string_view name_under_prefix) const noexcept {
-    const std::size_t skip = prefix_.size() + 1;
+    const std::size_t skip = prefix_.empty() ? 0 : prefix_.size() + 1;
     const auto key = [&](std::size_t index) { return std::string_view(entries_[index].name).substr(skip); };
     const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name_under_prefix,
                                      [&](std::size_t index, std::string_view name) { return key(index) < name; });
@@ -263,6 +264,19 @@ class ZipReader {
 
   /// The file name used in error messages.
   [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
+
+  /// A name made of ordinary components: nothing that could mean another place if ever used as a path.
+  [[nodiscard]] static bool is_plain_path(std::string_view name) noexcept {
+    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
+    std::size_t start = 0;
+    while (start <= name.size()) {
+      const std::size_t end = std::min(name.find('/', start), name.size());
+      const std::string_view part = name.substr(start, end - start);
+      if (part.empty() || part == "." || part == "..") return false;
+      start = end + 1;
+    }
+    return true;
+  }
 
  private:
   /// What the end records say: where the central directory is, its size, the entry count.
@@ -488,7 +502,9 @@ class ZipReader {
                pos, name);
       }
 
-      if (i == 0) {
+      if (!limits.require_prefix) {
+        // names are checked by is_plain_path below; the prefix stays empty
+      } else if (i == 0) {
         const std::size_t slash = name.find('/');
         if (slash == std::string_view::npos || slash == 0)
           fail("the first entry is not inside a top-level folder, so the archive has no prefix", pos, name);
@@ -672,19 +688,6 @@ class ZipReader {
   std::filesystem::path file_;
   std::vector<ZipEntry> entries_;
   std::vector<std::size_t> by_name_;  // entry indices sorted by name
-  // A name made of ordinary components: nothing that could mean another place if ever used as a path.
-  static bool is_plain_path(std::string_view name) noexcept {
-    if (name.find('\\') != std::string_view::npos || name.find('\0') != std::string_view::npos) return false;
-    std::size_t start = 0;
-    while (start <= name.size()) {
-      const std::size_t end = std::min(name.find('/', start), name.size());
-      const std::string_view part = name.substr(start, end - start);
-      if (part.empty() || part == "." || part == "..") return false;
-      start = end + 1;
-    }
-    return true;
-  }
-
   std::string prefix_;
 };
 

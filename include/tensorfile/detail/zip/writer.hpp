@@ -24,7 +24,9 @@ class ZipWriter {
   /// Starts record `prefix/name` of exactly `size` bytes; write() its bytes, then end_record().
   void begin_record(std::string_view name, std::uint64_t size) {
     Entry entry;
-    entry.name = prefix_ + "/" + std::string(name);
+    entry.name = prefix_;  // an empty prefix (.npz) puts records at the top level
+    if (!prefix_.empty()) entry.name += '/';
+    entry.name += name;
     entry.size = size;
     entry.offset = cursor_;
     const bool big = size >= 0xFFFFFFFFu;

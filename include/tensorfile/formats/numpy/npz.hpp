@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+// load_npz() and save_npz(): NumPy's .npz archives (np.savez, np.savez_compressed) as an ordered name -> Tensor dict.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/detail/zip/writer.hpp"
+#include "tensorfile/formats/numpy/npy.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+/// Reads every member of an open archive into the dict. `mapping`, when defined, holds the whole
+/// archive (a file mapping or the caller's buffer): stored members become views of it; deflated members,
+/// and every member when it is undefined, are read into their own heap buffers.
+[[nodiscard]] inline Value load_npz_archive(const ZipReader& zip, const Storage& mapping,
+                                            const NpyLoadOptions& options) {
+  Dict dict;
+  dict.ordered = true;
+  std::unordered_set<std::string> names;
+  for (const ZipEntry& entry : zip.entries()) {
+    const std::string member = zip_impl::printable(entry.name);
+    if (!std::string_view(entry.name).ends_with(".npy")) {
+      throw UnsupportedError("the member is not a .npy array; expected only NAME.npy members in a .npz",
+                             {zip.file(), member, entry.local_header_offset});
+    }
+    std::string name = entry.name.substr(0, entry.name.size() - 4);
+    if (!names.insert(name).second) {
+      throw FormatError("the array name '" + zip_impl::printable(name) + "' is given twice",
+                        {zip.file(), member, entry.local_header_offset});
+    }
+    Tensor tensor;
+    if (mapping.defined() && entry.method == 0) {
+      const std::span<const std::byte> bytes = zip.stored_bytes(entry);
+      if (options.verify_crc) zip.verify_crc(entry, bytes);
+      tensor = load_npy_bytes(bytes, mapping.slice(static_cast<std::size_t>(entry.data_offset), bytes.size()), true,
+                              options, zip.file(), member);
+    } else {
+      Storage owned = heap_storage(static_cast<std::size_t>(entry.size), false);
+      zip.read(entry, {owned.mutable_data(), owned.size_bytes()});
+      if (options.verify_crc) zip.verify_crc(entry, {owned.data(), owned.size_bytes()});
+      tensor = load_npy_bytes({owned.data(), owned.size_bytes()}, owned, false, options, zip.file(), member);
+    }
+    dict.set(std::move(name), std::move(tensor));
+  }
+  return Value(std::move(dict));
+}
+
+/// Zip checks for .npz: names at the top level (no torch-style prefix); the torch reader's other checks.
+[[nodiscard]] inline ZipLimits npz_zip_limits() {
+  ZipLimits limits;
+  limits.require_prefix = false;
+  return limits;
+}
+
+/// Writes the archive: one `NAME.npy` record per tensor, stored, data aligned to 64 bytes.
+inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink) {
+  std::vector<NpyRecord> records;
+  records.reserve(tensors.size());
+  std::unordered_set<std::string_view> names;
+  for (const auto& [name, tensor] : tensors) {
+    std::string what = "tensor \"";
+    what += name;
+    what += '"';
+    const std::string member = name + ".npy";
+    const bool plain = !name.empty() && name.size() < 0xFFF0 && ZipReader::is_plain_path(member);
+    if (!plain) {
+      throw ArgumentError(what +
+                          ": the name cannot be a zip member; expected a non-empty name without '\\', NUL, "
+                          "empty, '.' or '..' path components");
+    }
+    if (!names.insert(name).second) throw ArgumentError(what + ": the name is given twice");
+    records.push_back(npy_record(tensor, what));
+  }
+  ZipWriter zip(sink, "", 64);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    zip.begin_record(tensors[i].first + ".npy", records[i].size());
+    write_npy_record(records[i], [&](std::span<const std::byte> bytes) { zip.write(bytes); });
+    zip.end_record();
+  }
+  zip.finish();
+  sink.flush();
+}
+
+}  // namespace detail
+
+/// Loads a .npz archive (np.savez or np.savez_compressed) as an OrderedDict of name -> Tensor in
+/// archive order, names without their ".npy" (as np.load's keys), the shape load_safetensors gives.
+/// Default: every array in its own heap buffer. With `.mmap` the archive is mapped once in that mode and
+/// stored members (np.savez) are zero-copy views into it (big-endian ones refused as load_npy does);
+/// deflated members (np.savez_compressed) are inflated to the heap. The zip is checked as the torch
+/// reader checks it (no overlapping, repeated or escaping members; inflation bounded by the declared
+/// size). Throws FormatError naming the file, member and byte offset for malformed input,
+/// UnsupportedError for members that are not plain numeric .npy arrays, IoError.
+[[nodiscard]] inline Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options = {}) {
+  const bool shared = options.mmap == MapMode::shared;
+  const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
+  const std::uint64_t size = file.size();
+  if (options.mmap && size > 0) {
+    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+    const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
+    return detail::load_npz_archive(zip, mapping, options);
+  }
+  const auto zip = detail::ZipReader::open_file(
+      size, path, [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+      detail::npz_zip_limits());
+  return detail::load_npz_archive(zip, Storage(), options);
+}
+
+/// Loads a .npz archive held in memory: arrays copied to the heap, or with `.mmap` set (any mode) stored
+/// members as read-only views of `bytes`, which the caller keeps alive as long as the tensors.
+[[nodiscard]] inline Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
+  const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits());
+  return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
+}
+
+/// Saves named tensors to `path` as an np.savez archive: one stored `NAME.npy` member each, written as
+/// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views).
+/// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
+/// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
+inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::filesystem::path& path,
+                     const NpySaveOptions& options = {}) {
+  detail::AtomicFileSink sink(path, options.sync);
+  detail::write_npz(tensors, sink);
+  sink.commit();
+}
+
+/// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
+inline void save_npz(const Value& tensors, const std::filesystem::path& path, const NpySaveOptions& options = {}) {
+  save_npz(named_tensors(tensors), path, options);
+}
+
+/// Saves to a stream (see the path overload).
+inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out) {
+  detail::StreamSink sink(out);
+  detail::write_npz(tensors, sink);
+}
+
+/// Saves to a new byte vector (see the path overload).
+[[nodiscard]] inline std::vector<std::byte> save_npz_to_bytes(
+    const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<std::byte> out;
+  detail::VectorSink sink(out);
+  detail::write_npz(tensors, sink);
+  return out;
+}
+
+}  // namespace tensorfile

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+// Driver of the NumPy interop test (check_with_numpy.py): loads .npy/.npz files with tensorfile and writes
+// them back, so that NumPy can compare values (what tensorfile read) and bytes (what it writes).
+#include <tensorfile/formats/numpy/npy.hpp>
+#include <tensorfile/formats/numpy/npz.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+// Usage: numpy_driver npy|npz heap|r|r+|c|meta IN OUT
+// Loads IN in the given mode and saves the result to OUT (meta: prints the shape and dtype only).
+// Exit 0 on success, 2 with the error message on stdout when loading fails.
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fputs("usage: numpy_driver npy|npz heap|r|r+|c|meta IN OUT\n", stderr);
+    return 64;
+  }
+  const std::string kind = argv[1];
+  const std::string mode = argv[2];
+  tensorfile::NpyLoadOptions options;
+  if (mode == "r") options.mmap = tensorfile::MapMode::read_only;
+  if (mode == "r+") options.mmap = tensorfile::MapMode::shared;
+  if (mode == "c") options.mmap = tensorfile::MapMode::copy_on_write;
+  if (mode == "meta") options.map_location = "meta";
+  try {
+    if (kind == "npy") {
+      const tensorfile::Tensor t = tensorfile::load_npy(argv[3], options);
+      if (options.mmap && t.storage().kind() != tensorfile::StorageKind::mmap) {
+        std::puts("not a view of the mapping");
+        return 1;
+      }
+      if (mode == "meta") {
+        std::printf("%s", std::string(tensorfile::dtype_name(t.dtype())).c_str());
+        for (const auto extent : t.sizes()) std::printf(" %lld", static_cast<long long>(extent));
+        std::puts("");
+        return 0;
+      }
+      tensorfile::save_npy(t, argv[4], {.sync = false});
+    } else {
+      const tensorfile::Value v = tensorfile::load_npz(argv[3], options);
+      tensorfile::save_npz(v, argv[4], {.sync = false});
+    }
+  } catch (const tensorfile::Error& error) {
+    std::printf("%s\n", error.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+// inspect, verify and convert for NumPy's .npy and .npz files (see numpy_commands.hpp).
+#include "numpy_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <tensorfile/core/text.hpp>
+#include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/numpy/npy.hpp>
+#include <tensorfile/formats/numpy/npz.hpp>
+#include <tensorfile/formats/tensordict/load_memmap.hpp>
+#include <tensorfile/formats/tensordict/save_memmap.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+#include <tensorfile/formats/torch/save.hpp>
+
+#include "describe.hpp"
+#include "formats.hpp"
+#include "tree_convert.hpp"
+
+namespace tensorfile::cli {
+
+namespace {
+
+/// Loads a NumPy file as a dict of name -> tensor (a .npy gives one entry named after the file's stem).
+Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoadOptions& options) {
+  if (kind == NumpyFile::npz) return load_npz(path, options);
+  Dict dict;
+  dict.ordered = true;
+  dict.set(path.stem().string(), load_npy(path, options));
+  return Value(std::move(dict));
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::optional<NumpyFile> numpy_file(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  std::string magic(6, '\0');
+  if (!in.read(magic.data(), static_cast<std::streamsize>(magic.size()))) return std::nullopt;
+  if (magic == "\x93NUMPY") return NumpyFile::npy;
+  if (path.extension() == ".npz" && (magic.starts_with("PK\x03\x04") || magic.starts_with("PK\x05\x06"))) {
+    return NumpyFile::npz;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> inspect_numpy(const Args& args) {
+  const std::filesystem::path path = args.operands()[0];
+  const auto kind = numpy_file(path);
+  if (!kind) return std::nullopt;
+  const bool hashes = args.flag("hash");
+  NpyLoadOptions options;
+  if (hashes) {
+    options.mmap = MapMode::read_only;  // big-endian .npy data needs a copy: retried on the heap below
+  } else {
+    options.map_location = Device::meta();
+  }
+  Value loaded;
+  try {
+    loaded = load_numpy(path, *kind, options);
+  } catch (const UnsupportedError&) {
+    if (!hashes) throw;
+    loaded = load_numpy(path, *kind, {});
+  }
+  StorageTags tags;
+  tags.fallback = "cpu";
+  const Description description = describe_value(loaded, tags, hashes);
+  const std::string format = *kind == NumpyFile::npy ? "npy" : "npz";
+  std::string out;
+  if (args.flag("json")) {
+    out = description_json(description, format, hashes) + "\n";
+  } else {
+    out = fmt::format("{}: numpy .{}, {} array{}\n", escape_controls(args.operands()[0]), format,
+                      description.tensors.size(), description.tensors.size() == 1 ? "" : "s");
+    std::uint64_t total = 0;
+    for (const TensorRecord& r : description.tensors) {
+      total += r.tensor.nbytes();
+      std::string line =
+          fmt::format("  {}  {}  {}  {}", escape_controls(r.path.empty() ? "(root)" : r.path.substr(1)),
+                      dtype_name(r.tensor.dtype()), shape_text(r.tensor.sizes()), human_bytes(r.tensor.nbytes()));
+      if (r.sha256) line += "  sha256 " + *r.sha256;
+      out += line + "\n";
+    }
+    out += fmt::format("{} of data\n", human_bytes(total));
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return exit_ok;
+}
+
+std::optional<int> verify_numpy(const Args& args) {
+  const std::filesystem::path path = args.operands()[0];
+  const auto kind = numpy_file(path);
+  if (!kind) return std::nullopt;
+  const std::string shown = escape_controls(args.operands()[0]);
+  try {
+    std::string checked;
+    if (*kind == NumpyFile::npz) {
+      const Value loaded = load_npz(path, {.verify_crc = true});
+      checked = fmt::format("numpy .npz, {} arrays, every CRC-32 and .npy header", named_tensors(loaded).size());
+    } else {
+      const Tensor t = load_npy(path);
+      checked = fmt::format("numpy .npy, {} {}, header and data size", dtype_name(t.dtype()), shape_text(t.sizes()));
+    }
+    fmt::print("{}: OK: {}\n", shown, checked);
+    return exit_ok;
+  } catch (const Error& error) {
+    fmt::print(stderr, "{}\n", escape_controls(error.message()));
+    fmt::print(stderr, "{}: 1 error found\n", shown);
+    return exit_file_error;
+  }
+}
+
+std::optional<int> convert_numpy(const Args& args) {
+  const std::filesystem::path in = args.operands()[0];
+  const std::filesystem::path out = args.operands()[1];
+  const auto in_kind = numpy_file(in);
+  const std::string suffix = out.extension().string();
+  const bool to_numpy = suffix == ".npz" || suffix == ".npy";
+  if (!in_kind && !to_numpy) return std::nullopt;
+
+  Value v;
+  std::vector<Dropped> dropped;
+  if (in_kind) {
+    v = load_numpy(in, *in_kind, {.mmap = MapMode::copy_on_write});
+  } else if (std::filesystem::is_directory(in)) {  // a tensordict memmap tree
+    v = to_value(load_memmap(in, {.access = MapMode::read_only}), in, dropped);
+  } else {
+    const std::optional<std::string> where = args.value("map-location");
+    const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
+                              .mmap = MapMode::copy_on_write,
+                              .strict = false};
+    v = without_code(load(in, options), dropped);
+  }
+  for (const Dropped& d : dropped) {
+    fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
+               d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
+  }
+  const auto tensors = named_tensors(v);
+  if (suffix == ".npz") {
+    save_npz(tensors, out);
+  } else if (suffix == ".npy") {
+    if (tensors.size() != 1) {
+      throw UsageError(fmt::format("a .npy file holds one array; {} holds {} (write a .npz)",
+                                   escape_controls(in.string()), tensors.size()));
+    }
+    save_npy(tensors.front().second, out);
+  } else if (suffix == ".pt" || suffix == ".pth" || suffix == ".ckpt" || suffix == ".bin" || suffix == ".tar" ||
+             args.value("to") == std::optional<std::string>("pt")) {
+    save(v, out);
+  } else {
+    save_memmap(to_tensordict(v, in), out);
+  }
+  return exit_ok;
+}
+
+}  // namespace tensorfile::cli
