@@ -24,8 +24,7 @@ int main(int argc, char** argv) {
 
   // Every tensor with its path, as name -> Tensor: no casts.
   for (const auto& [name, tensor] : tf::named_tensors(ckpt)) {
-    std::cout << name << ": " << tf::dtype_name(tensor.dtype()) << " " << tf::printed(tensor, {.precision = 2})
-              << "\n";
+    std::cout << name << ": " << tf::dtype_name(tensor.dtype()) << " " << tf::printed(tensor, {.precision = 2}) << "\n";
   }
 
   // A TensorDict tree and back: int keys, tuples and lists are recorded, so the round trip is exact; what a
