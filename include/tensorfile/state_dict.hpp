@@ -28,6 +28,7 @@
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/value_tree.hpp"
@@ -376,7 +377,7 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
 }
 
 /// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
-/// (load()), a safetensors file (load_safetensors()), a tensordict tree (load_memmap(), as to_value()
+/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(), as to_value()
 /// turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
 /// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
 /// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
@@ -388,6 +389,9 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
   const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
   if (layout.sharded()) return detail::load_shards(layout, options);
   if (layout.format == FileFormat::tensordict) return detail::load_tree(layout.files.front(), options);
+  if (layout.format == FileFormat::npz) {
+    return load_npz(layout.files.front(), {.map_location = options.map_location, .mmap = options.mmap});
+  }
   const bool shared = options.mmap == MapMode::shared;
   const detail::FileHandle file =
       detail::FileHandle::open(layout.files.front(), shared ? detail::OpenMode::read_write : detail::OpenMode::read);

@@ -17,6 +17,8 @@
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/numpy/npy.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/torch/load.hpp"
@@ -104,7 +106,8 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
 /// byteorder records, data.pkl, each storage record against the size its tensors declare and each view against
 /// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
 /// every data file's length. Safetensors files: the
-/// header and the data section's tiling (as load_safetensors checks them). Objects kept opaque (numpy arrays, modules)
+/// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
+/// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
 /// are not errors. A path of unknown format gets the error load() gives it. Tensor data is mapped, never copied. Throws
 /// IoError only when a torch zip file cannot be mapped; every other problem is in the report.
 [[nodiscard]] inline VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options = {}) {
@@ -117,6 +120,17 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
     case FileFormat::safetensors:  // the header in full, and the data section against it; data mapped, not read
       detail::verify_step(
           report, [&] { report.tensors = named_tensors(load_safetensors(path, {.mmap = MapMode::read_only})).size(); });
+      break;
+    case FileFormat::npy:  // the header, and the data's length against it; data mapped, not read
+      detail::verify_step(report, [&] {
+        (void)load_npy(path, {.mmap = MapMode::read_only});
+        report.tensors = 1;
+      });
+      break;
+    case FileFormat::npz:  // every member's header and length, and every CRC-32
+      detail::verify_step(report, [&] {
+        report.tensors = named_tensors(load_npz(path, {.mmap = MapMode::read_only, .verify_crc = true})).size();
+      });
       break;
     case FileFormat::unknown:
       detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); });

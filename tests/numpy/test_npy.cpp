@@ -3,6 +3,8 @@
 // errors, and truncation at every byte.
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
+#include <tensorfile/state_dict.hpp>
+#include <tensorfile/verify.hpp>
 
 #include <complex>
 #include <string>
@@ -286,4 +288,25 @@ TEST_CASE("load_npz reads np.savez and np.savez_compressed archives") {
                       "tensorfile: x.npy: the data size disagrees with the header; expected 12 bytes of <f4 data, "
                       "got 8 (at byte 128)");
   }
+}
+
+TEST_CASE("detect_format, verify and load_state_dict know .npy and .npz by their bytes", "[npy][npz][format]") {
+  for (const char* name : {"f4_c.npy", "i2_v3.npy", "object.npy"})
+    CHECK(detect_format(fixture(name)) == FileFormat::npy);
+  for (const char* name : {"stored.npz", "deflated.npz"}) CHECK(detect_format(fixture(name)) == FileFormat::npz);
+  CHECK(detect_format(byte_span(std::string("PK\x05\x06", 4))) == FileFormat::npz);  // np.savez() of nothing
+  CHECK(format_name(FileFormat::npz) == "npz");
+
+  const VerifyReport npz = verify(fixture("stored.npz"));
+  CHECK(npz.ok());
+  CHECK(npz.format == FileFormat::npz);
+  CHECK(npz.tensors == named_tensors(load_npz(fixture("stored.npz"))).size());
+  CHECK(verify(fixture("f4_c.npy")).ok());
+  CHECK_FALSE(verify(fixture("object.npy")).ok());  // object arrays are refused, never unpickled
+
+  const Value weights = load_state_dict(fixture("deflated.npz"));
+  const Value direct = load_npz(fixture("deflated.npz"));
+  REQUIRE(weights.size() == direct.size());
+  for (const auto& [key, tensor] : direct.as_dict())
+    CHECK(weights[key.as_string()].as_tensor().equal(tensor.as_tensor()));
 }

@@ -95,6 +95,8 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
     case FileFormat::safetensors:  // weights_header_line
+    case FileFormat::npy:          // inspect_numpy
+    case FileFormat::npz:
     case FileFormat::unknown: break;
   }
   return shown;

@@ -48,16 +48,11 @@ std::string shape_text(const Shape& shape) {
 }  // namespace
 
 std::optional<NumpyFile> numpy_file(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  std::string magic(6, '\0');
-  if (!in.read(magic.data(), static_cast<std::streamsize>(magic.size()))) return std::nullopt;
-  if (magic == "\x93NUMPY") return NumpyFile::npy;
-  if (path.extension() == ".npz" && (magic.starts_with("PK\x03\x04") || magic.starts_with("PK\x05\x06"))) {
-    return NumpyFile::npz;
+  switch (detect_format(path)) {
+    case FileFormat::npy: return NumpyFile::npy;
+    case FileFormat::npz: return NumpyFile::npz;
+    default: return std::nullopt;
   }
-  return std::nullopt;
 }
 
 std::optional<int> inspect_numpy(const Args& args) {

@@ -36,6 +36,8 @@ std::string checked_summary(const VerifyReport& report) {
       return fmt::format("tensordict, every meta.json and data file; {} lea{} ({})", report.leaves,
                          report.leaves == 1 ? "f" : "ves", human_bytes(report.leaf_bytes));
     case FileFormat::safetensors: return "safetensors, the header and the data offsets" + tensors;
+    case FileFormat::npy: return "npy, the header and the data's length" + tensors;
+    case FileFormat::npz: return "npz, every member's header, length and CRC-32" + tensors;
     case FileFormat::unknown: break;
   }
   return "";

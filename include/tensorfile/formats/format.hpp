@@ -25,16 +25,20 @@ enum class FileFormat {
   torch_legacy,  ///< torch.save with `_use_new_zipfile_serialization=False`: pickles, then raw storages
   tensordict,    ///< a directory: a tensordict memmap tree (load_memmap checks its meta.json)
   safetensors,   ///< a .safetensors file: an 8-byte little-endian header length, then a JSON object
+  npy,           ///< a NumPy .npy file: "\x93NUMPY", a version, a header dict, then the array's bytes
+  npz,           ///< a NumPy .npz file: a zip archive of .npy members (np.savez, np.savez_compressed)
 };
 
 /// The format's name as the `tensorfile` program prints it: "torch-zip", "torch-legacy", "tensordict",
-/// "safetensors", "unknown".
+/// "safetensors", "npy", "npz", "unknown".
 [[nodiscard]] constexpr std::string_view format_name(FileFormat format) noexcept {
   switch (format) {
     case FileFormat::torch_zip: return "torch-zip";
     case FileFormat::torch_legacy: return "torch-legacy";
     case FileFormat::tensordict: return "tensordict";
     case FileFormat::safetensors: return "safetensors";
+    case FileFormat::npy: return "npy";
+    case FileFormat::npz: return "npz";
     case FileFormat::unknown: break;
   }
   return "unknown";
@@ -43,13 +47,28 @@ enum class FileFormat {
 /// How many leading bytes detect_format needs at most (the tar magic of the pre-2017 torch format sits at 257).
 inline constexpr std::size_t format_sniff_bytes = 512;
 
-/// The format of a file's bytes, from its magic: a zip local header is torch_zip; a little-endian
+/// The format of a file's bytes, from its magic: a zip whose first member's name ends in ".npy" is npz (as
+/// is an empty zip: torch never writes one), any other zip local header torch_zip; "\x93NUMPY" is npy; a
+/// little-endian
 /// header length of at most 100,000,000 followed by `{` is safetensors (checked before the pickle
 /// openings, which the length's low byte may look like); a pickle start (PROTO, or the `(` and long-int
 /// openings of protocol 0 and 1) torch_legacy; the loader checks the rest. Bytes past the first
 /// format_sniff_bytes are not looked at. Never throws.
 [[nodiscard]] inline FileFormat detect_format(std::span<const std::byte> bytes) noexcept {
-  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) return FileFormat::torch_zip;
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x05\x06", 4) == 0) return FileFormat::npz;
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) {
+    // The local header's name: its length at byte 26, the name from byte 30 (torch's first is <prefix>/data.pkl).
+    if (bytes.size() >= 30) {
+      const std::size_t length = std::to_integer<std::size_t>(bytes[26]) | std::to_integer<std::size_t>(bytes[27]) << 8;
+      const std::string_view suffix = ".npy";
+      if (length >= suffix.size() && bytes.size() >= 30 + length &&
+          std::memcmp(bytes.data() + 30 + length - suffix.size(), suffix.data(), suffix.size()) == 0) {
+        return FileFormat::npz;
+      }
+    }
+    return FileFormat::torch_zip;
+  }
+  if (bytes.size() >= 6 && std::memcmp(bytes.data(), "\x93NUMPY", 6) == 0) return FileFormat::npy;
   if (bytes.size() >= 9 && bytes[8] == std::byte{'{'}) {
     // A pickle's second to eighth bytes are opcodes and arguments, never the zeros a length this small needs.
     std::uint64_t length = 0;
