@@ -377,8 +377,8 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
 }
 
 /// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
-/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(), as to_value()
-/// turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
+/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(),
+/// as to_value() turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
 /// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
 /// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
 /// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
