@@ -159,7 +159,7 @@ std::optional<int> convert_numpy(const Args& args) {
              args.value("to") == std::optional<std::string>("pt")) {
     save(v, out);
   } else {
-    save_memmap(to_tensordict(v, in), out);
+    save_memmap(tensorfile::to_tensordict(v, {.file = in}), out);  // name -> array: nothing to change
   }
   return exit_ok;
 }
