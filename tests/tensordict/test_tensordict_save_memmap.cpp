@@ -174,7 +174,7 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
   const auto round_trip = [&](const TensorDict& td) {
     save_memmap(td, dir / "rt");
     TensorDict back = load_memmap(dir / "rt");
-    if (!td.contains("nan")) CHECK(back == on_cpu(td));
+    if (!td.contains("nan")) CHECK(back == td);
     return back;
   };
 
@@ -228,7 +228,7 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
                          {"nan", non_tensor(Value(List{Value(std::nan("")), Value(HUGE_VAL), Value(1e-05)}))}},
                         {2});
     const TensorDict back = round_trip(td);  // false for "nan" alone: NaN != NaN, as in Python
-    for (const char* key : {"st", "ns", "np"}) CHECK(back[key] == on_cpu(td)[key]);
+    for (const char* key : {"st", "ns", "np"}) CHECK(back[key] == td[key]);
     CHECK(std::isnan(back["nan"].as_non_tensor().data()[0].as_float()));
     CHECK(
         slurp(dir / "rt" / "ns" / "meta.json") ==
@@ -257,7 +257,7 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     save_memmap(td, dir / "raw", {.encode_keys = false});
     CHECK(fs::exists(dir / "raw" / "sp ace.memmap"));
     CHECK(fs::exists(dir / "raw" / "my dir" / "meta.json"));
-    CHECK(load_memmap(dir / "raw") == on_cpu(td));
+    CHECK(load_memmap(dir / "raw") == td);
     REQUIRE_THROWS_WITH(save_memmap(TensorDict({{"a/b", values<float>({1})}}), dir / "raw2", {.encode_keys = false}),
                         "tensorfile: " + (dir / "raw2").string() +
                             ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
@@ -268,7 +268,7 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
   SECTION("relative prefixes, trailing separators, sync") {
     const TensorDict td({{"a", values<float>({1, 2})}}, {2});
     save_memmap(td, (dir / "trailing").string() + "/", {.sync = true});
-    CHECK(load_memmap(dir / "trailing") == on_cpu(td));
+    CHECK(load_memmap(dir / "trailing") == td);
   }
 }
 
@@ -287,7 +287,7 @@ TEST_CASE("memmap returns a TensorDict of shared mappings of the new files", "[s
       {2});
   TensorDict mapped = memmap(td, dir / "m");
   CHECK(mapped == td);
-  CHECK(on_cpu(mapped) == load_memmap(dir / "m"));
+  CHECK(mapped == load_memmap(dir / "m"));
   CHECK(mapped["a"].as_tensor().storage().name() == "mmap_shared");
   CHECK(mapped["t"].as_tensor().is_contiguous());
   CHECK(mapped["nt"].as_nested_tensor().values.storage().name() == "mmap_shared");
@@ -380,14 +380,14 @@ TEST_CASE("save_memmap replaces an existing tree safely", "[save_memmap]") {
 
   SECTION("the new tree replaces the old one; mappings of the old files stay valid") {
     save_memmap(second, prefix);
-    CHECK(load_memmap(prefix) == on_cpu(second));
+    CHECK(load_memmap(prefix) == second);
     CHECK_FALSE(fs::exists(prefix / "old.memmap"));  // no stale files from the earlier save
-    CHECK(mapped == on_cpu(first));
+    CHECK(mapped == first);
     CHECK(extra_names(dir.path(), {"td"}).empty());
   }
   SECTION("a failed save keeps the old tree") {
     REQUIRE_THROWS_AS(save_memmap(TensorDict({{"shape", values<float>({1})}}), prefix), ArgumentError);
-    CHECK(load_memmap(prefix) == on_cpu(first));
+    CHECK(load_memmap(prefix) == first);
     CHECK(extra_names(dir.path(), {"td"}).empty());
   }
   SECTION("refusals: overwrite off, a directory that is not a tree, a file, a symlink") {
@@ -409,8 +409,8 @@ TEST_CASE("save_memmap replaces an existing tree safely", "[save_memmap]") {
                             ": is a symbolic link; expected a directory to replace or a new path");
     fs::create_directory(dir / "empty");
     save_memmap(second, dir / "empty");
-    CHECK(load_memmap(dir / "empty") == on_cpu(second));
-    CHECK(load_memmap(prefix) == on_cpu(first));
+    CHECK(load_memmap(dir / "empty") == second);
+    CHECK(load_memmap(prefix) == first);
   }
 }
 
