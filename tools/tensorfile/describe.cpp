@@ -17,6 +17,15 @@
 
 namespace tensorfile::cli {
 
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
 namespace {
 
 // ---- unsupported values: the type name Python would report ----------------------------------
@@ -163,12 +172,6 @@ std::string tensor_sha256(const Tensor& t) {
   std::string hex;
   for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
   return hex;
-}
-
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 std::string items_text(std::size_t n, std::string_view noun = "item") {

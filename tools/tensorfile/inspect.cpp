@@ -102,12 +102,6 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
   return shown;
 }
 
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 /// Long values cut for the tree (inspect --json has them whole).
 std::string shortened(const std::string& text) {
   constexpr std::size_t most = 100;

@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -34,15 +33,6 @@ Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoa
   dict.ordered = true;
   dict.set(path.stem().string(), load_npy(path, options));
   return Value(std::move(dict));
-}
-
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
 }
 
 }  // namespace
