@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -24,11 +25,20 @@ std::uint8_t to_float8(float value, DType dtype) {
 TEST_CASE("Tensor::to matches torch 1.13 on the committed corpus", "[convert]") {
   const auto cases = tensorfile_test::read_convert_corpus(tensorfile_test::data_dir() / "convert" / "small.corpus");
   REQUIRE(cases.size() == 169);  // every pair of torch 1.13's 13 dtypes
+  // valgrind's CPU emulation converts int64 to float32 through float64, rounding twice (0x4000004000000001 gives
+  // 0x5e800000, the CPU 0x5e800001), so under memcheck those two pairs are converted for the memory check only;
+  // natively and under ASan+UBSan they are compared bit for bit like the rest.
+  const bool under_valgrind = std::getenv("TENSORFILE_UNDER_VALGRIND") != nullptr;
   std::int64_t elements = 0;
   for (const auto& c : cases) {
     INFO(dtype_name(c.from) << " -> " << dtype_name(c.to));
-    CHECK(tensorfile_test::check_convert_case(c) == 0);
     elements += c.count;
+    if (under_valgrind && c.from == DType::Int64 && (c.to == DType::Float32 || c.to == DType::Complex64)) {
+      WARN("not compared under valgrind (its int64 -> float32 rounds twice): " << dtype_name(c.to));
+      CHECK(tensorfile_test::convert_case_source(c, 1).to(c.to).numel() == c.count);
+      continue;
+    }
+    CHECK(tensorfile_test::check_convert_case(c) == 0);
   }
   CHECK(elements > 20000);
 }
