@@ -220,9 +220,10 @@ int main(int argc, char** argv) {
     const tf::Value back = tf::load_state_dict(sharded);
     for (const auto& [name, tensor] : new_named) EXPECT(back[name].as_tensor().equal(tensor));
     EXPECT(temporaries(sharded) == 0);
-    std::printf("sharded save (%zu files, %llu bytes): %zu injected-failure saves and one fsync failure; "
-                "old checkpoint intact and no temporary each time\n",
-                paths.size(), total, sharded_attempts + 1);
+    std::printf(
+        "sharded save (%zu files, %llu bytes): %zu injected-failure saves and one fsync failure; "
+        "old checkpoint intact and no temporary each time\n",
+        paths.size(), total, sharded_attempts + 1);
   }
 
   // 4. A file shrunk under a live mapping. At map time the loader checks every record against the file

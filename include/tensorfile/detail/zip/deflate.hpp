@@ -25,7 +25,7 @@ inline constexpr std::size_t window = std::size_t{1} << 15;  // farthest distanc
 inline constexpr std::size_t min_match = 3;
 inline constexpr std::size_t max_match = 258;
 inline constexpr unsigned hash_bits = 15;
-inline constexpr unsigned max_chain = 48;                    // candidates tried per position: speed over ratio
+inline constexpr unsigned max_chain = 48;                         // candidates tried per position: speed over ratio
 inline constexpr std::size_t block_input = std::size_t{1} << 16;  // input bytes per block
 inline constexpr std::size_t max_stored = 0xFFFF;                 // a stored block's LEN field
 
@@ -72,10 +72,14 @@ struct Code {
   static const std::array<Code, 288> codes = [] {
     std::array<Code, 288> c{};
     for (std::uint32_t s = 0; s < 288; ++s) {
-      if (s < 144) c[s] = {reversed(0x30 + s, 8), 8};
-      else if (s < 256) c[s] = {reversed(0x190 + (s - 144), 9), 9};
-      else if (s < 280) c[s] = {reversed(s - 256, 7), 7};
-      else c[s] = {reversed(0xC0 + (s - 280), 8), 8};
+      if (s < 144)
+        c[s] = {reversed(0x30 + s, 8), 8};
+      else if (s < 256)
+        c[s] = {reversed(0x190 + (s - 144), 9), 9};
+      else if (s < 280)
+        c[s] = {reversed(s - 256, 7), 7};
+      else
+        c[s] = {reversed(0xC0 + (s - 280), 8), 8};
     }
     return c;
   }();

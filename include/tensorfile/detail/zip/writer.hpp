@@ -14,9 +14,9 @@
 
 namespace tensorfile::detail {
 
-/// Writes a zip archive record by record to a ByteSink: entries STORED (or whole DEFLATE records), flags 0x0808 (sizes in
-/// a data descriptor, UTF-8 names), an "FB" extra field padding each record's data to `alignment`,
-/// zip64 fields only where sizes or offsets reach 4 GiB, and always the zip64 end records.
+/// Writes a zip archive record by record to a ByteSink: entries STORED (or whole DEFLATE records), flags 0x0808 (sizes
+/// in a data descriptor, UTF-8 names), an "FB" extra field padding each record's data to `alignment`, zip64 fields only
+/// where sizes or offsets reach 4 GiB, and always the zip64 end records.
 class ZipWriter {
  public:
   ZipWriter(ByteSink& sink, std::string prefix, std::uint64_t alignment)
@@ -75,7 +75,6 @@ class ZipWriter {
   /// Hands borrowed bytes to the sink before their owner lets them go.
   void flush() { sink_.flush(); }
 
-
   /// A whole small record at once.
   void add(std::string_view name, std::span<const std::byte> bytes) {
     begin_record(name, bytes.size());
@@ -94,7 +93,7 @@ class ZipWriter {
       const bool big = entry.big();
       const bool far = entry.offset >= 0xFFFFFFFFu;
       put32(directory, 0x02014b50);
-      put16(directory, 0);                          // made by
+      put16(directory, 0);                           // made by
       put16(directory, entry.method == 8 ? 20 : 0);  // version needed
       put16(directory, 0x0808);
       put16(directory, entry.method);
@@ -175,8 +174,8 @@ class ZipWriter {
     put16(header, method == 8 ? 20 : 0);  // version needed: 2.0 for deflate; stored as torch writes it
     put16(header, 0x0808);                // data descriptor + UTF-8 name
     put16(header, method);
-    put32(header, 0);       // time and date
-    put32(header, 0);       // CRC: in the descriptor
+    put32(header, 0);  // time and date
+    put32(header, 0);  // CRC: in the descriptor
     put32(header, big ? 0xFFFFFFFFu : 0);
     put32(header, big ? 0xFFFFFFFFu : 0);
     put16(header, static_cast<std::uint32_t>(entry.name.size()));
@@ -201,7 +200,6 @@ class ZipWriter {
     crc_ = 0;
     left_ = size;
   }
-
 
   struct Entry {
     std::string name;

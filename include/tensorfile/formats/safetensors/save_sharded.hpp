@@ -125,8 +125,9 @@ inline std::string shard_file_name(const std::string& prefix, std::size_t k, std
 /// then (disk full, EIO, a tensor refused) removes those temporaries and leaves the directory as it was.
 /// Only when all are complete is the old index removed and the files renamed into place, the new index
 /// last, so a crash among the renames leaves no index (refused by load_state_dict), never an index over
-/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for duplicate names, tensors that share memory, a zero `.max_shard_size`
-/// or a prefix with '/', and what save_safetensors throws.
+/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
+/// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
+/// throws.
 inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                                   const std::filesystem::path& directory,
                                                   const SafetensorsShardedSaveOptions& options = {}) {
