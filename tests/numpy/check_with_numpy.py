@@ -189,13 +189,13 @@ with tempfile.TemporaryDirectory() as tmp:
                 fail("deflate %s: zlib inflates other bytes" % name)
         except zlib.error as e:
             fail("deflate %s: zlib refuses the stream: %s" % (name, e))
-        if len(stream) > len(data) + 5 * (len(data) // 65535 + 1) + 8:
+        if len(stream) > len(data) + 5 * (len(data) // 65000 + 1) + 8:
             fail("deflate %s: %d bytes from %d" % (name, len(stream), len(data)))
 
     # Format version 2.0: a header past 65535 bytes. NumPy arrays have at most 32 dimensions, so NumPy cannot
     # make one with a plain dtype; its header writer still decides the bytes for the same dict, and its 2.0
     # header reader parses the file tensorfile writes.
-    for ndim in [3, 21000, 30000]:
+    for ndim in [3, 21000, 25000]:
         out = os.path.join(tmp, "ndim%d.npy" % ndim)
         result = run("ndim", "-", str(ndim), out)
         checked += 1
@@ -214,7 +214,10 @@ with tempfile.TemporaryDirectory() as tmp:
             data = np.frombuffer(f.read(), dtype=dtype)
         if written[: len(expected.getvalue())] != expected.getvalue():
             fail("ndim %d: header differs from NumPy's" % ndim)
-        if version != ((1, 0) if ndim == 3 else (2, 0)) or shape != (1,) * ndim or fortran or list(data) != [2.5]:
+        numpy_version = (expected.getvalue()[6], 0)  # NumPy's choice: 1.0 while the header fits 16 bits
+        if ndim == 25000 and numpy_version != (2, 0):
+            fail("ndim %d: NumPy's writer chose %s; the test meant to reach 2.0" % (ndim, numpy_version))
+        if version != numpy_version or shape != (1,) * ndim or fortran or list(data) != [2.5]:
             fail("ndim %d: read back version %s, %d dims, data %s" % (ndim, version, len(shape), data))
 
     # big-endian members: converted on a heap load, refused as views

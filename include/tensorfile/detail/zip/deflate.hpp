@@ -25,9 +25,10 @@ inline constexpr std::size_t window = std::size_t{1} << 15;  // farthest distanc
 inline constexpr std::size_t min_match = 3;
 inline constexpr std::size_t max_match = 258;
 inline constexpr unsigned hash_bits = 15;
-inline constexpr unsigned max_chain = 48;                         // candidates tried per position: speed over ratio
-inline constexpr std::size_t block_input = std::size_t{1} << 16;  // input bytes per block
-inline constexpr std::size_t max_stored = 0xFFFF;                 // a stored block's LEN field
+inline constexpr unsigned max_chain = 48;                 // candidates tried per position: speed over ratio
+inline constexpr std::size_t block_input = 0xFFFF - 258;  // input bytes per block: with a match run past its end,
+                                                          // still one stored block
+inline constexpr std::size_t max_stored = 0xFFFF;         // a stored block's LEN field
 
 /// Appends bits least significant first, as DEFLATE packs them.
 class BitWriter {
