@@ -124,6 +124,19 @@ TEST_CASE("load_state_dict merges torch-written pytorch_model.bin shards") {
     const Value meta = load_state_dict(data("sharded/torch_bin"), {.map_location = "meta"});
     for (const auto& [key, tensor] : meta.as_dict()) CHECK(tensor.as_tensor().device().is_meta());
   }
+  SECTION("a CUDA map_location without CUDA is a DeviceError, torch and safetensors shards alike") {
+    // This build has no CUDA copy installed (or no device): each shard's placement refuses clearly. With a
+    // device the tensors would land there; the streaming CUDA loader is not used for shards (see the report).
+    for (const auto& path : {data("sharded/torch_bin"), data("safetensors/samples.safetensors.index.json")}) {
+      INFO(path);
+      try {
+        const Value placed = load_state_dict(path, {.map_location = "cuda:0"});
+        for (const auto& [key, tensor] : placed.as_dict()) CHECK(tensor.as_tensor().device().is_cuda());
+      } catch (const DeviceError& e) {
+        CHECK(std::string(e.what()).find("CUDA") != std::string::npos);
+      }
+    }
+  }
 }
 
 TEST_CASE("load_state_dict reads safetensors shards, single files and trees") {
