@@ -3,7 +3,8 @@
 // an existing file while writes fail with ENOSPC or EIO after N bytes, or fsync fails, must throw
 // IoError carrying that errno, leave the old file byte for byte, and leave no temporary behind; with
 // short writes only, the save must succeed. Then: a file shrunk under a live mapping (documented:
-// SIGBUS on touching the lost pages, in a child process), and the loader's size checks at map time.
+// SIGBUS on touching the lost pages, in a child process), and the loader's size checks at map time. A sharded
+// safetensors save failing in any of its files leaves the old checkpoint whole.
 // Prints the figures; exits non-zero on any violation.
 #include <tensorfile/tensorfile.hpp>
 
@@ -159,6 +160,71 @@ int main(int argc, char** argv) {
       "save faults: %d injected-failure saves (ENOSPC/EIO at %zu byte offsets, fsync EIO/ENOSPC), "
       "%llu failures injected, 3 short-write saves; old file intact and no temporary each time\n",
       attempts, points.size(), injected());
+
+  // 5. A sharded safetensors save over an existing sharded checkpoint (same names), failing in any shard
+  //    or in the index, or at fsync: the old checkpoint stays byte for byte, no temporary is left.
+  {
+    const fs::path sharded = dir / "sharded";
+    std::vector<std::pair<std::string, tf::Tensor>> old_named, new_named;
+    for (int i = 0; i < 4; ++i) {
+      std::vector<float> values(30000, static_cast<float>(i));  // 120 KB each: one tensor per shard
+      old_named.emplace_back("w" + std::to_string(i), tf::Tensor::from_values<float>(std::span<const float>(values)));
+      for (float& x : values) x += 100;
+      new_named.emplace_back("w" + std::to_string(i), tf::Tensor::from_values<float>(std::span<const float>(values)));
+    }
+    const tf::SafetensorsShardedSaveOptions shard_options{.max_shard_size = 150000};
+    const tf::SafetensorsShards old_files = tf::save_safetensors_sharded(old_named, sharded, shard_options);
+    std::vector<fs::path> paths = old_files.files;
+    paths.push_back(old_files.index);
+    std::vector<std::string> old_contents;
+    unsigned long long total = 0;
+    for (const fs::path& p : paths) {
+      old_contents.push_back(slurp(p));
+      total += old_contents.back().size();
+    }
+    const auto intact = [&] {
+      for (std::size_t i = 0; i < paths.size(); ++i) EXPECT(slurp(paths[i]) == old_contents[i]);
+      EXPECT(temporaries(sharded) == 0);
+    };
+    std::size_t sharded_attempts = 0;
+    for (unsigned long long n = 0; n < total; n += n < 1000 ? 97 : 24007) {
+      const int error = sharded_attempts % 2 == 0 ? ENOSPC : EIO;
+      reset_shim();
+      ::setenv("TENSORFILE_FAIL_ERRNO", std::to_string(error).c_str(), 1);
+      ::setenv("TENSORFILE_FAIL_AFTER", std::to_string(n).c_str(), 1);
+      bool threw = false;
+      try {
+        (void)tf::save_safetensors_sharded(new_named, sharded, shard_options);
+      } catch (const tf::IoError& e) {
+        threw = true;
+        EXPECT(e.error_number() == error);
+      }
+      ::unsetenv("TENSORFILE_FAIL_AFTER");
+      ::unsetenv("TENSORFILE_FAIL_ERRNO");
+      EXPECT(threw);
+      intact();
+      ++sharded_attempts;
+    }
+    ::setenv("TENSORFILE_FAIL_FSYNC", std::to_string(EIO).c_str(), 1);
+    bool threw = false;
+    try {
+      (void)tf::save_safetensors_sharded(new_named, sharded, shard_options);
+    } catch (const tf::IoError& e) {
+      threw = e.error_number() == EIO;
+    }
+    ::unsetenv("TENSORFILE_FAIL_FSYNC");
+    EXPECT(threw);
+    intact();
+    // Without faults the new checkpoint replaces the old one whole.
+    (void)tf::save_safetensors_sharded(new_named, sharded, shard_options);
+    const tf::Value back = tf::load_state_dict(sharded);
+    for (const auto& [name, tensor] : new_named) EXPECT(back[name].as_tensor().equal(tensor));
+    EXPECT(temporaries(sharded) == 0);
+    std::printf(
+        "sharded save (%zu files, %llu bytes): %zu injected-failure saves and one fsync failure; "
+        "old checkpoint intact and no temporary each time\n",
+        paths.size(), total, sharded_attempts + 1);
+  }
 
   // 4. A file shrunk under a live mapping. At map time the loader checks every record against the file
   //    size, so a file already short fails to load (FormatError). Shrinking it after the load cannot be

@@ -5,11 +5,15 @@ written back; np.load must read back the same values and dtype, and a rewritten 
 byte what np.save writes for the same array. With the tensorfile program also given, its inspect,
 verify and convert on .npy/.npz files are checked against NumPy and torch.
 Usage: check_with_numpy.py NUMPY_DRIVER [TENSORFILE_PROGRAM]"""
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import warnings
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -139,6 +143,83 @@ with tempfile.TemporaryDirectory() as tmp:
             for key in reference.keys():
                 if not same(back[key], reference[key]):
                     fail("%s %s: array %s differs" % (writer.__name__, mode, key))
+    # save_npz(.compress): every member deflated, read by np.load as np.savez_compressed's archives are.
+    src = os.path.join(tmp, "savez.npz")
+    out = os.path.join(tmp, "compressed_out.npz")
+    result = run("npzc", "heap", src, out)
+    checked += 1
+    if result.returncode != 0:
+        fail("save_npz compressed: driver failed: %s" % result.stdout)
+    else:
+        with zipfile.ZipFile(out) as archive:
+            if archive.testzip() is not None or any(i.compress_type != zipfile.ZIP_DEFLATED for i in archive.infolist()):
+                fail("save_npz compressed: members not all deflated with good CRCs")
+        back = np.load(out)
+        if list(back.keys()) != list(arrays.keys()):
+            fail("save_npz compressed: names %s" % list(back.keys()))
+        for key in arrays:
+            if not same(back[key], np.asarray(arrays[key])):
+                fail("save_npz compressed: array %s differs" % key)
+    # The encoder alone: zlib inflates its raw streams of random and structured inputs to the same bytes.
+    rng = np.random.default_rng(7)
+    inputs = {
+        "empty": b"",
+        "one": b"x",
+        "zeros": bytes(200000),
+        "random": rng.integers(0, 256, 150000, dtype=np.uint8).tobytes(),
+        "small alphabet": rng.integers(0, 4, 150000, dtype=np.uint8).tobytes(),
+        "floats": np.cumsum(rng.standard_normal(40000)).astype("<f4").tobytes(),
+        "period 32768": (rng.integers(0, 256, 32768, dtype=np.uint8).tobytes() * 5)[:150001],
+        "text": open(__file__, "rb").read() * 20,
+        "runs": b"".join(bytes([i % 256]) * int(n) for i, n in enumerate(rng.integers(1, 700, 2000))),
+    }
+    for name, data in inputs.items():
+        raw = os.path.join(tmp, "deflate_in")
+        with open(raw, "wb") as f:
+            f.write(data)
+        result = run("deflate", "-", raw, raw + ".z")
+        checked += 1
+        if result.returncode != 0:
+            fail("deflate %s: driver failed" % name)
+            continue
+        with open(raw + ".z", "rb") as f:
+            stream = f.read()
+        try:
+            if zlib.decompress(stream, -15) != data:
+                fail("deflate %s: zlib inflates other bytes" % name)
+        except zlib.error as e:
+            fail("deflate %s: zlib refuses the stream: %s" % (name, e))
+        if len(stream) > len(data) + 5 * (len(data) // 65000 + 1) + 8:
+            fail("deflate %s: %d bytes from %d" % (name, len(stream), len(data)))
+
+    # Format version 2.0: a header past 65535 bytes. NumPy arrays have at most 32 dimensions, so NumPy cannot
+    # make one with a plain dtype; its header writer still decides the bytes for the same dict, and its 2.0
+    # header reader parses the file tensorfile writes.
+    for ndim in [3, 21000, 25000]:
+        out = os.path.join(tmp, "ndim%d.npy" % ndim)
+        result = run("ndim", "-", str(ndim), out)
+        checked += 1
+        if result.returncode != 0:
+            fail("ndim %d: driver failed" % ndim)
+            continue
+        expected = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Stored array in format 2.0"
+            np.lib.format._write_array_header(expected, {"descr": "<f4", "fortran_order": False, "shape": (1,) * ndim})
+        with open(out, "rb") as f:
+            written = f.read()
+            f.seek(0)
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = np.lib.format._read_array_header(f, version, max_header_size=1 << 30)
+            data = np.frombuffer(f.read(), dtype=dtype)
+        if written[: len(expected.getvalue())] != expected.getvalue():
+            fail("ndim %d: header differs from NumPy's" % ndim)
+        numpy_version = (expected.getvalue()[6], 0)  # NumPy's choice: 1.0 while the header fits 16 bits
+        if ndim == 25000 and numpy_version != (2, 0):
+            fail("ndim %d: NumPy's writer chose %s; the test meant to reach 2.0" % (ndim, numpy_version))
+        if version != numpy_version or shape != (1,) * ndim or fortran or list(data) != [2.5]:
+            fail("ndim %d: read back version %s, %d dims, data %s" % (ndim, version, len(shape), data))
+
     # big-endian members: converted on a heap load, refused as views
     src = os.path.join(tmp, "big.npz")
     np.savez(src, x=np.arange(6, dtype=">f4"))

@@ -5,6 +5,7 @@
 #include <tensorfile/formats/safetensors/save_sharded.hpp>
 #include <tensorfile/state_dict.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,19 @@ TEST_CASE("load_state_dict merges torch-written pytorch_model.bin shards") {
   SECTION("map_location reaches every shard") {
     const Value meta = load_state_dict(data("sharded/torch_bin"), {.map_location = "meta"});
     for (const auto& [key, tensor] : meta.as_dict()) CHECK(tensor.as_tensor().device().is_meta());
+  }
+  SECTION("a CUDA map_location without CUDA is a DeviceError, torch and safetensors shards alike") {
+    // This build has no CUDA copy installed (or no device): each shard's placement refuses clearly. With a
+    // device the tensors would land there; the streaming CUDA loader is not used for shards (see the report).
+    for (const auto& path : {data("sharded/torch_bin"), data("safetensors/samples.safetensors.index.json")}) {
+      INFO(path);
+      try {
+        const Value placed = load_state_dict(path, {.map_location = "cuda:0"});
+        for (const auto& [key, tensor] : placed.as_dict()) CHECK(tensor.as_tensor().device().is_cuda());
+      } catch (const DeviceError& e) {
+        CHECK(std::string(e.what()).find("CUDA") != std::string::npos);
+      }
+    }
   }
 }
 
@@ -254,5 +268,36 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
                                 "max_shard_size is 0");
     CHECK_FALSE(std::filesystem::exists(dir / "shared"));
     CHECK_FALSE(std::filesystem::exists(dir / "twice"));
+  }
+  SECTION("a failure in a later shard leaves the earlier checkpoint intact") {
+    // The old checkpoint's four files, byte for byte; the new save fails in its last shard (a name that is
+    // not UTF-8, met only when that shard is written) after three shards are complete.
+    std::vector<std::string> before;
+    for (const auto& file : written.files) before.push_back(file_bytes(file));
+    before.push_back(file_bytes(written.index));
+    Named changed;
+    for (const auto& [name, tensor] : tensors) changed.emplace_back(name, tensor.clone());
+    for (auto& [name, tensor] : changed) std::fill_n(tensor.storage().mutable_data(), tensor.nbytes(), std::byte{9});
+    changed.back().first = "tail\xff";
+    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(changed, dir / "out", {.max_shard_size = 32}); },
+                                "not valid UTF-8");
+    const auto check_untouched = [&] {
+      for (std::size_t i = 0; i < written.files.size(); ++i) CHECK(file_bytes(written.files[i]) == before[i]);
+      CHECK(file_bytes(written.index) == before.back());
+      for (const auto& entry : std::filesystem::directory_iterator(dir / "out")) {
+        CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
+      }
+    };
+    check_untouched();
+    // A directory where the third shard goes: refused before anything is written or renamed.
+    std::filesystem::remove(written.files[2]);
+    std::filesystem::create_directory(written.files[2]);
+    before[2].clear();
+    expect_error<IoError>([&] { (void)save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 32}); },
+                          "cannot replace a directory with a file");
+    for (std::size_t i = 0; i < written.files.size(); ++i) {
+      if (i != 2) CHECK(file_bytes(written.files[i]) == before[i]);
+    }
+    CHECK(file_bytes(written.index) == before.back());
   }
 }

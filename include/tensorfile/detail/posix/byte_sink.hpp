@@ -18,6 +18,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
@@ -139,15 +140,20 @@ class AtomicFileSink final : public ByteSink {
     borrowed_bytes_ = 0;
   }
 
-  /// Flushes, fsyncs (unless disabled) and renames the temporary file over the target.
-  void commit() {
+  /// Flushes, fsyncs (unless disabled) and closes the temporary file without renaming it: a writer of
+  /// several files finishes them all before it renames any (see save_safetensors_sharded).
+  void finish() {
+    if (fd_ < 0) return;
     flush();
+    std::vector<std::byte>().swap(staging_);  // a finished sink waiting for its rename holds no buffer
     if (sync_ && ::fsync(fd_) != 0) throw IoError("cannot sync the new file", errno, {.file = temporary_});
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      throw IoError("cannot close the new file", errno, {.file = temporary_});
-    }
-    fd_ = -1;
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) throw IoError("cannot close the new file", errno, {.file = temporary_});
+  }
+
+  /// Finishes (see finish()) and renames the temporary file over the target.
+  void commit() {
+    finish();
     if (::rename(temporary_.c_str(), target_.c_str()) != 0) {
       throw IoError("cannot rename the new file into place", errno, {.file = target_});
     }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A zip writer that lays records out as torch's writer does: stored, 64-byte aligned data, data descriptors, zip64.
+// A zip writer that lays records out as torch's writer does: stored, 64-byte aligned data, data descriptors, zip64;
+// and whole deflated records for .npz.
 #pragma once
 
 #include <cstdint>
@@ -13,58 +14,45 @@
 
 namespace tensorfile::detail {
 
-/// Writes a zip archive record by record to a ByteSink: every entry STORED, flags 0x0808 (sizes in
-/// a data descriptor, UTF-8 names), an "FB" extra field padding each record's data to `alignment`,
-/// zip64 fields only where sizes or offsets reach 4 GiB, and always the zip64 end records.
+/// Writes a zip archive record by record to a ByteSink: entries STORED (or whole DEFLATE records), flags 0x0808 (sizes
+/// in a data descriptor, UTF-8 names), an "FB" extra field padding each record's data to `alignment`, zip64 fields only
+/// where sizes or offsets reach 4 GiB, and always the zip64 end records.
 class ZipWriter {
  public:
   ZipWriter(ByteSink& sink, std::string prefix, std::uint64_t alignment)
       : sink_(sink), prefix_(std::move(prefix)), alignment_(alignment) {}
 
   /// Starts record `prefix/name` of exactly `size` bytes; write() its bytes, then end_record().
-  void begin_record(std::string_view name, std::uint64_t size) {
-    Entry entry;
-    entry.name = prefix_;  // an empty prefix (.npz) puts records at the top level
-    if (!prefix_.empty()) entry.name += '/';
-    entry.name += name;
-    entry.size = size;
-    entry.offset = cursor_;
-    const bool big = size >= 0xFFFFFFFFu;
-    const bool far = cursor_ >= 0xFFFFFFFFu;
-    std::uint64_t start = cursor_ + 30 + entry.name.size() + 4;
-    if (big || far) start += 4u + (big ? 16u : 0u) + (far ? 8u : 0u);
-    const auto pad = static_cast<std::uint16_t>((alignment_ - start % alignment_) % alignment_);
+  void begin_record(std::string_view name, std::uint64_t size) { begin_record(name, size, size, 0); }
 
-    std::vector<std::byte> header;
-    put32(header, 0x04034b50);
-    put16(header, 0);       // version needed, as torch writes it
-    put16(header, 0x0808);  // data descriptor + UTF-8 name
-    put16(header, 0);       // stored
-    put32(header, 0);       // time and date
-    put32(header, 0);       // CRC: in the descriptor
-    put32(header, big ? 0xFFFFFFFFu : 0);
-    put32(header, big ? 0xFFFFFFFFu : 0);
-    put16(header, static_cast<std::uint32_t>(entry.name.size()));
-    const std::uint32_t zip64_extra = (big || far) ? 4u + (big ? 16u : 0u) + (far ? 8u : 0u) : 0u;
-    put16(header, zip64_extra + 4u + pad);
-    for (char c : entry.name) header.push_back(static_cast<std::byte>(c));
-    if (big || far) {
-      put16(header, 0x0001);
-      put16(header, zip64_extra - 4);
-      if (big) {
-        put64(header, size);
-        put64(header, 0);
-      }
-      if (far) put64(header, cursor_);
+  /// A whole DEFLATE-compressed record (method 8): `compressed` inflates to `size` bytes whose CRC-32 is `crc`.
+  void add_deflated(std::string_view name, std::uint64_t size, std::uint32_t crc,
+                    std::span<const std::byte> compressed) {
+    begin_record(name, size, compressed.size(), 8);
+    left_ = 0;
+    emit(compressed);
+    end_record(crc);
+  }
+
+  /// Closes the current record with its data descriptor.
+  void end_record() { end_record(crc_); }
+
+  /// Closes the current record, whose bytes have the CRC-32 `crc` (computed elsewhere, e.g. on another thread).
+  void end_record(std::uint32_t crc) {
+    Entry& entry = entries_.back();
+    if (left_ != 0) throw ArgumentError("record " + entry.name + " is shorter than announced");
+    entry.crc = crc;
+    std::vector<std::byte> descriptor;
+    put32(descriptor, 0x08074b50);
+    put32(descriptor, entry.crc);
+    if (entry.big() || entry.offset >= 0xFFFFFFFFu) {
+      put64(descriptor, entry.compressed_size);
+      put64(descriptor, entry.size);
+    } else {
+      put32(descriptor, static_cast<std::uint32_t>(entry.compressed_size));
+      put32(descriptor, static_cast<std::uint32_t>(entry.size));
     }
-    put16(header, 0x4246);  // "FB"
-    put16(header, pad);
-    header.insert(header.end(), pad, std::byte{'Z'});
-    emit(header);
-    entry.data_offset = cursor_;
-    entries_.push_back(std::move(entry));
-    crc_ = 0;
-    left_ = size;
+    emit(descriptor);
   }
 
   /// Appends the next bytes of the current record (at most what begin_record announced).
@@ -87,27 +75,6 @@ class ZipWriter {
   /// Hands borrowed bytes to the sink before their owner lets them go.
   void flush() { sink_.flush(); }
 
-  /// Closes the current record with its data descriptor.
-  void end_record() { end_record(crc_); }
-
-  /// Closes the current record, whose bytes have the CRC-32 `crc` (computed elsewhere, e.g. on another thread).
-  void end_record(std::uint32_t crc) {
-    Entry& entry = entries_.back();
-    if (left_ != 0) throw ArgumentError("record " + entry.name + " is shorter than announced");
-    entry.crc = crc;
-    std::vector<std::byte> descriptor;
-    put32(descriptor, 0x08074b50);
-    put32(descriptor, entry.crc);
-    if (entry.size >= 0xFFFFFFFFu || entry.offset >= 0xFFFFFFFFu) {
-      put64(descriptor, entry.size);
-      put64(descriptor, entry.size);
-    } else {
-      put32(descriptor, static_cast<std::uint32_t>(entry.size));
-      put32(descriptor, static_cast<std::uint32_t>(entry.size));
-    }
-    emit(descriptor);
-  }
-
   /// A whole small record at once.
   void add(std::string_view name, std::span<const std::byte> bytes) {
     begin_record(name, bytes.size());
@@ -123,16 +90,16 @@ class ZipWriter {
     const std::uint64_t directory_offset = cursor_;
     std::vector<std::byte> directory;
     for (const Entry& entry : entries_) {
-      const bool big = entry.size >= 0xFFFFFFFFu;
+      const bool big = entry.big();
       const bool far = entry.offset >= 0xFFFFFFFFu;
       put32(directory, 0x02014b50);
-      put16(directory, 0);  // made by
-      put16(directory, 0);  // version needed
+      put16(directory, 0);                           // made by
+      put16(directory, entry.method == 8 ? 20 : 0);  // version needed
       put16(directory, 0x0808);
-      put16(directory, 0);
+      put16(directory, entry.method);
       put32(directory, 0);
       put32(directory, entry.crc);
-      put32(directory, big ? 0xFFFFFFFFu : static_cast<std::uint32_t>(entry.size));
+      put32(directory, big ? 0xFFFFFFFFu : static_cast<std::uint32_t>(entry.compressed_size));
       put32(directory, big ? 0xFFFFFFFFu : static_cast<std::uint32_t>(entry.size));
       put16(directory, static_cast<std::uint32_t>(entry.name.size()));
       put16(directory, (big || far) ? 4u + (big ? 16u : 0u) + (far ? 8u : 0u) : 0u);
@@ -147,7 +114,7 @@ class ZipWriter {
         put16(directory, (big ? 16u : 0u) + (far ? 8u : 0u));
         if (big) {
           put64(directory, entry.size);
-          put64(directory, entry.size);
+          put64(directory, entry.compressed_size);
         }
         if (far) put64(directory, entry.offset);
       }
@@ -186,12 +153,63 @@ class ZipWriter {
   [[nodiscard]] std::uint64_t size() const noexcept { return cursor_; }
 
  private:
+  // Writes the local header of record `prefix/name` (`method` 0 or 8) and makes it the current record.
+  void begin_record(std::string_view name, std::uint64_t size, std::uint64_t compressed_size, std::uint16_t method) {
+    Entry entry;
+    entry.name = prefix_;  // an empty prefix (.npz) puts records at the top level
+    if (!prefix_.empty()) entry.name += '/';
+    entry.name += name;
+    entry.size = size;
+    entry.compressed_size = compressed_size;
+    entry.method = method;
+    entry.offset = cursor_;
+    const bool big = entry.big();
+    const bool far = cursor_ >= 0xFFFFFFFFu;
+    std::uint64_t start = cursor_ + 30 + entry.name.size() + 4;
+    if (big || far) start += 4u + (big ? 16u : 0u) + (far ? 8u : 0u);
+    const auto pad = static_cast<std::uint16_t>((alignment_ - start % alignment_) % alignment_);
+
+    std::vector<std::byte> header;
+    put32(header, 0x04034b50);
+    put16(header, method == 8 ? 20 : 0);  // version needed: 2.0 for deflate; stored as torch writes it
+    put16(header, 0x0808);                // data descriptor + UTF-8 name
+    put16(header, method);
+    put32(header, 0);  // time and date
+    put32(header, 0);  // CRC: in the descriptor
+    put32(header, big ? 0xFFFFFFFFu : 0);
+    put32(header, big ? 0xFFFFFFFFu : 0);
+    put16(header, static_cast<std::uint32_t>(entry.name.size()));
+    const std::uint32_t zip64_extra = (big || far) ? 4u + (big ? 16u : 0u) + (far ? 8u : 0u) : 0u;
+    put16(header, zip64_extra + 4u + pad);
+    for (char c : entry.name) header.push_back(static_cast<std::byte>(c));
+    if (big || far) {
+      put16(header, 0x0001);
+      put16(header, zip64_extra - 4);
+      if (big) {
+        put64(header, size);
+        put64(header, 0);
+      }
+      if (far) put64(header, cursor_);
+    }
+    put16(header, 0x4246);  // "FB"
+    put16(header, pad);
+    header.insert(header.end(), pad, std::byte{'Z'});
+    emit(header);
+    entry.data_offset = cursor_;
+    entries_.push_back(std::move(entry));
+    crc_ = 0;
+    left_ = size;
+  }
+
   struct Entry {
     std::string name;
-    std::uint64_t size = 0;
+    std::uint64_t size = 0;             // uncompressed
+    std::uint64_t compressed_size = 0;  // as written (size when stored)
+    std::uint16_t method = 0;           // 0 stored, 8 deflate
     std::uint64_t offset = 0;
     std::uint64_t data_offset = 0;
     std::uint32_t crc = 0;
+    [[nodiscard]] bool big() const noexcept { return size >= 0xFFFFFFFFu || compressed_size >= 0xFFFFFFFFu; }
   };
 
   static void put16(std::vector<std::byte>& out, std::uint32_t v) {

@@ -36,7 +36,7 @@ struct NpyLoadOptions {
   bool verify_crc = false;  ///< load_npz: check every member's CRC-32 (as np.load does), reading all its bytes
 };
 
-/// Options of save_npy() and save_npz().
+/// Options of save_npy() (save_npz() takes NpzSaveOptions).
 struct NpySaveOptions {
   bool sync = true;  ///< fsync the new file and its directory before it replaces the old one (paths only)
 };

@@ -21,11 +21,19 @@
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/crc32.hpp"
+#include "tensorfile/detail/zip/deflate.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/detail/zip/writer.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 
 namespace tensorfile {
+
+/// Options of save_npz(); use designated initializers: `save_npz(tensors, "a.npz", {.compress = true})`.
+struct NpzSaveOptions {
+  bool sync = true;       ///< fsync the new file and its directory before it replaces the old one (paths only)
+  bool compress = false;  ///< DEFLATE every member, as np.savez_compressed does (read back into the heap, not mapped)
+};
 
 namespace detail {
 
@@ -72,8 +80,9 @@ namespace detail {
   return limits;
 }
 
-/// Writes the archive: one `NAME.npy` record per tensor, stored, data aligned to 64 bytes.
-inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink) {
+/// Writes the archive: one `NAME.npy` record per tensor, stored with its data aligned to 64 bytes, or
+/// deflated whole when `compress` (the member is built in memory, then compressed).
+inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink, bool compress) {
   std::vector<NpyRecord> records;
   records.reserve(tensors.size());
   std::unordered_set<std::string_view> names;
@@ -90,9 +99,21 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
     }
     if (!names.insert(name).second) throw ArgumentError(what + ": the name is given twice");
     records.push_back(npy_record(tensor, what));
+    if (compress && records.back().size() >= 0xFFFFFFFFu) {
+      throw ArgumentError(what + ": a compressed member must be under 4 GiB; save it uncompressed");
+    }
   }
   ZipWriter zip(sink, "", 64);
   for (std::size_t i = 0; i < records.size(); ++i) {
+    if (compress) {
+      std::vector<std::byte> member;
+      member.reserve(static_cast<std::size_t>(records[i].size()));
+      write_npy_record(records[i], [&](std::span<const std::byte> bytes) {
+        member.insert(member.end(), bytes.begin(), bytes.end());
+      });
+      zip.add_deflated(tensors[i].first + ".npy", member.size(), crc32(member), deflate(member));
+      continue;
+    }
     zip.begin_record(tensors[i].first + ".npy", records[i].size());
     write_npy_record(records[i], [&](std::span<const std::byte> bytes) { zip.write(bytes); });
     zip.end_record();
@@ -134,33 +155,35 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
 }
 
 /// Saves named tensors to `path` as an np.savez archive: one stored `NAME.npy` member each, written as
-/// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views).
+/// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views);
+/// with `.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
 /// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
 /// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
 inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::filesystem::path& path,
-                     const NpySaveOptions& options = {}) {
+                     const NpzSaveOptions& options = {}) {
   detail::AtomicFileSink sink(path, options.sync);
-  detail::write_npz(tensors, sink);
+  detail::write_npz(tensors, sink, options.compress);
   sink.commit();
 }
 
 /// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
-inline void save_npz(const Value& tensors, const std::filesystem::path& path, const NpySaveOptions& options = {}) {
+inline void save_npz(const Value& tensors, const std::filesystem::path& path, const NpzSaveOptions& options = {}) {
   save_npz(named_tensors(tensors), path, options);
 }
 
 /// Saves to a stream (see the path overload).
-inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out) {
+inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+                     const NpzSaveOptions& options = {}) {
   detail::StreamSink sink(out);
-  detail::write_npz(tensors, sink);
+  detail::write_npz(tensors, sink, options.compress);
 }
 
 /// Saves to a new byte vector (see the path overload).
 [[nodiscard]] inline std::vector<std::byte> save_npz_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors) {
+    const std::vector<std::pair<std::string, Tensor>>& tensors, const NpzSaveOptions& options = {}) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
-  detail::write_npz(tensors, sink);
+  detail::write_npz(tensors, sink, options.compress);
   return out;
 }
 

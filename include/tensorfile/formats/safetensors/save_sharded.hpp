@@ -3,10 +3,14 @@
 // model.safetensors.index.json the Hugging Face tools write, each file written crash-safely.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -90,6 +94,15 @@ inline std::string safetensors_index_json(std::uint64_t total_size,
   return out;
 }
 
+/// Refuses a directory where a file is to be renamed, before anything is written (a rename would fail
+/// after earlier files of the same save had replaced theirs).
+inline void refuse_directory_target(const std::filesystem::path& target) {
+  std::error_code error;
+  if (std::filesystem::is_directory(target, error)) {
+    throw IoError("cannot replace a directory with a file", EISDIR, {.file = target});
+  }
+}
+
 /// "<prefix>-0000K-of-0000N.safetensors" (five digits or more, as Python's {:05d}).
 inline std::string shard_file_name(const std::string& prefix, std::size_t k, std::size_t n) {
   char numbers[64];
@@ -107,11 +120,14 @@ inline std::string shard_file_name(const std::string& prefix, std::size_t k, std
 /// larger tensor gets a shard of its own), written as `<prefix>-00001-of-0000N.safetensors` (each with the
 /// reference layout, see save_safetensors) and then `<prefix>.safetensors.index.json` ({"metadata":
 /// {"total_size": bytes}, "weight_map": {name: file}}, keys sorted, two-space indent, as transformers writes
-/// it). Everything in one shard is written as `<prefix>.safetensors` with no index, as those tools do. Each
-/// file is written beside its name and renamed over it when complete, the index last, so a crash leaves the
-/// old index or the new one with all its shards. Files of an earlier save with another shard count are not
-/// removed. Throws ArgumentError for duplicate names, tensors that share memory, a zero `.max_shard_size`
-/// or a prefix with '/', and what save_safetensors throws.
+/// it). Everything in one shard is written as `<prefix>.safetensors` with no index, as those tools do.
+/// All or nothing as far as POSIX allows: every file is written and synced beside its name first; a failure
+/// then (disk full, EIO, a tensor refused) removes those temporaries and leaves the directory as it was.
+/// Only when all are complete is the old index removed and the files renamed into place, the new index
+/// last, so a crash among the renames leaves no index (refused by load_state_dict), never an index over
+/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
+/// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
+/// throws.
 inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                                   const std::filesystem::path& directory,
                                                   const SafetensorsShardedSaveOptions& options = {}) {
@@ -141,6 +157,11 @@ inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<st
   const SafetensorsSaveOptions shard_options{.metadata = options.metadata, .sync = options.sync};
   std::vector<std::pair<std::string, std::string>> weight_map;
   weight_map.reserve(tensors.size());
+  // Every file is written and synced under a temporary name before any is renamed, so a failure while
+  // writing (a full disk, EIO, a refused tensor in shard k) removes the temporaries and leaves whatever
+  // was in the directory untouched.
+  std::vector<std::unique_ptr<detail::AtomicFileSink>> files;  // the shards, then the index
+  files.reserve(count + 1);
   for (std::size_t k = 0; k < count; ++k) {
     const std::string name =
         count == 1 ? options.prefix + ".safetensors" : detail::shard_file_name(options.prefix, k + 1, count);
@@ -150,15 +171,27 @@ inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<st
       shard.push_back(tensors[i]);
       weight_map.emplace_back(tensors[i].first, name);
     }
-    save_safetensors(shard, directory / name, shard_options);
     written.files.push_back(directory / name);
+    detail::refuse_directory_target(written.files.back());
+    files.push_back(std::make_unique<detail::AtomicFileSink>(written.files.back(), options.sync));
+    detail::write_safetensors(shard, *files.back(), shard_options);
+    files.back()->finish();
   }
-  if (count == 1) return written;
-  written.index = directory / (options.prefix + ".safetensors.index.json");
-  const std::string index = detail::safetensors_index_json(written.total_size, std::move(weight_map));
-  detail::AtomicFileSink sink(written.index, options.sync);
-  sink.write(std::as_bytes(std::span(index)));
-  sink.commit();
+  if (count > 1) {
+    written.index = directory / (options.prefix + ".safetensors.index.json");
+    detail::refuse_directory_target(written.index);
+    const std::string index = detail::safetensors_index_json(written.total_size, std::move(weight_map));
+    files.push_back(std::make_unique<detail::AtomicFileSink>(written.index, options.sync));
+    files.back()->write(std::as_bytes(std::span(index)));
+    files.back()->finish();
+    // POSIX renames one file at a time. The old index goes first: should a rename fail or the machine
+    // stop among the renames, the directory has no index (a load refuses it) rather than an old index
+    // over a mix of old and new shards of the same names (a load would return mixed weights).
+    if (::unlink(written.index.c_str()) != 0 && errno != ENOENT) {
+      throw IoError("cannot remove the old index before replacing its shards", errno, {.file = written.index});
+    }
+  }
+  for (const auto& file : files) file->commit();  // the index last
   return written;
 }
 
