@@ -231,6 +231,11 @@ TEST_CASE("load_memmap reads lazy views nested in trees and over lazy stacks", "
     write_source(at / "1", "[4]", "[4,3]", 12);
     put(at / "meta.json", R"({"_type":"<class 'tensordict._lazy.LazyStackedTensorDict'>","stack_dim":1})");
   };
+  const auto sub_of_stack = [&](const std::string& index) {
+    write_stack(dir / "_source");
+    put(dir / "meta.json", R"({"_type":"<class 'tensordict._td._SubTensorDict'>","index":)" + index + "}");
+    return load_memmap(dir.path());
+  };
   SECTION("a lazy stack on dim 1 with heterogeneous members") {
     write_stack(dir.path());
     const TensorDict td = load_memmap(dir.path());
@@ -239,19 +244,13 @@ TEST_CASE("load_memmap reads lazy views nested in trees and over lazy stacks", "
     CHECK(td["1"]["a"].as_tensor().sizes() == Shape{4, 3});
   }
   SECTION("a sub-tensordict of a lazy stack: an int on the stack dim picks a member") {
-    write_stack(dir / "_source");
-    put(dir / "meta.json",
-        R"({"_type":"<class 'tensordict._td._SubTensorDict'>","index":["tuple",[["slice",{"start":1,"stop":3,"step":null}],1]]})");
-    const TensorDict td = load_memmap(dir.path());
+    const TensorDict td = sub_of_stack(R"(["tuple",[["slice",{"start":1,"stop":3,"step":null}],1]])");
     CHECK(td.kind() == TensorDictKind::plain);
     CHECK(td.batch_size() == Shape{2});
     CHECK(values_of(td["a"].as_tensor()) == std::vector<float>{3, 4, 5, 6, 7, 8});
   }
   SECTION("a sub-tensordict of a lazy stack: a slice on the stack dim keeps a stack") {
-    write_stack(dir / "_source");
-    put(dir / "meta.json",
-        R"({"_type":"<class 'tensordict._td._SubTensorDict'>","index":["tuple",[2,["slice",{"start":-1,"stop":null,"step":null}]]]})");
-    const TensorDict td = load_memmap(dir.path());
+    const TensorDict td = sub_of_stack(R"(["tuple",[2,["slice",{"start":-1,"stop":null,"step":null}]]])");
     CHECK(td.kind() == TensorDictKind::lazy_stack);
     CHECK(td.stack_dim() == 0);
     CHECK(td.batch_size() == Shape{1});
