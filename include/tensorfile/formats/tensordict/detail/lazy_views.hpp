@@ -3,16 +3,20 @@
 // applied to their loaded `_source/`: the index or op parsed from meta.json, then applied to every entry.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile::detail::td {
