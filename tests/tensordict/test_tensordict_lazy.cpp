@@ -256,6 +256,20 @@ TEST_CASE("load_memmap reads lazy views nested in trees and over lazy stacks", "
     CHECK(td.batch_size() == Shape{1});
     CHECK(values_of(td["0"]["a"].as_tensor()) == std::vector<float>{6, 7, 8});
   }
+  SECTION("a sub-tensordict whose index stops before a nested lazy stack's stack dim") {
+    write_stack(dir / "_source" / "s");
+    put(dir / "_source" / "meta.json",
+        R"({"s":{"type":"LazyStackedTensorDict"},"shape":[4],"device":"cpu","_type":"<class 'tensordict._td.TensorDict'>"})");
+    put(dir / "meta.json", R"({"_type":"<class 'tensordict._td._SubTensorDict'>","index":1})");
+    const TensorDict td = load_memmap(dir.path());
+    CHECK(td.batch_size().empty());
+    const TensorDict& stack = td["s"].as_tensordict();
+    CHECK(stack.kind() == TensorDictKind::lazy_stack);
+    CHECK(stack.stack_dim() == 0);
+    CHECK(stack.batch_size() == Shape{2});
+    CHECK(values_of(stack["0"]["a"].as_tensor()) == std::vector<float>{1});
+    CHECK(values_of(stack["1"]["a"].as_tensor()) == std::vector<float>{3, 4, 5});
+  }
   SECTION("a sub-tensordict of a permuted tensordict") {
     write_custom(dir / "_source", "_PermutedTensorDict", "permute", R"({"dims":[1,0]})", R"({"dims":[1,0]})", "[3,4]");
     put(dir / "meta.json", R"({"_type":"<class 'tensordict._td._SubTensorDict'>","index":["tuple",[2]]})");
