@@ -15,7 +15,8 @@ Suites (CTest runs each as cli.<suite>):
             each fail with the error named
   progress  convert's progress bar is drawn on a pseudo-terminal, and not on a pipe or with --quiet
   convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
-            fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals
+            fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals; a lazy
+            (_PermutedTensorDict) tree: inspect names its op, convert materialises it
   hostile   a torch file and a tensordict tree written here with keys, tags, class names and values
             holding terminal escapes, NUL, BEL, DEL and C1 controls: inspect, verify, convert and the
             error messages print them escaped (no raw control byte; golden/hostile/), inspect --json
