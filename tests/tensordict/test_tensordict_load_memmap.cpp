@@ -674,14 +674,13 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     REQUIRE_THROWS_WITH(load_memmap(td_dir),
                         Catch::EndsWith("/d: tree is nested too deeply; expected at most 256 levels"));
   }
-  SECTION("view types tensorfile does not read") {
-    put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._td._SubTensorDict'>", "index": 1})");
-    REQUIRE_THROWS_WITH(
-        load_memmap(td_dir),
-        "tensorfile: " + meta_path +
-            ": collection type <class 'tensordict._td._SubTensorDict'> is not supported; expected a "
-            "TensorDict, tensorclass, lazy stack or non-tensor data (save a contiguous copy of the view "
-            "instead)");
+  SECTION("view types tensorfile does not read") {  // the ones it reads: test_tensordict_lazy.cpp
+    put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._lazy._ExpandedTensorDict'>", "shape": [2]})");
+    REQUIRE_THROWS_WITH(load_memmap(td_dir),
+                        "tensorfile: " + meta_path +
+                            ": collection type <class 'tensordict._lazy._ExpandedTensorDict'> is not supported; "
+                            "expected a TensorDict, tensorclass, lazy stack, non-tensor data, _SubTensorDict or a "
+                            "permuted, transposed, (un)squeezed or viewed TensorDict");
     put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>"})");
     REQUIRE_THROWS_WITH(
         load_memmap(td_dir),

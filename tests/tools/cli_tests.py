@@ -15,7 +15,8 @@ Suites (CTest runs each as cli.<suite>):
             each fail with the error named
   progress  convert's progress bar is drawn on a pseudo-terminal, and not on a pipe or with --quiet
   convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
-            fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals
+            fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals; a lazy
+            (_PermutedTensorDict) tree: inspect names its op, convert materialises it
   hostile   a torch file and a tensordict tree written here with keys, tags, class names and values
             holding terminal escapes, NUL, BEL, DEL and C1 controls: inspect, verify, convert and the
             error messages print them escaped (no raw control byte; golden/hostile/), inspect --json
@@ -29,6 +30,7 @@ Regenerating the golden files after an intended change of inspect's output:
 then review `git diff tests/tools/golden` before committing.
 """
 import argparse
+import hashlib
 import json
 import os
 import pty
@@ -391,6 +393,22 @@ LEFT_OUT = {
 }
 
 
+def lazy_permuted_tree(path):
+    """td.permute(1, 0) of a [2, 3] TensorDict whose "a" is float32 [2, 3] (0..5), memmapped without
+    materialising it: the layout of tensordict's _lazy.py _CustomOpTensorDict._memmap_ (pytorch/tensordict
+    a1a061e3d), compact JSON as orjson writes it."""
+    os.makedirs(os.path.join(path, "_source"))
+    with open(os.path.join(path, "_source", "a.memmap"), "wb") as f:
+        f.write(struct.pack("<6f", *range(6)))
+    with open(os.path.join(path, "_source", "meta.json"), "w") as f:
+        f.write('{"a":{"device":"cpu","shape":[2,3],"dtype":"torch.float32","is_nested":false},"shape":[2,3],'
+                '"device":"cpu","_type":"<class \'tensordict._td.TensorDict\'>"}')
+    with open(os.path.join(path, "meta.json"), "w") as f:
+        f.write('{"shape":[3,2],"device":"cpu","_type":"<class \'tensordict._lazy._PermutedTensorDict\'>",'
+                '"custom_op":"permute","inv_op":"permute","custom_op_kwargs":{"dims":[1,0]},'
+                '"inv_op_kwargs":{"dims":[1,0]}}')
+
+
 def suite_convert(opts, failures):
     tool = opts.tensorfile
     with tempfile.TemporaryDirectory() as scratch:
@@ -466,6 +484,26 @@ def suite_convert(opts, failures):
                            f"convert to {out} (--to {to}): exit {result.returncode}, directory {os.path.isdir(target)}")
         result = run(tool, "convert", source, os.path.join(scratch, "naming", "b"))
         failures.check(result.returncode == 0, f"converting over an existing tree: {result.stderr}")
+
+        # A lazy tensordict layout (issue 18): inspect names the op; convert materialises it, to torch and to a
+        # plain tree, with the permuted values (a C-order SHA-256 of a.T computed here).
+        lazy = os.path.join(scratch, "lazy_permuted")
+        lazy_permuted_tree(lazy)
+        result = run(tool, "inspect", lazy)
+        failures.check(result.returncode == 0 and "permuted (1, 0) of _source" in result.stdout,
+                       f"inspect a permuted tree: exit {result.returncode}: {result.stdout}{result.stderr}")
+        want = {"/a": ([3, 2], hashlib.sha256(struct.pack("<6f", 0, 3, 1, 4, 2, 5)).hexdigest())}
+        for target in (lazy, os.path.join(scratch, "lazy.pt"), os.path.join(scratch, "lazy_tree")):
+            if target != lazy:
+                result = run(tool, "convert", lazy, target)
+                if not failures.check(result.returncode == 0, f"convert a permuted tree to {target}: {result.stderr}"):
+                    continue
+            got = {t["path"]: (t["shape"], t.get("sha256")) for t in describe(tool, target)["tensors"]}
+            failures.check(got == want, f"permuted tree as {os.path.basename(target)}: {got}, expected {want}")
+        meta = os.path.join(scratch, "lazy_tree", "meta.json")
+        failures.check(os.path.isfile(meta) and "_PermutedTensorDict" not in open(meta).read() and
+                       not os.path.exists(os.path.join(scratch, "lazy_tree", "_source")),
+                       "convert of a permuted tree to a tree did not write a plain TensorDict")
 
 
 # ---- hostile text --------------------------------------------------------------------------------

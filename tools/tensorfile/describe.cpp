@@ -265,7 +265,8 @@ class Describer {
   }
 
   void walk(const TensorDict& td, const std::string& path, std::size_t depth, const std::string& label) {
-    const std::string batch = shape_text(td.batch_size());
+    std::string batch = shape_text(td.batch_size());
+    if (!td.lazy_view().empty()) batch += " (" + td.lazy_view() + ")";  // read from a lazy layout: say how
     switch (td.kind()) {
       case TensorDictKind::plain:
         container(depth, label,

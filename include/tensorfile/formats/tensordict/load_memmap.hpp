@@ -27,6 +27,7 @@
 #include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
 #include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
@@ -292,10 +293,7 @@ class MemmapLoader {
       return load_lazy_stack(dir, reader, std::move(type_name), out);  // the pre-0.4 layout: 0/, 1/...
     }
     if (from_tensordict && cls.starts_with("_") && cls.ends_with("TensorDict")) {
-      throw UnsupportedError("collection type " + type_name +
-                                 " is not supported; expected a TensorDict, tensorclass, lazy stack or non-tensor "
-                                 "data (save a contiguous copy of the view instead)",
-                             {.file = meta_path});
+      return load_lazy_view(dir, reader, cls, type_name, out);
     }
     // Anything else: a tensorclass when it has _tensordict/, else a TensorDict-like class stored as a TensorDict.
     Dir inner = child_dir(dir, open_subdir(dir, tensordict_dir_name_), tensordict_dir_name_);
@@ -753,6 +751,78 @@ class MemmapLoader {
     return std::nullopt;
   }
 
+  /// A lazy view tensordict memmapped without materialising it (_SubTensorDict, _PermutedTensorDict...): its
+  /// `_source/` loaded, then the index or op of meta.json applied to every leaf, as views where torch gives
+  /// views. Any other `_...TensorDict` class, or an op it does not name, is an UnsupportedError.
+  std::optional<Entry> load_lazy_view(Dir& dir, JsonReader& reader, std::string_view cls, const std::string& type_name,
+                                      TensorDict* out) {
+    const std::filesystem::path& meta_path = reader.file();
+    const bool sub = cls == "_SubTensorDict";
+    const ErrorLocation where{.file = meta_path, .member = sub ? "index" : "custom_op_kwargs"};
+    const bool custom_op = cls == "_PermutedTensorDict" || cls == "_TransposedTensorDict" ||
+                           cls == "_UnsqueezedTensorDict" || cls == "_SqueezedTensorDict" || cls == "_ViewedTensorDict";
+    if (!sub && !custom_op) {
+      throw UnsupportedError("collection type " + type_name +
+                                 " is not supported; expected a TensorDict, tensorclass, lazy stack, non-tensor "
+                                 "data, _SubTensorDict or a permuted, transposed, (un)squeezed or viewed TensorDict",
+                             {.file = meta_path});
+    }
+    const Dict fields = other_members(reader);
+    FileHandle fd = open_subdir(dir, source_dir_name_);
+    if (!fd.valid()) {
+      throw FormatError("source directory is missing; expected the viewed collection of " + std::string(cls) +
+                            " in _source/, got no directory",
+                        {.file = dir.path / source_dir_name_});
+    }
+    Dir source_dir = child_dir(dir, std::move(fd), source_dir_name_);
+    // Views and gathers are taken on the mapped source; the result moves to the device whole.
+    const bool device_copy = std::exchange(copy_to_device_, false);
+    std::optional<Entry> source;
+    try {
+      source = load_node(source_dir, nullptr);
+    } catch (...) {
+      copy_to_device_ = device_copy;
+      throw;
+    }
+    copy_to_device_ = device_copy;
+    if (!source->is_tensordict()) {
+      throw FormatError("_source/ holds a " + std::string(Entry::kind_name(source->kind())) + "; expected a TensorDict",
+                        {.file = source_dir.path});
+    }
+    const Shape& batch = source->as_tensordict().batch_size();
+    LazyOp op;
+    if (sub) {
+      const Value* index = fields.find(std::string_view("index"));
+      if (index == nullptr) throw FormatError("meta.json has no \"index\"; expected the index of the view", where);
+      op.index = parse_batch_index(*index, batch.size(), where);
+      op.text = "indexed " + index_text(op.index);
+    } else {
+      op = parse_custom_op(cls, fields, batch, where);
+    }
+    Entry result = op_entry(*source, op, batch.size(), where);
+    if (copy_to_device_) result = leaves_on_device(std::move(result));
+    TensorDict& td = result.as_tensordict();
+    td.set_lazy_view(op.text + " of _source");
+    std::vector<std::string> declared{source_dir_name_};
+    check_undeclared(dir, declared);
+    if (out == nullptr) return result;
+    check_out_batch(*out, td.batch_size(), dir.path);
+    merge_into(*out, std::move(td));
+    out->set_lazy_view(op.text + " of _source");
+    return std::nullopt;
+  }
+
+  /// Every tensor of `entry` copied to the requested device.
+  Entry leaves_on_device(Entry entry) const {
+    if (entry.is_tensor()) return Entry(on_device(std::move(entry.as_tensor())));
+    if (entry.is_tensordict()) {
+      for (const auto& item : entry.as_tensordict()) {
+        TensorDictAccess::set_unchecked(entry.as_tensordict(), item.key, leaves_on_device(item.value));
+      }
+    }
+    return entry;
+  }
+
   struct Ancestor {
     dev_t device;
     ino_t inode;
@@ -773,6 +843,7 @@ class MemmapLoader {
   std::string name_;  // reused buffer for data file names
   const std::string meta_name_ = "meta.json";
   const std::string tensordict_dir_name_ = "_tensordict";
+  const std::string source_dir_name_ = "_source";
 };
 
 }  // namespace tensorfile::detail::td
@@ -791,7 +862,7 @@ namespace tensorfile {
 /// prefix reads the old or the new tree whole. Throws FormatError for a
 /// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
 /// leaving the tree, a directory cycle), DTypeError for an unknown dtype, IoError when the system refuses,
-/// UnsupportedError for view types (_SubTensorDict...) and ArgumentError when the prefix holds non-tensor
+/// UnsupportedError for lazy classes or ops it does not know, and ArgumentError when the prefix holds non-tensor
 /// data (use load_memmap_entry) or `out` has another batch size.
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
   detail::td::MemmapLoader loader(prefix, options);

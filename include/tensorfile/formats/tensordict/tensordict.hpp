@@ -391,6 +391,12 @@ class TensorDict {
   /// Tensorclasses: the raw bytes of other.pickle (attributes that are not JSON), never unpickled.
   [[nodiscard]] const std::optional<Bytes>& class_pickle() const noexcept { return class_pickle_; }
   [[nodiscard]] std::optional<Bytes>& class_pickle() noexcept { return class_pickle_; }
+  /// When read from one of tensordict's lazy layouts (a _SubTensorDict, a _PermutedTensorDict...): how this
+  /// collection derives from the stored one ("permuted (1, 0) of _source"); empty otherwise. Not saved (a save
+  /// writes the materialised collection) and not compared.
+  [[nodiscard]] const std::string& lazy_view() const noexcept { return lazy_view_; }
+  /// Records how this collection derives from a stored one (see lazy_view()).
+  void set_lazy_view(std::string text) { lazy_view_ = std::move(text); }
 
   /// Sets the batch size; throws ArgumentError when an entry does not start with it.
   void set_batch_size(Shape batch_size) {
@@ -698,6 +704,7 @@ class TensorDict {
   std::int64_t stack_dim_ = 0;
   Dict class_fields_;
   std::optional<Bytes> class_pickle_;
+  std::string lazy_view_;
   TorchContainer torch_container_;
 };
 
