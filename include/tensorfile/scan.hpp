@@ -28,9 +28,9 @@ struct ScanOptions {
 
 /// One global a pickle of the file references.
 struct ScannedGlobal {
-  std::string module{};                            ///< "collections"
-  std::string name{};                              ///< "OrderedDict"
-  std::string member{};                            ///< the pickle: zip record or side file ("archive/data.pkl"); empty for a bare pickle stream
+  std::string module{};  ///< "collections"
+  std::string name{};    ///< "OrderedDict"
+  std::string member{};  ///< the pickle: zip record or side file ("archive/data.pkl"); empty for a bare pickle stream
   std::uint64_t offset = 0;                        ///< byte offset of the opcode inside `member` (or the file)
   std::string_view opcode{};                       ///< "GLOBAL", "STACK_GLOBAL" or "INST"
   bool called = false;                             ///< a REDUCE, NEWOBJ, OBJ or INST calls it
@@ -42,9 +42,9 @@ struct ScannedGlobal {
 
 /// A construct only a crafted pickle holds, or a pickle that could not be walked.
 struct ScanFinding {
-  std::string member{};     ///< as in ScannedGlobal
+  std::string member{};      ///< as in ScannedGlobal
   std::uint64_t offset = 0;  ///< byte offset inside `member`
-  std::string what{};       ///< "memo index 3 written twice"
+  std::string what{};        ///< "memo index 3 written twice"
 };
 
 /// What scan() found.
@@ -88,8 +88,8 @@ inline void scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
           std::find(options.allow.begin(), options.allow.end(), full) != options.allow.end()) {
         verdict = GlobalVerdict::allowed;
       }
-      report.globals.push_back({std::move(global.module), std::move(global.name), member, global.offset,
-                                global.opcode, global.called, verdict});
+      report.globals.push_back({std::move(global.module), std::move(global.name), member, global.offset, global.opcode,
+                                global.called, verdict});
     }
     for (PickleAnomaly& anomaly : found.anomalies) report.anomalies.push_back({member, anomaly.offset, anomaly.what});
     if (found.error) {

@@ -38,8 +38,8 @@ struct PickleScan {
   std::vector<PickleGlobal> globals{};
   std::vector<PickleAnomaly> anomalies{};
   std::size_t persistent_ids = 0;
-  int protocol = -1;                  ///< PROTO's argument; -1 without one (protocol 0 or 1)
-  std::uint64_t end = 0;              ///< offset just past STOP (or where the walk stopped)
+  int protocol = -1;                     ///< PROTO's argument; -1 without one (protocol 0 or 1)
+  std::uint64_t end = 0;                 ///< offset just past STOP (or where the walk stopped)
   std::optional<PickleAnomaly> error{};  ///< truncated or not a pickle: the walk stopped there
 };
 
@@ -99,8 +99,8 @@ class PickleScanner {
   enum class Kind : std::uint8_t { mark, text, global, other };
   struct Item {
     Kind kind = Kind::other;
-    std::string_view text{};           // Kind::text: the string's bytes, borrowed from the input
-    std::size_t global = 0;            // Kind::global: index in out_.globals
+    std::string_view text{};  // Kind::text: the string's bytes, borrowed from the input
+    std::size_t global = 0;   // Kind::global: index in out_.globals
   };
   static constexpr std::size_t max_anomalies = 64;  // a hostile file cannot grow the report without bound
 
@@ -124,8 +124,8 @@ class PickleScanner {
     const std::uint64_t left = bytes_.size() - pos_;
     const auto take = [&](std::uint64_t n) {
       if (n > left) {
-        fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " +
-                      std::to_string(left) + " left)");
+        fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " + std::to_string(left) +
+                      " left)");
         return false;
       }
       pos_ += n;
@@ -244,8 +244,10 @@ class PickleScanner {
       case Op::pop: (void)pop(); break;
       case Op::pop_mark: (void)pop_to_mark(); break;
       case Op::dup:
-        if (stack_.empty()) fail(at_, "stack underflow");
-        else push(stack_.back());
+        if (stack_.empty())
+          fail(at_, "stack underflow");
+        else
+          push(stack_.back());
         break;
       case Op::string: push({Kind::text, unquoted()}); break;
       case Op::binstring:
@@ -254,7 +256,10 @@ class PickleScanner {
       case Op::binunicode:
       case Op::short_binunicode:
       case Op::binunicode8: push({Kind::text, text_at(arg_, arg_size_)}); break;
-      case Op::persid: ++out_.persistent_ids; push_other(); break;
+      case Op::persid:
+        ++out_.persistent_ids;
+        push_other();
+        break;
       case Op::binpersid:
         ++out_.persistent_ids;
         if (pop()) push_other();
@@ -340,8 +345,10 @@ class PickleScanner {
         push_other();
         break;
       case Op::put:
-        if (const auto index = line_number()) memo_put(*index);
-        else fail(at_, "PUT index is not a number");
+        if (const auto index = line_number())
+          memo_put(*index);
+        else
+          fail(at_, "PUT index is not a number");
         break;
       case Op::binput: memo_put(number(1)); break;
       case Op::long_binput: memo_put(number(4)); break;
