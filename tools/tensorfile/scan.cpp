@@ -130,6 +130,7 @@ std::vector<std::filesystem::path> scan_targets(const std::vector<std::string>& 
       targets.push_back(root);
       continue;
     }
+    const std::size_t first = targets.size();
     std::error_code error;
     auto it = std::filesystem::recursive_directory_iterator(
         root, std::filesystem::directory_options::follow_directory_symlink, error);
@@ -143,6 +144,7 @@ std::vector<std::filesystem::path> scan_targets(const std::vector<std::string>& 
       }
     }
     if (error) throw IoError("cannot list the folder", error.value(), {root});
+    std::sort(targets.begin() + static_cast<std::ptrdiff_t>(first), targets.end());  // directory order is arbitrary
   }
   return targets;
 }
