@@ -616,7 +616,9 @@ def suite_hostile(opts, failures):
                 failures.check(paths == expected, f"inspect --json hostile {name}: tensor paths {paths!r}, "
                                                   f"expected {expected!r}")
             result = run(tool, "verify", target, cwd=scratch)
-            failures.check(result.returncode == 0, f"verify hostile {name}: exit {result.returncode}: {result.stderr}")
+            # The torch file's pickle names a class weights_only refuses: verify says so (escaped) and exits 1.
+            failures.check(result.returncode == (1 if name == "torch" else 0),
+                           f"verify hostile {name}: exit {result.returncode}: {result.stderr}")
             clean(result, f"verify hostile {name}")
             golden(result, f"{name}.verify.txt")
 

@@ -104,6 +104,7 @@ int run_verify(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   std::vector<std::string> errors;
+  std::vector<std::string> unsafe;  // the safety scan's findings, printed on stdout
   std::string summary;
   const std::optional<StateDictLayout> layout = weights_layout(path);
   if (layout && layout->sharded()) {
@@ -121,14 +122,11 @@ int run_verify(const Args& args) {
         report.format == FileFormat::tensordict) {
       const ScanReport scanned = scan(file, scan_options(args));
       if (args.flag("json")) fmt::print("{}\n", scan_json(args.operands()[0], scanned));
-      const std::vector<std::string> unsafe = unsafe_lines(scanned);
-      if (!unsafe.empty()) {
-        for (const std::string& line : unsafe) fmt::print("{}: {}\n", shown, line);
-        for (const std::string& error : errors) fmt::print(stderr, "{}\n", escape_controls(error));
-        return exit_file_error;
-      }
+      unsafe = unsafe_lines(scanned);
+      for (const std::string& line : unsafe) fmt::print("{}: {}\n", shown, line);
     }
   }
+  if (errors.empty() && !unsafe.empty()) return exit_file_error;
   if (errors.empty()) {
     fmt::print("{}: OK: {}\n", shown, summary);
     return exit_ok;
