@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "tensorfile/backends/mmap.hpp"
@@ -152,14 +153,18 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
 /// pickle is a finding in the report.
 [[nodiscard]] inline ScanReport scan(const std::filesystem::path& path, const ScanOptions& options = {}) {
   ScanReport report;
-  report.format = detect_format(path);
-  if (report.format == FileFormat::tensordict) {
-    detail::scan_tree(report, path, options);
-  } else if (report.format != FileFormat::safetensors && report.format != FileFormat::npy) {
-    if (report.format == FileFormat::unknown) report.format = FileFormat::torch_legacy;  // try it as pickles
-    const Storage mapping = mmap_storage(path, MapMode::read_only);
-    detail::scan_bytes(report, {mapping.data(), mapping.size_bytes()}, path, options);
+  std::error_code not_a_directory;
+  if (std::filesystem::is_directory(path, not_a_directory)) {
+    report.format = detect_format(path);
+    if (report.format == FileFormat::tensordict) detail::scan_tree(report, path, options);
+    return report;
   }
+  // One mapping serves the format check and the scan (a folder of small files costs one open each).
+  const Storage mapping = mmap_storage(path, MapMode::read_only);
+  const std::span<const std::byte> bytes{mapping.data(), mapping.size_bytes()};
+  report.format = detect_format(bytes);
+  if (report.format == FileFormat::unknown) report.format = FileFormat::torch_legacy;  // try it as pickles
+  detail::scan_bytes(report, bytes, path, options);
   return report;
 }
 
