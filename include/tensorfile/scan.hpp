@@ -15,6 +15,7 @@
 
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/torch/detail/global_verdicts.hpp"
@@ -77,6 +78,7 @@ namespace detail {
 inline void scan_pickles(ScanReport& report, std::span<const std::byte> bytes, const std::string& member,
                          std::size_t count, const ScanOptions& options) {
   report.pickles.push_back(member);
+  if (bytes.empty()) report.errors.push_back({member, 0, "no pickle: the bytes are empty"});
   std::uint64_t start = 0;
   for (std::size_t i = 0; i < count && start < bytes.size(); ++i) {
     PickleScan found = scan_pickle(bytes, start);
@@ -159,12 +161,24 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
     if (report.format == FileFormat::tensordict) detail::scan_tree(report, path, options);
     return report;
   }
-  // One mapping serves the format check and the scan (a folder of small files costs one open each).
-  const Storage mapping = mmap_storage(path, MapMode::read_only);
-  const std::span<const std::byte> bytes{mapping.data(), mapping.size_bytes()};
-  report.format = detect_format(bytes);
-  if (report.format == FileFormat::unknown) report.format = FileFormat::torch_legacy;  // try it as pickles
-  detail::scan_bytes(report, bytes, path, options);
+  // One read serves the format check and the scan: a small file is read whole (cheaper than mapping and
+  // unmapping it, which a folder of thousands of checkpoints feels), a large one mapped so that only the pages
+  // of its index and pickles are touched.
+  constexpr std::uint64_t read_whole_below = std::uint64_t{1} << 20;
+  const auto scan_span = [&](std::span<const std::byte> bytes) {
+    report.format = detect_format(bytes);
+    if (report.format == FileFormat::unknown) report.format = FileFormat::torch_legacy;  // try it as pickles
+    detail::scan_bytes(report, bytes, path, options);
+  };
+  const detail::FileHandle file = detail::FileHandle::open(path, detail::OpenMode::read);
+  if (const std::uint64_t size = file.size(); size < read_whole_below) {
+    std::vector<std::byte> bytes(static_cast<std::size_t>(size));  // the file's real size, under 1 MiB
+    file.read_exact(0, bytes);
+    scan_span(bytes);
+  } else {
+    const Storage mapping = mmap_storage(path, MapMode::read_only);
+    scan_span({mapping.data(), mapping.size_bytes()});
+  }
   return report;
 }
 

@@ -169,6 +169,10 @@ TEST_CASE("scan reports a broken pickle and keeps what it found before", "[scan]
     CHECK(scan_text("g7\n.").errors.at(0).what == "memo read of an index never written");
     CHECK(scan_text("N1.").errors.at(0).what == "no MARK on the stack");
   }
+  SECTION("nothing at all") {
+    CHECK(scan_text("").errors.at(0).what == "no pickle: the bytes are empty");
+    CHECK_FALSE(scan_text("").safe());
+  }
   SECTION("a line without its newline") {
     CHECK(scan_text("cos\nsystem").errors.at(0).what == "the opcode's text line has no newline");
   }
