@@ -45,5 +45,6 @@
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 
+#include "tensorfile/scan.hpp"
 #include "tensorfile/state_dict.hpp"
 #include "tensorfile/verify.hpp"

@@ -3,8 +3,9 @@
 //
 //   tensorfile inspect PATH [--json] [--hash]
 //   tensorfile convert IN OUT [--to pt|memmap] [--map-location WHERE] [--quiet]
-//   tensorfile verify PATH
+//   tensorfile verify PATH [--allow MODULE.NAME,...] [--json]
 //   tensorfile bench PATH [--device DEVICE] [--repeat N]
+//   tensorfile scan PATH... [--json] [--allow MODULE.NAME,...] [--jobs N]
 //
 // Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.
 #include <fmt/format.h>
@@ -32,11 +33,12 @@ struct Command {
   int (*run)(const Args&);
 };
 
-const std::array<Command, 4> commands{{
+const std::array<Command, 5> commands{{
     {inspect_spec, run_inspect},
     {convert_spec, run_convert},
     {verify_spec, run_verify},
     {bench_spec, run_bench},
+    {scan_spec, run_scan},
 }};
 
 std::string program_help() {

@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "formats.hpp"
 #include "numpy_commands.hpp"
+#include "scan_report.hpp"
 
 namespace tensorfile::cli {
 
@@ -45,12 +46,18 @@ std::string checked_summary(const VerifyReport& report) {
 
 }  // namespace
 
+constexpr OptionSpec verify_options[] = {
+    {"allow", "MODULE.NAME,...",
+     "count these globals as safe for weights_only (comma-separated; never a dangerous one)"},
+    {"json", "", "print the safety scan's report as JSON"},
+};
+
 const CommandSpec verify_spec{
     .name = "verify",
     .operands = "PATH",
     .min_operands = 1,
     .max_operands = 1,
-    .options = {},
+    .options = verify_options,
     .summary =
         "Check a torch file, safetensors file, sharded checkpoint or tensordict tree in full: structure, every\n"
         "record and its CRC-32, every view.",
@@ -61,6 +68,10 @@ const CommandSpec verify_spec{
         "Safetensors files: the header and the data offsets' tiling. Sharded checkpoints (*.index.json or a model\n"
         "directory): every shard as above, then the index against them (names missing, in two shards, unlisted).\n"
         "Objects tensorfile keeps opaque (numpy arrays, modules) are not errors.\n"
+        "\n"
+        "Every pickle is also scanned for what torch.load would import: a dangerous global (os.system, eval...)\n"
+        "prints \"UNSAFE: calls os.system (archive/data.pkl, byte 34)\", one weights_only refuses prints\n"
+        "\"NOT SAFE FOR torch.load(weights_only=True): NAME\" unless --allow lists it; both exit 1.\n"
         "\n"
         "Exit status 0 and a one-line summary on stdout when the file is clean; otherwise every error found on\n"
         "stderr (as the library words it) and exit status 1.",
@@ -93,6 +104,7 @@ int run_verify(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   std::vector<std::string> errors;
+  std::vector<std::string> unsafe;  // the safety scan's findings, printed on stdout
   std::string summary;
   const std::optional<StateDictLayout> layout = weights_layout(path);
   if (layout && layout->sharded()) {
@@ -102,10 +114,19 @@ int run_verify(const Args& args) {
                           state_dict_format_name(*layout), layout->files.size(), layout->files.size() == 1 ? "" : "s",
                           tensors, tensors == 1 ? "" : "s");
   } else {
-    const VerifyReport report = verify(layout ? layout->files.front() : path);  // a model directory: its file
+    const std::filesystem::path file = layout ? layout->files.front() : path;  // a model directory: its file
+    const VerifyReport report = verify(file);
     errors = report.errors;
     summary = checked_summary(report);
+    if (report.format == FileFormat::torch_zip || report.format == FileFormat::torch_legacy ||
+        report.format == FileFormat::tensordict) {
+      const ScanReport scanned = scan(file, scan_options(args));
+      if (args.flag("json")) fmt::print("{}\n", scan_json(args.operands()[0], scanned));
+      unsafe = unsafe_lines(scanned);
+      for (const std::string& line : unsafe) fmt::print("{}: {}\n", shown, line);
+    }
   }
+  if (errors.empty() && !unsafe.empty()) return exit_file_error;
   if (errors.empty()) {
     fmt::print("{}: OK: {}\n", shown, summary);
     return exit_ok;

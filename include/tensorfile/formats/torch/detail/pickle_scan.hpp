@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+// Walks one pickle's opcodes without building any object: the globals it references (GLOBAL, STACK_GLOBAL, INST,
+// OBJ), which of them it calls, its persistent ids, and the constructs only a crafted file uses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <algorithm>
+#include "tensorfile/detail/text/hex.hpp"
+#include "tensorfile/formats/torch/detail/opcodes.hpp"
+
+namespace tensorfile::detail {
+
+/// One global a pickle references.
+struct PickleGlobal {
+  std::string module{};
+  std::string name{};
+  std::string_view opcode{};  ///< "GLOBAL", "STACK_GLOBAL" or "INST"
+  std::uint64_t offset = 0;   ///< of the opcode, from the start of the scanned bytes
+  bool called = false;        ///< REDUCE, NEWOBJ, NEWOBJ_EX, OBJ or INST calls it
+};
+
+/// Something a pickler never writes, with where it is.
+struct PickleAnomaly {
+  std::uint64_t offset = 0;
+  std::string what{};
+};
+
+/// What scan_pickle found in one pickle.
+struct PickleScan {
+  std::vector<PickleGlobal> globals{};
+  std::vector<PickleAnomaly> anomalies{};
+  std::size_t persistent_ids = 0;
+  int protocol = -1;                     ///< PROTO's argument; -1 without one (protocol 0 or 1)
+  std::uint64_t end = 0;                 ///< offset just past STOP (or where the walk stopped)
+  std::optional<PickleAnomaly> error{};  ///< truncated or not a pickle: the walk stopped there
+};
+
+/// The protocol that introduced opcode byte `op` (0 for protocols 0 and 1).
+[[nodiscard]] constexpr int op_protocol(std::uint8_t op) noexcept {
+  if (op >= 0x96 && op <= 0x98) return 5;
+  if (op >= 0x8c && op <= 0x95) return 4;
+  if (op == static_cast<std::uint8_t>(Op::binbytes) || op == static_cast<std::uint8_t>(Op::short_binbytes)) return 3;
+  if (op >= 0x80 && op <= 0x8b) return 2;
+  return 0;
+}
+
+/// Whether byte `op` is an opcode of protocols 0 to 5.
+[[nodiscard]] constexpr bool is_opcode(std::uint8_t op) noexcept {
+  const OpInfo& info = op_info[op];
+  return info.runs || info.arg != OpArg::none || op == static_cast<std::uint8_t>(Op::obj) ||
+         op == static_cast<std::uint8_t>(Op::next_buffer) || op == static_cast<std::uint8_t>(Op::readonly_buffer);
+}
+
+/// The walker behind scan_pickle: a stack of what each value is, as far as a global reference needs to know.
+class PickleScanner {
+ public:
+  explicit PickleScanner(std::span<const std::byte> bytes) noexcept : bytes_(bytes) {}
+
+  /// Walks the pickle starting at `start` up to and including its STOP.
+  [[nodiscard]] PickleScan run(std::uint64_t start) {
+    pos_ = start;
+    while (!out_.error) {
+      if (pos_ >= bytes_.size()) {
+        fail(pos_, "the pickle ends before its STOP opcode");
+        break;
+      }
+      at_ = pos_;
+      const auto op = std::to_integer<std::uint8_t>(bytes_[pos_++]);
+      if (!is_opcode(op)) {
+        fail(at_, "byte 0x" + hex_text(op, 2) + " is not a pickle opcode");
+        break;
+      }
+      if (!read_argument(op_info[op].arg)) break;
+      if (op != static_cast<std::uint8_t>(Op::proto) && op_protocol(op) > std::max(out_.protocol, 1)) {
+        note("opcode 0x" + hex_text(op, 2) + " of protocol " + std::to_string(op_protocol(op)) + " in a protocol " +
+             std::to_string(std::max(out_.protocol, 0)) + " pickle");
+      }
+      if (static_cast<Op>(op) == Op::stop) {
+        if (stack_.size() != 1 || stack_[0].kind == Kind::mark) {
+          note("STOP leaves " + std::to_string(stack_.size()) + " items on the stack; expected 1");
+        }
+        break;
+      }
+      step(static_cast<Op>(op));
+    }
+    out_.end = pos_;
+    return std::move(out_);
+  }
+
+ private:
+  enum class Kind : std::uint8_t { mark, text, global, other };
+  struct Item {
+    Kind kind = Kind::other;
+    std::string_view text{};  // Kind::text: the string's bytes, borrowed from the input
+    std::size_t global = 0;   // Kind::global: index in out_.globals
+  };
+  static constexpr std::size_t max_anomalies = 64;  // a hostile file cannot grow the report without bound
+
+  void fail(std::uint64_t offset, std::string what) { out_.error = PickleAnomaly{offset, std::move(what)}; }
+  void note(std::string what) {
+    if (out_.anomalies.size() < max_anomalies) out_.anomalies.push_back({at_, std::move(what)});
+  }
+
+  [[nodiscard]] std::string_view text_at(std::uint64_t from, std::uint64_t size) const noexcept {
+    return {reinterpret_cast<const char*>(bytes_.data()) + from, static_cast<std::size_t>(size)};
+  }
+  [[nodiscard]] std::uint64_t number(std::size_t width) const noexcept {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < width; ++i) value |= std::to_integer<std::uint64_t>(bytes_[arg_ + i]) << (8 * i);
+    return value;
+  }
+
+  // Reads the argument after the opcode at at_: arg_/arg_size_ hold it (for lines, without the newline; for two
+  // lines, line2_ holds the second). Returns false (with the error set) when it runs past the end.
+  bool read_argument(OpArg arg) {
+    const std::uint64_t left = bytes_.size() - pos_;
+    const auto take = [&](std::uint64_t n) {
+      if (n > left) {
+        fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " + std::to_string(left) +
+                      " left)");
+        return false;
+      }
+      pos_ += n;
+      return true;
+    };
+    const auto line = [&](std::uint64_t& from, std::uint64_t& size) {
+      from = pos_;
+      while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
+      if (pos_ >= bytes_.size()) {
+        fail(at_, "the opcode's text line has no newline");
+        return false;
+      }
+      size = pos_++ - from;
+      return true;
+    };
+    arg_ = pos_;
+    arg_size_ = 0;
+    switch (arg) {
+      case OpArg::none: return true;
+      case OpArg::fixed1: arg_size_ = 1; return take(1);
+      case OpArg::fixed2: arg_size_ = 2; return take(2);
+      case OpArg::fixed4: arg_size_ = 4; return take(4);
+      case OpArg::fixed8: arg_size_ = 8; return take(8);
+      case OpArg::counted1:
+      case OpArg::counted4:
+      case OpArg::counted8:
+      case OpArg::counted_signed4: {
+        const std::size_t width = arg == OpArg::counted1 ? 1 : arg == OpArg::counted8 ? 8 : 4;
+        if (!take(width)) return false;
+        std::uint64_t size = number(width);
+        if (arg == OpArg::counted_signed4 && size >= 0x80000000u) {
+          fail(at_, "negative length");
+          return false;
+        }
+        arg_ = pos_;
+        arg_size_ = size;
+        return take_rest(size);
+      }
+      case OpArg::line: return line(arg_, arg_size_);
+      case OpArg::two_lines: return line(arg_, arg_size_) && line(line2_, line2_size_);
+    }
+    return true;
+  }
+  bool take_rest(std::uint64_t n) {
+    if (n > bytes_.size() - pos_) {
+      fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " +
+                    std::to_string(bytes_.size() - pos_) + " left)");
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
+
+  void push(Item item) { stack_.push_back(item); }
+  void push_other() { stack_.push_back({}); }
+  std::optional<Item> pop() {
+    if (stack_.empty()) {
+      fail(at_, "stack underflow");
+      return std::nullopt;
+    }
+    Item top = stack_.back();
+    stack_.pop_back();
+    return top;
+  }
+  // Pops down to the topmost MARK; returns the index the first item above it had, or nullopt (error set).
+  std::optional<std::vector<Item>> pop_to_mark() {
+    for (std::size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].kind == Kind::mark) {
+        std::vector<Item> above(stack_.begin() + static_cast<std::ptrdiff_t>(i) + 1, stack_.end());
+        stack_.resize(i);
+        return above;
+      }
+    }
+    fail(at_, "no MARK on the stack");
+    return std::nullopt;
+  }
+  void call(const Item& callee) {
+    if (callee.kind == Kind::global) out_.globals[callee.global].called = true;
+  }
+  std::size_t add_global(std::string_view module, std::string_view name, std::string_view opcode) {
+    out_.globals.push_back({std::string(module), std::string(name), opcode, at_, false});
+    return out_.globals.size() - 1;
+  }
+  void memo_put(std::uint64_t index) {
+    if (stack_.empty()) {
+      fail(at_, "memo write with an empty stack");
+      return;
+    }
+    if (stack_.back().kind == Kind::mark) note("memo write of a MARK");
+    if (!memo_.emplace(index, stack_.back()).second) {
+      note("memo index " + std::to_string(index) + " written twice");
+      memo_[index] = stack_.back();
+    }
+  }
+  std::optional<std::uint64_t> line_number() const {
+    std::uint64_t value = 0;
+    if (arg_size_ == 0 || arg_size_ > 19) return std::nullopt;
+    for (char c : text_at(arg_, arg_size_)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    return value;
+  }
+  // A quoted STRING line's contents, quotes removed.
+  [[nodiscard]] std::string_view unquoted() const noexcept {
+    std::string_view text = text_at(arg_, arg_size_);
+    if (text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front()) {
+      return text.substr(1, text.size() - 2);
+    }
+    return text;
+  }
+
+  void step(Op op) {
+    switch (op) {
+      case Op::mark: push({Kind::mark}); break;
+      case Op::pop: (void)pop(); break;
+      case Op::pop_mark: (void)pop_to_mark(); break;
+      case Op::dup:
+        if (stack_.empty())
+          fail(at_, "stack underflow");
+        else
+          push(stack_.back());
+        break;
+      case Op::string: push({Kind::text, unquoted()}); break;
+      case Op::binstring:
+      case Op::short_binstring:
+      case Op::unicode:
+      case Op::binunicode:
+      case Op::short_binunicode:
+      case Op::binunicode8: push({Kind::text, text_at(arg_, arg_size_)}); break;
+      case Op::persid:
+        ++out_.persistent_ids;
+        push_other();
+        break;
+      case Op::binpersid:
+        ++out_.persistent_ids;
+        if (pop()) push_other();
+        break;
+      case Op::reduce:
+      case Op::newobj: {
+        const auto args = pop();
+        const auto callee = args ? pop() : std::nullopt;
+        if (callee) {
+          call(*callee);
+          push_other();
+        }
+        break;
+      }
+      case Op::newobj_ex: {
+        const auto kwargs = pop();
+        const auto args = kwargs ? pop() : std::nullopt;
+        const auto callee = args ? pop() : std::nullopt;
+        if (callee) {
+          call(*callee);
+          push_other();
+        }
+        break;
+      }
+      case Op::build:
+      case Op::append: (void)pop(); break;
+      case Op::setitem:
+        if (pop()) (void)pop();
+        break;
+      case Op::appends:
+      case Op::setitems:
+      case Op::additems: (void)pop_to_mark(); break;
+      case Op::tuple:
+      case Op::list:
+      case Op::dict:
+      case Op::frozenset:
+        if (pop_to_mark()) push_other();
+        break;
+      case Op::tuple1:
+      case Op::tuple2:
+      case Op::tuple3: {
+        const int count = static_cast<int>(op) - static_cast<int>(Op::tuple1) + 1;
+        for (int i = 0; i < count && !out_.error; ++i) (void)pop();
+        if (!out_.error) push_other();
+        break;
+      }
+      case Op::global:
+        push({Kind::global, {}, add_global(text_at(arg_, arg_size_), text_at(line2_, line2_size_), "GLOBAL")});
+        break;
+      case Op::stack_global: {
+        const auto name = pop();
+        const auto module = name ? pop() : std::nullopt;
+        if (!module) break;
+        if (module->kind != Kind::text || name->kind != Kind::text) {
+          note("STACK_GLOBAL on operands that are not strings");
+          push({Kind::global, {}, add_global("?", "?", "STACK_GLOBAL")});
+        } else {
+          push({Kind::global, {}, add_global(module->text, name->text, "STACK_GLOBAL")});
+        }
+        break;
+      }
+      case Op::inst: {
+        const std::size_t global = add_global(text_at(arg_, arg_size_), text_at(line2_, line2_size_), "INST");
+        out_.globals[global].called = true;
+        if (pop_to_mark()) push_other();
+        break;
+      }
+      case Op::obj: {
+        const auto above = pop_to_mark();
+        if (!above) break;
+        if (above->empty()) {
+          fail(at_, "OBJ without a class");
+          break;
+        }
+        call(above->front());
+        push_other();
+        break;
+      }
+      case Op::ext1:
+      case Op::ext2:
+      case Op::ext4:
+        note("extension registry code (copyreg): names a global this scan cannot see");
+        push_other();
+        break;
+      case Op::put:
+        if (const auto index = line_number())
+          memo_put(*index);
+        else
+          fail(at_, "PUT index is not a number");
+        break;
+      case Op::binput: memo_put(number(1)); break;
+      case Op::long_binput: memo_put(number(4)); break;
+      case Op::memoize: memo_put(memo_.size()); break;
+      case Op::get:
+      case Op::binget:
+      case Op::long_binget: {
+        const std::optional<std::uint64_t> index =
+            op == Op::get ? line_number() : std::optional<std::uint64_t>(number(op == Op::binget ? 1 : 4));
+        const auto found = index ? memo_.find(*index) : memo_.end();
+        if (found == memo_.end()) {
+          fail(at_, "memo read of an index never written");
+        } else {
+          push(found->second);
+        }
+        break;
+      }
+      case Op::proto:
+        if (at_ != first_) note("PROTO after the first opcode");
+        if (number(1) > 5) note("protocol " + std::to_string(number(1)) + " is above 5");
+        out_.protocol = static_cast<int>(number(1));
+        break;
+      case Op::frame:
+      case Op::readonly_buffer:
+      case Op::stop: break;
+      default: push_other(); break;  // numbers, None, booleans, bytes, empty containers, NEXT_BUFFER
+    }
+  }
+
+  std::span<const std::byte> bytes_;
+  std::uint64_t pos_ = 0, at_ = 0, first_ = 0;
+  std::uint64_t arg_ = 0, arg_size_ = 0, line2_ = 0, line2_size_ = 0;
+  std::vector<Item> stack_{};
+  std::unordered_map<std::uint64_t, Item> memo_{};
+  PickleScan out_{};
+
+ public:
+  /// Sets where the pickle starts (PROTO is expected there).
+  PickleScanner& starting_at(std::uint64_t start) noexcept {
+    first_ = start;
+    return *this;
+  }
+};
+
+/// Walks the pickle that starts at `start` in `bytes` up to its STOP; never builds an object, never allocates more
+/// than the bytes hold. Truncation and non-opcode bytes end the walk with `error` set.
+[[nodiscard]] inline PickleScan scan_pickle(std::span<const std::byte> bytes, std::uint64_t start = 0) {
+  return PickleScanner(bytes).starting_at(start).run(start);
+}
+
+}  // namespace tensorfile::detail
