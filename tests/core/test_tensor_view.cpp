@@ -45,3 +45,15 @@ TEST_CASE("TensorView indexes and iterates through strides", "[tensor_view]") {
     CHECK(none.begin() == none.end());
   }
 }
+
+TEST_CASE("A view from Tensor::view() keeps the storage alive past its tensor", "[tensor_view]") {
+  // The range-for below iterates a view of a temporary: the transposed tensor's contiguous copy dies at the end
+  // of the range expression, before the loop body runs. ASan and valgrind see a dangling read if the view does
+  // not hold the copy's storage.
+  const Tensor t = Tensor::from_values<std::int32_t>({0, 1, 2, 3, 4, 5}).reshape({2, 3}).transpose(0, 1);
+  std::vector<std::int32_t> read;
+  for (const std::int32_t x : t.contiguous().view<const std::int32_t>()) read.push_back(x);
+  CHECK(read == std::vector<std::int32_t>{0, 3, 1, 4, 2, 5});
+  TensorView<const std::int32_t> kept = Tensor::from_values<std::int32_t>({7, 8}).view<const std::int32_t>();
+  CHECK(kept(1) == 8);
+}

@@ -40,7 +40,8 @@ std::string bytes_of(std::initializer_list<T> values) {
 template <class T>
 std::vector<T> values_of(const Tensor& t) {
   std::vector<T> out;
-  for (const T& v : t.contiguous().view<const T>()) out.push_back(v);
+  const Tensor dense = t.contiguous();  // kept alive: a view of a temporary would dangle in the loop
+  for (const T& v : dense.view<const T>()) out.push_back(v);
   return out;
 }
 std::string leaf(const std::string& shape, const std::string& dtype, bool nested = false) {

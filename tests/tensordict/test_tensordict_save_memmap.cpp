@@ -441,7 +441,8 @@ TEST_CASE("load_memmap concurrent with save_memmap sees the old or the new tree 
     std::size_t seen = 0;
     for (const TensorDict::Leaf& leaf : td.leaves()) {
       ++seen;
-      for (const std::int64_t x : leaf.value->as_tensor().contiguous().view<const std::int64_t>()) {
+      const Tensor dense = leaf.value->as_tensor().contiguous();  // alive for the loop below
+      for (const std::int64_t x : dense.view<const std::int64_t>()) {
         if (x != v) return "leaf of another version";
       }
     }

@@ -233,7 +233,7 @@ class Tensor {
   /// A typed strided view (`view<const float>()` to read, `view<float>()` to write).
   template <element_type T>
   [[nodiscard]] TensorView<T> view() const {
-    return TensorView<T>(data<T>(), sizes_, strides_);
+    return TensorView<T>(data<T>(), sizes_, strides_, storage_);
   }
 
   /// The value of a one-element tensor. Throws ArgumentError when numel() != 1.

@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/storage.hpp"
 
 namespace tensorfile {
 
-/// A non-owning typed view: element (i0, i1, ...) lives at data[i0*stride0 + i1*stride1 + ...].
-/// T may be const (read-only view). The tensor it came from must outlive it.
+/// A typed view: element (i0, i1, ...) lives at data[i0*stride0 + i1*stride1 + ...]. T may be const (read-only
+/// view). A view from Tensor::view() holds the tensor's storage, so it stays valid after the tensor is gone
+/// (`for (float x : t.contiguous().view<const float>())` reads a temporary's copy safely); one built from a
+/// pointer owns nothing.
 template <class T>
 class TensorView {
  public:
@@ -64,8 +67,9 @@ class TensorView {
   };
 
   /// A view of `sizes`/`strides` (in elements) starting at `data`.
-  TensorView(T* data, std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides)
-      : data_(data), sizes_(std::move(sizes)), strides_(std::move(strides)) {
+  /// `owner`, when given, is kept alive as long as the view.
+  TensorView(T* data, std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides, Storage owner = {})
+      : data_(data), sizes_(std::move(sizes)), strides_(std::move(strides)), owner_(std::move(owner)) {
     numel_ = 1;
     for (auto s : sizes_) numel_ *= s;
   }
@@ -117,6 +121,7 @@ class TensorView {
   std::vector<std::int64_t> sizes_;
   std::vector<std::int64_t> strides_;
   std::int64_t numel_ = 1;
+  Storage owner_;  // keeps the elements alive (empty for a view over a caller's pointer)
 };
 
 }  // namespace tensorfile
