@@ -23,6 +23,7 @@
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
@@ -167,7 +168,28 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     }
   }
   std::optional<RecordBatches> batches;
-  if (archive.pread_only && !big_endian) batches.emplace(zip.entries(), *archive.file);
+  // Larger records bound for the host are slices of one arena, a huge-page advised mapping that costs
+  // nothing until a record is read into it; they are read after the pickle, together (ParallelReads).
+  Storage arena;
+  std::vector<std::uint64_t> arena_slot;  // per entry: its offset in the arena, or no_slot
+  std::vector<bool> arena_requested;      // per entry: its read is already in `deferred`
+  static constexpr std::uint64_t no_slot = UINT64_MAX;
+  ParallelReads deferred;
+  if (archive.pread_only && !big_endian) {
+    batches.emplace(zip.entries(), *archive.file);
+    arena_slot.assign(zip.entries().size(), no_slot);
+    arena_requested.assign(zip.entries().size(), false);
+    std::uint64_t arena_bytes = 0;
+    for (std::size_t i = 0; i < zip.entries().size(); ++i) {
+      const ZipEntry& entry = zip.entries()[i];
+      if (entry.method != 0 || entry.size <= RecordBatches::small_record) continue;
+      arena_slot[i] = arena_bytes;
+      arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
+    }
+    // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
+    if (arena_bytes != 0) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+  }
+  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
@@ -200,10 +222,24 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         return *std::move(given);
       }
     }
+    // Deferred only when place_storage hands the host bytes back unread (no map_location function).
+    const auto stays_on_host = [&] {
+      if (options.map_location.function() != nullptr) return false;
+      try {
+        return Device::parse(options.map_location.target_tag(location)).is_cpu();
+      } catch (const ArgumentError&) {
+        return false;
+      }
+    };
     const auto read = [&]() -> Storage {
       Storage cpu;
       const auto size = static_cast<std::size_t>(record->size);
-      if (record->method == 0 && archive.views.defined() && !big_endian) {
+      const auto index = static_cast<std::size_t>(record - zip.entries().data());
+      if (arena.defined() && arena_slot[index] != no_slot && stays_on_host()) {
+        cpu = arena.slice(static_cast<std::size_t>(arena_slot[index]), size);
+        if (!arena_requested[index]) deferred.add(record->data_offset, {cpu.mutable_data(), size}, record->name);
+        arena_requested[index] = true;
+      } else if (record->method == 0 && archive.views.defined() && !big_endian) {
         cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
       } else if (std::optional<Storage> batched = batches ? batches->slice(*record) : std::nullopt) {
         cpu = *std::move(batched);
@@ -227,8 +263,13 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  const auto complete_reads = [&] {
+    if (!deferred.empty()) deferred.run(*archive.file, read_threads);
+  };
+  hooks.before_reading_storages(complete_reads);
   PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
   Value result = machine.run();
+  complete_reads();
   if (machine.end() != pickle_bytes.size()) {
     throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
                       {archive.path, pickle->name, machine.end()});

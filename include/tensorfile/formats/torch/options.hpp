@@ -48,6 +48,8 @@ struct LoadOptions {
   /// not applied; nullopt reads and places the record as usual. Not called for legacy files.
   std::function<std::optional<Storage>(const StorageRecord&)> storage_source{};
   std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most records a zip archive may hold (as SaveOptions')
+  /// Threads reading the records of a heap load of a large file (over 64 MiB) together; 0: min(4, cores).
+  std::size_t read_threads = 0;
 };
 
 }  // namespace tensorfile
