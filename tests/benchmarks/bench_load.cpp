@@ -22,7 +22,9 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <tensorfile/tensorfile.hpp>
@@ -38,13 +40,13 @@ struct Result {
   std::uint64_t checksum = 0;
 };
 
-enum class Mode { heap, mmap, meta };
+enum class Mode { heap, mmap, meta, select };
 
 Result checksum_of(const tensorfile::Value& value, Mode mode) {
   Result r;
   for (const auto& [name, tensor] : tensorfile::named_tensors(value)) {
     ++r.tensors;
-    if (mode == Mode::meta || tensor.numel() == 0) {
+    if (mode == Mode::meta || mode == Mode::select || tensor.numel() == 0) {
       r.checksum += static_cast<std::uint64_t>(tensor.numel());
     } else if (mode == Mode::mmap) {
       r.checksum += reinterpret_cast<std::uintptr_t>(tensor.raw_data());
@@ -63,15 +65,21 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
   Result r;
   long anon = -1;
   long file = -1;
+  std::uint64_t bytes_read = 0;
   for (int i = 0; i < repeats; ++i) {
     std::optional<tensorfile::Value> value;
+    // select: the first tensor the walk meets, one of all; bytes_read is rchar's growth over the load.
+    if (mode == Mode::select)
+      options.select = [first = true](std::string_view) mutable { return std::exchange(first, false); };
+    const std::uint64_t rchar_before = tensorfile_bench::proc_io("rchar");
     t.run([&] { value = tensorfile::load(path, options); });
+    bytes_read = tensorfile_bench::proc_io("rchar") - rchar_before;
     r = checksum_of(*value, mode);
     anon = tensorfile_bench::proc_status_kb("RssAnon");
     file = tensorfile_bench::proc_status_kb("RssFile");
   }
   tensorfile_bench::print_json("tensorfile", mode_name, path, std::filesystem::file_size(path), r.tensors, t, anon,
-                               file, r.checksum);
+                               file, r.checksum, "\"bytes_read\": " + std::to_string(bytes_read) + ", ");
   return 0;
 }
 
@@ -175,7 +183,7 @@ int main(int argc, char** argv) {
   tensorfile_bench::start_rss_kb() = tensorfile_bench::peak_rss_kb();
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: %s heap|mmap|meta|pread_floor|populate_floor|huge_floor|huge2_floor FILE [REPEATS=5]\n",
+                 "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor FILE [REPEATS=5]\n",
                  argv[0]);
     return 2;
   }
@@ -190,6 +198,7 @@ int main(int argc, char** argv) {
     if (mode == "heap") return bench_tensorfile(Mode::heap, mode, path, repeats);
     if (mode == "mmap") return bench_tensorfile(Mode::mmap, mode, path, repeats);
     if (mode == "meta") return bench_tensorfile(Mode::meta, mode, path, repeats);
+    if (mode == "select") return bench_tensorfile(Mode::select, mode, path, repeats);
     if (mode == "pread_floor") return bench_floor(mode, FloorMemory::plain, 1, path, repeats);
     if (mode == "populate_floor") return bench_floor(mode, FloorMemory::populate, 1, path, repeats);
     if (mode == "huge_floor") return bench_floor(mode, FloorMemory::huge, 1, path, repeats);

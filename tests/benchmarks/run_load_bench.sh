@@ -61,11 +61,13 @@ def summary(c):
             "warm": c["warm"]["warm_median_ms"] if c["warm"] else float("nan"),
             "peak": max(r["peak_rss_kb"] for r in cold) * 1024, "start": min(r["start_rss_kb"] for r in cold) * 1024,
             "anon": max(r.get("rss_anon_kb", -1) for r in cold) * 1024, "filerss": max(r.get("rss_file_kb", -1) for r in cold) * 1024,
-            "bytes": cold[0]["file_bytes"], "tensors": cold[0]["tensors"]}
+            "bytes": cold[0]["file_bytes"], "tensors": cold[0]["tensors"],
+            "read": max(r.get("bytes_read", -1) for r in cold)}
 MiB = 2 ** 20
 floors = {"pread_floor": "pread floor", "populate_floor": "populate fl", "huge_floor": "huge floor",
           "huge2_floor": "huge 2thr fl"}
-labels = {**floors, "heap": "tf heap", "mmap": "tf mmap", "meta": "tf meta", "torch.load": "torch.load",
+labels = {**floors, "heap": "tf heap", "mmap": "tf mmap", "meta": "tf meta", "select": "tf select 1",
+          "torch.load": "torch.load",
           "pickle_load": "libtorch"}
 labels.update({m + "@cold": "cold " + l for m, l in list(labels.items())})
 labels["dd_direct@cold"] = "cold dd direct"
@@ -106,6 +108,9 @@ for name, c in s.items():
     print(f"  {name}: peak RSS heap {heap['peak'] / heap['bytes']:.3f}x file (small file: target <= 1.5x; "
           f"{heap['anon'] / MiB:.0f} MiB anon + {heap['filerss'] / MiB:.0f} MiB file-backed after the load); mmap "
           f"{mmap['peak'] / MiB:.1f} MiB")
+    if "select" in c:
+        print(f"  {name}: select of 1 tensor of {heap['tensors']}: {c['select']['read'] / heap['bytes'] * 100:.2f}% of the file "
+              f"read (/proc/self/io rchar; target < 1%)")
     if "heap@cold" in c and "torch.load@cold" in c:
         hc, pc = c["heap@cold"], c["torch.load@cold"]
         print(f"  {name}, cold page cache: torch.load/heap {r(pc, hc, 'median'):.2f}x (target >= 2x)")
@@ -194,7 +199,7 @@ print(json.dumps({"tool": "python", "mode": "torch.load", "file": path, "file_by
                   "start_rss_kb": start_rss, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 PY
 }
-configs=(pread_floor populate_floor huge_floor huge2_floor heap mmap meta torch.load)
+configs=(pread_floor populate_floor huge_floor huge2_floor heap mmap meta select torch.load)
 [[ $have_libtorch -eq 1 ]] && configs+=(libtorch)
 dd_direct() {  # FILE: dd iflag=direct bs=16M to /dev/null, one JSON line as the programs print
   local start end
