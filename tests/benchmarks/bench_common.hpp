@@ -70,6 +70,17 @@ inline long proc_status_kb(const std::string& field) {
 
 /// Timings of one configuration: the first repeat (a fresh process's allocator), min and median.
 /// Median of `values`, 0 when empty.
+/// A counter of /proc/self/io ("rchar": bytes this process has read), 0 when unreadable.
+inline std::uint64_t proc_io(const std::string& field) {
+  std::ifstream io("/proc/self/io");
+  std::string name;
+  std::uint64_t value = 0;
+  while (io >> name >> value) {
+    if (name == field + ":") return value;
+  }
+  return 0;
+}
+
 inline double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

@@ -1,26 +1,53 @@
 // SPDX-License-Identifier: MIT
-// Heap backend: owns 64-byte aligned host memory.
+// Heap backend: owns 64-byte aligned host memory; large blocks come from their own mapping, advised
+// for transparent huge pages, so that filling them costs one fault per 2 MiB instead of per 4 KiB.
 #pragma once
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
 
 #include "tensorfile/core/storage.hpp"
+#include "tensorfile/detail/posix/populate.hpp"
 
 namespace tensorfile {
 
+namespace detail {
+
+/// Blocks of at least this many bytes are mapped (huge-page advised) rather than taken from operator new.
+inline constexpr std::size_t large_heap_block = std::size_t{2} << 20;
+/// The huge-page size the mappings align to (x86-64 and arm64 with 4 KiB pages).
+inline constexpr std::size_t huge_page = std::size_t{2} << 20;
+/// Whether large blocks are mapped; tests turn it off to force the plain operator-new path.
+inline bool map_large_heap_blocks = true;
+
+}  // namespace detail
+
 /// Owns `size` bytes of host memory aligned to `alignment` (64) bytes; frees them on destruction.
+/// Blocks of 2 MiB or more are anonymous mappings aligned to 2 MiB and advised MADV_HUGEPAGE.
 class HeapBackend {
  public:
   [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::heap; }  ///< backend kind
   static constexpr std::size_t alignment = 64;  ///< alignment of data(), bytes
 
-  /// Allocates `size` bytes, zero-filled when `zeroed`; throws std::bad_alloc when memory is short.
-  explicit HeapBackend(std::size_t size, bool zeroed = true) : size_(size) {
+  /// Allocates `size` bytes, zero-filled when `zeroed`; with `populate`, a large block's pages are faulted
+  /// in ahead of use (MADV_POPULATE_WRITE, or MAP_POPULATE on kernels without it). Throws std::bad_alloc
+  /// when memory is short.
+  explicit HeapBackend(std::size_t size, bool zeroed = true, bool populate = false) : size_(size) {
     if (size == 0) return;
-    memory_.reset(static_cast<std::byte*>(::operator new (size, std::align_val_t{alignment})));
+    if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
+      if (std::byte* mapped = map(size, populate)) {  // anonymous memory is already zero
+        memory_.reset(mapped);
+        return;
+      }
+    }
+    memory_ = std::unique_ptr<std::byte, Release>(
+        static_cast<std::byte*>(::operator new (size, std::align_val_t{alignment})), Release{});
     if (zeroed) std::memset(memory_.get(), 0, size);
   }
 
@@ -28,18 +55,59 @@ class HeapBackend {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }   ///< bytes owned
   [[nodiscard]] Device device() const noexcept { return Device::cpu(); }    ///< always the host
   [[nodiscard]] bool writable() const noexcept { return true; }             ///< always writable
+  /// Whether the memory is a huge-page advised mapping of its own (not operator new's).
+  [[nodiscard]] bool mapped() const noexcept { return memory_.get_deleter().mapped_bytes != 0; }
 
  private:
-  struct AlignedDelete {
-    void operator()(std::byte* p) const noexcept { ::operator delete (p, std::align_val_t{alignment}); }
+  // Frees either kind of block: a mapping (mapped_bytes > 0) or operator new's memory.
+  struct Release {
+    std::size_t mapped_bytes = 0;
+    void operator()(std::byte* p) const noexcept {
+      if (mapped_bytes != 0) {
+        ::munmap(p, mapped_bytes);
+      } else {
+        ::operator delete (p, std::align_val_t{alignment});
+      }
+    }
   };
-  std::unique_ptr<std::byte, AlignedDelete> memory_;
+
+  // A mapping of `size` bytes rounded up to whole huge pages, at a huge-page boundary (the kernel backs
+  // only aligned 2 MiB ranges with huge pages); null when mmap refuses, so that operator new is tried.
+  std::byte* map(std::size_t size, bool populate) {
+    const std::size_t rounded = (size + detail::huge_page - 1) & ~(detail::huge_page - 1);
+    if (rounded < size) return nullptr;
+    const std::size_t reserved = rounded + detail::huge_page;
+    void* address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (address == MAP_FAILED) return nullptr;
+    // Trim the reservation to the aligned range inside it.
+    auto* base = static_cast<std::byte*>(address);
+    const auto misalign = reinterpret_cast<std::uintptr_t>(base) & (detail::huge_page - 1);
+    const std::size_t head = misalign == 0 ? 0 : detail::huge_page - misalign;
+    if (head != 0) ::munmap(base, head);
+    if (reserved - head - rounded != 0) ::munmap(base + head + rounded, reserved - head - rounded);
+    std::byte* block = base + head;
+    ::madvise(block, rounded, MADV_HUGEPAGE);  // advice only: without THP the block still works
+    if (populate && !detail::populate_for_write(block, rounded)) {
+      // No MADV_POPULATE_WRITE (Linux < 5.14): map again with MAP_POPULATE, which faults the pages in.
+      void* again =
+          ::mmap(block, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0);
+      if (again == MAP_FAILED) {
+        ::munmap(block, rounded);
+        return nullptr;
+      }
+    }
+    memory_ = std::unique_ptr<std::byte, Release>(nullptr, Release{rounded});
+    return block;
+  }
+
+  std::unique_ptr<std::byte, Release> memory_{nullptr, Release{}};
   std::size_t size_;
 };
 
-/// A new heap Storage of `bytes` bytes (zero-filled unless `zeroed` is false).
-[[nodiscard]] inline Storage heap_storage(std::size_t bytes, bool zeroed = true) {
-  return Storage(HeapBackend(bytes, zeroed));
+/// A new heap Storage of `bytes` bytes (zero-filled unless `zeroed` is false; large ones populated ahead
+/// of use with `populate`).
+[[nodiscard]] inline Storage heap_storage(std::size_t bytes, bool zeroed = true, bool populate = false) {
+  return Storage(HeapBackend(bytes, zeroed, populate));
 }
 
 }  // namespace tensorfile

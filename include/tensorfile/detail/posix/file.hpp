@@ -6,15 +6,19 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "tensorfile/core/error.hpp"
 
@@ -166,6 +170,39 @@ class FileHandle {
             {.file = path_, .offset = offset + done});
       }
       done += static_cast<std::size_t>(got);
+    }
+  }
+
+  /// Reads the contiguous file range at `offset` into `parts` in order (preadv: one call fills many
+  /// buffers), exactly; a short file is a FormatError at the first byte missing, as read_exact's.
+  void read_scattered(std::uint64_t offset, std::span<const std::span<std::byte>> parts) const {
+    std::vector<iovec> pending;
+    std::size_t total = 0;
+    for (const auto& part : parts) {
+      if (part.empty()) continue;
+      pending.push_back({part.data(), part.size()});
+      total += part.size();
+    }
+    std::size_t first = 0;  // first iovec not yet full
+    std::size_t done = 0;
+    while (first < pending.size()) {
+      const int count = static_cast<int>(std::min<std::size_t>(pending.size() - first, IOV_MAX));
+      const ssize_t got = ::preadv(fd_, pending.data() + first, count, static_cast<off_t>(offset + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw IoError("cannot read", errno, {.file = path_, .offset = offset + done});
+      }
+      if (got == 0) {
+        throw FormatError("file ends early; expected " + std::to_string(total) + " bytes, got " + std::to_string(done),
+                          {.file = path_, .offset = offset + done});
+      }
+      done += static_cast<std::size_t>(got);
+      auto left = static_cast<std::size_t>(got);
+      while (first < pending.size() && left >= pending[first].iov_len) left -= pending[first++].iov_len;
+      if (left != 0) {
+        pending[first].iov_base = static_cast<std::byte*>(pending[first].iov_base) + left;
+        pending[first].iov_len -= left;
+      }
     }
   }
 

@@ -577,10 +577,15 @@ class ZipReader {
   void read_local_headers() {
     using namespace zip_impl;
     const std::uint64_t size = size_;
-    // With read_at_, one read covers this header and the following ones that lie within 64 KiB of it:
-    // an archive of many tiny records costs a read per batch of headers, not one per record.
+    // With read_at_, one read covers this header and the following ones that lie within 64 KiB of it,
+    // each at most 4 KiB of record data past the one before: an archive of many tiny records costs a
+    // read per batch of headers, not one per record, and larger records' data is not read with them
+    // (a select load reads only the records it keeps).
     constexpr std::uint64_t batch_bytes = std::uint64_t{64} << 10;
-    constexpr std::uint64_t header_guess = local_header_size + 1024;  // names are short
+    constexpr std::uint64_t batch_gap = 4096;
+    // A header is read for its fixed part and its name (checked against the central directory's); the
+    // extra field is skipped by its length, so it is not read.
+    const auto header_bytes = [&](std::size_t j) { return local_header_size + entries_[j].name.size(); };
     std::vector<std::byte> window;
     std::uint64_t window_begin = 0;
     const auto covers = [&](std::uint64_t offset, std::uint64_t length) {
@@ -599,11 +604,11 @@ class ZipReader {
         h = at(lho);
       } else {
         if (!covers(lho, local_header_size)) {
-          std::uint64_t end = lho + std::min(size - lho, header_guess);
+          std::uint64_t end = lho + std::min<std::uint64_t>(size - lho, header_bytes(i));
           for (std::size_t j = i + 1; j < entries_.size(); ++j) {
             const std::uint64_t next = entries_[j].local_header_offset;
-            if (next < lho || next > size) break;
-            const std::uint64_t next_end = next + std::min(size - next, header_guess);
+            if (next < lho || next > size || next > end + batch_gap) break;
+            const std::uint64_t next_end = next + std::min<std::uint64_t>(size - next, header_bytes(j));
             if (next_end - lho > batch_bytes) break;
             end = std::max(end, next_end);
           }

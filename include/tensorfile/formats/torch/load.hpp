@@ -12,6 +12,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tensorfile/backends/borrowed.hpp"
@@ -20,9 +22,11 @@
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
@@ -126,6 +130,103 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
   return limits;
 }
 
+/// Replaces storages in `v` (legacy loads place storages after the pickle has used them).
+inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>& placed, std::size_t depth = 0) {
+  const auto moved = [&](const Tensor& t) -> std::optional<Tensor> {
+    auto it = placed.find(t.storage().data());
+    if (it == placed.end()) return std::nullopt;
+    return Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
+  };
+  if (depth > 100000) return;
+  switch (v.kind()) {
+    case Value::Kind::tensor:
+      if (auto t = moved(v.as_tensor())) v = v.is_parameter() ? Value::parameter(*t) : Value(*t);
+      return;
+    case Value::Kind::storage:
+      if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
+      return;
+    case Value::Kind::list:
+      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, placed, depth + 1);
+      return;
+    case Value::Kind::tuple: {
+      std::vector<Value> items(v.as_tuple().begin(), v.as_tuple().end());
+      for (auto& item : items) replace_storages(item, placed, depth + 1);
+      v = Value::tuple(List(std::move(items)));
+      return;
+    }
+    case Value::Kind::dict: {
+      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, placed, depth + 1);
+      return;
+    }
+    case Value::Kind::set:
+      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, placed, depth + 1);
+      return;
+    case Value::Kind::object:
+      replace_storages(ValueAccess::object(v).args, placed, depth + 1);
+      replace_storages(ValueAccess::object(v).state, placed, depth + 1);
+      return;
+    default: return;
+  }
+}
+
+/// The storages (by first byte) of the tensors in `v` that `options.select` keeps.
+inline std::unordered_set<const std::byte*> selected_storages(const Value& v, const LoadOptions& options) {
+  std::unordered_set<const std::byte*> kept;
+  auto keep = [&](const std::string& path, const Tensor& t) {
+    if (options.select(path)) kept.insert(t.storage().data());
+  };
+  walk_tensors(v, "", keep);
+  return kept;
+}
+
+/// Removes the dict items (at any depth) whose value is a tensor or bare storage over one of `dropped`.
+inline void drop_from_dicts(Value& v, const std::map<const std::byte*, Storage>& dropped, std::size_t depth = 0) {
+  if (depth > 100000) return;
+  const auto is_dropped = [&](const Value& item) {
+    const Tensor* t = item.is_tensor() ? &item.as_tensor() : item.is_storage() ? &item.as_storage().tensor : nullptr;
+    return t != nullptr && dropped.contains(t->storage().data());
+  };
+  switch (v.kind()) {
+    case Value::Kind::dict: {
+      Dict& dict = ValueAccess::dict(v);
+      std::vector<Value> gone;
+      for (auto& item : ValueAccess::items(dict)) {
+        if (is_dropped(item.second)) {
+          gone.push_back(item.first);
+        } else {
+          drop_from_dicts(item.second, dropped, depth + 1);
+        }
+      }
+      for (const Value& key : gone) dict.erase(key);
+      return;
+    }
+    case Value::Kind::list:
+      for (auto& item : ValueAccess::list_items(v)) drop_from_dicts(item, dropped, depth + 1);
+      return;
+    case Value::Kind::object:
+      drop_from_dicts(ValueAccess::object(v).args, dropped, depth + 1);
+      drop_from_dicts(ValueAccess::object(v).state, dropped, depth + 1);
+      return;
+    default: return;
+  }
+}
+
+/// Applies `options.select` to a loaded `v` whose kept storages (by first byte) are `kept`: the other
+/// host tensors become meta tensors of the same dtype, shape and strides, or with `select_drops` leave
+/// their dicts (the bytes they held, or would have held, are let go).
+inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>& kept, const LoadOptions& options) {
+  std::map<const std::byte*, Storage> placed;
+  auto drop = [&](const std::string&, const Tensor& t) {
+    const Storage& storage = t.storage();
+    if (storage.device().is_cpu() && storage.data() != nullptr && !kept.contains(storage.data())) {
+      placed.emplace(storage.data(), meta_storage(storage.size_bytes()));
+    }
+  };
+  walk_tensors(v, "", drop);
+  if (options.select_drops && !placed.empty()) drop_from_dicts(v, placed);
+  if (!placed.empty()) replace_storages(v, placed);
+}
+
 /// Reads the zip format.
 inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   ZipReader::HeaderReader read_at;
@@ -167,7 +268,30 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     }
   }
   std::optional<RecordBatches> batches;
-  if (archive.pread_only && !big_endian) batches.emplace(zip.entries(), *archive.file);
+  // Larger records bound for the host are slices of one arena, a huge-page advised mapping that costs
+  // nothing until a record is read into it; they are read after the pickle, together (ParallelReads).
+  Storage arena;
+  std::vector<std::uint64_t> arena_slot;  // per entry: its offset in the arena, or no_slot
+  std::vector<bool> arena_requested;      // per entry: its read is already in `deferred`
+  static constexpr std::uint64_t no_slot = UINT64_MAX;
+  std::unordered_map<std::byte*, const ZipEntry*> unread;  // arena slices not read yet, by first byte
+  if (archive.pread_only && !big_endian) {
+    if (!options.select) batches.emplace(zip.entries(), *archive.file);  // select: each record on its own
+    arena_slot.assign(zip.entries().size(), no_slot);
+    arena_requested.assign(zip.entries().size(), false);
+    std::uint64_t arena_bytes = 0;
+    for (std::size_t i = 0; i < zip.entries().size(); ++i) {
+      const ZipEntry& entry = zip.entries()[i];
+      if (entry.method != 0 || entry.size == 0 || (entry.size <= RecordBatches::small_record && !options.select)) {
+        continue;
+      }
+      arena_slot[i] = arena_bytes;
+      arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
+    }
+    // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
+    if (arena_bytes != 0) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+  }
+  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
@@ -200,10 +324,24 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         return *std::move(given);
       }
     }
+    // Deferred only when place_storage hands the host bytes back unread (no map_location function).
+    const auto stays_on_host = [&] {
+      if (options.map_location.function() != nullptr) return false;
+      try {
+        return Device::parse(options.map_location.target_tag(location)).is_cpu();
+      } catch (const ArgumentError&) {
+        return false;
+      }
+    };
     const auto read = [&]() -> Storage {
       Storage cpu;
       const auto size = static_cast<std::size_t>(record->size);
-      if (record->method == 0 && archive.views.defined() && !big_endian) {
+      const auto index = static_cast<std::size_t>(record - zip.entries().data());
+      if (arena.defined() && arena_slot[index] != no_slot && stays_on_host()) {
+        cpu = arena.slice(static_cast<std::size_t>(arena_slot[index]), size);
+        if (!arena_requested[index]) unread.emplace(cpu.mutable_data(), record);
+        arena_requested[index] = true;
+      } else if (record->method == 0 && archive.views.defined() && !big_endian) {
         cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
       } else if (std::optional<Storage> batched = batches ? batches->slice(*record) : std::nullopt) {
         cpu = *std::move(batched);
@@ -227,52 +365,32 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  // Reads the unread slices that `wanted` accepts (all when null).
+  const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
+    ParallelReads reads;
+    for (const auto& [data, record] : unread) {
+      if (wanted == nullptr || wanted->contains(data)) {
+        reads.add(record->data_offset, {data, static_cast<std::size_t>(record->size)}, record->name);
+      }
+    }
+    if (!reads.empty()) reads.run(*archive.file, read_threads);
+    if (wanted == nullptr) unread.clear();
+  };
+  hooks.before_reading_storages([&] { complete_reads(nullptr); });
   PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
   Value result = machine.run();
+  if (options.select) {
+    const auto kept = selected_storages(result, options);
+    complete_reads(&kept);
+    apply_selection(result, kept, options);
+  } else {
+    complete_reads(nullptr);
+  }
   if (machine.end() != pickle_bytes.size()) {
     throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
                       {archive.path, pickle->name, machine.end()});
   }
   return result;
-}
-
-/// Replaces storages in `v` (legacy loads place storages after the pickle has used them).
-inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>& placed, std::size_t depth = 0) {
-  const auto moved = [&](const Tensor& t) -> std::optional<Tensor> {
-    auto it = placed.find(t.storage().data());
-    if (it == placed.end()) return std::nullopt;
-    return Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
-  };
-  if (depth > 100000) return;
-  switch (v.kind()) {
-    case Value::Kind::tensor:
-      if (auto t = moved(v.as_tensor())) v = v.is_parameter() ? Value::parameter(*t) : Value(*t);
-      return;
-    case Value::Kind::storage:
-      if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
-      return;
-    case Value::Kind::list:
-      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, placed, depth + 1);
-      return;
-    case Value::Kind::tuple: {
-      std::vector<Value> items(v.as_tuple().begin(), v.as_tuple().end());
-      for (auto& item : items) replace_storages(item, placed, depth + 1);
-      v = Value::tuple(List(std::move(items)));
-      return;
-    }
-    case Value::Kind::dict: {
-      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, placed, depth + 1);
-      return;
-    }
-    case Value::Kind::set:
-      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, placed, depth + 1);
-      return;
-    case Value::Kind::object:
-      replace_storages(ValueAccess::object(v).args, placed, depth + 1);
-      replace_storages(ValueAccess::object(v).state, placed, depth + 1);
-      return;
-    default: return;
-  }
 }
 
 /// Reads the legacy format: magic, protocol, sys_info and object pickles, the storage key list,
@@ -380,6 +498,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
         {archive.path, "", pos});
   }
   if (!placed.empty()) replace_storages(result, placed);
+  if (options.select) apply_selection(result, selected_storages(result, options), options);
   return result;
 }
 
@@ -419,7 +538,7 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
   if (!options.mmap) {
     // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
     std::array<std::byte, format_sniff_bytes> head{};
-    if (size > whole_read_limit) {
+    if (size > whole_read_limit || options.select) {  // select: read only the selected records
       const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
       file.read_exact(0, {head.data(), head_size});
       archive.bytes = {head.data(), head_size};

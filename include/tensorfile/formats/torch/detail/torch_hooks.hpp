@@ -90,6 +90,10 @@ class TorchHooks {
   TorchHooks(const LoadOptions& options, ErrorLocation where, LoadStorage load_storage)
       : options_(options), where_(std::move(where)), load_storage_(std::move(load_storage)) {}
 
+  /// Called before the hooks read storage bytes themselves (materializing conj/neg views), so that a
+  /// loader that defers its reads until the pickle is done can complete them first.
+  void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
+
   Value find_class(std::string_view module, std::string_view name, std::uint64_t at) {
     if (module == "__builtin__") module = "builtins";  // protocol 2 spelling
     if (module == "torch") {
@@ -376,6 +380,7 @@ class TorchHooks {
       throw UnsupportedError("neg view of a " + std::string(dtype_name(t.dtype())) + " tensor is not supported",
                              at_(at));
     }
+    if (complete_reads_) complete_reads_();
     const bool grad = t.requires_grad();
     t = t.clone();
     t.set_requires_grad(grad);
@@ -493,6 +498,7 @@ class TorchHooks {
   const LoadOptions& options_;
   ErrorLocation where_;
   LoadStorage load_storage_;
+  std::function<void()> complete_reads_;
   std::vector<Value> numbered_storages_;
   std::unordered_map<std::string, Value> storages_;
   std::size_t storage_count_ = 0;

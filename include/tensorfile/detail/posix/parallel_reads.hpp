@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+// Many reads of one file into their destinations, gathered and spread over a few threads: neighbouring
+// ranges become one preadv, destinations are populated just before their read, and each thread faults
+// in the memory it is about to fill while the others copy.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/populate.hpp"
+
+namespace tensorfile::detail {
+
+/// Threads reading records when the caller does not say: min(4, cores), at least 1.
+[[nodiscard]] inline std::size_t default_read_threads() noexcept {
+  return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
+}
+
+/// A list of (file offset, destination) reads of one file, run together by run().
+class ParallelReads {
+ public:
+  /// Most bytes one preadv call covers: enough to amortize the call, small enough to share the work.
+  static constexpr std::uint64_t group_bytes = std::uint64_t{8} << 20;
+  /// Most bytes between two ranges read in one call (zip local headers sit between records).
+  static constexpr std::uint64_t max_gap = 4096;
+  /// Most destinations one call fills (IOV_MAX is 1024; gaps take a slot each).
+  static constexpr std::size_t max_parts = 512;
+
+  /// Adds a read of out.size() bytes at `offset` into `out`; `member` (kept as given: it must outlive
+  /// run()) names it in errors.
+  void add(std::uint64_t offset, std::span<std::byte> out, std::string_view member) {
+    if (!out.empty()) requests_.push_back({offset, out, member});
+  }
+  [[nodiscard]] bool empty() const noexcept { return requests_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
+
+  /// Performs every read added so far with up to `threads` threads, then forgets them. A file that ends
+  /// early is a FormatError naming the file, the member and the offset of the first missing byte.
+  void run(const FileHandle& file, std::size_t threads) {
+    std::vector<Request> requests = std::move(requests_);
+    requests_.clear();
+    std::sort(requests.begin(), requests.end(), [](const Request& a, const Request& b) { return a.offset < b.offset; });
+    // Groups of neighbouring requests, each one preadv call: [begin, end) indices into requests.
+    std::vector<std::pair<std::size_t, std::size_t>> groups;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (!groups.empty()) {
+        const auto& [begin, end] = groups.back();
+        const Request& last = requests[end - 1];
+        const std::uint64_t last_end = last.offset + last.out.size();
+        const bool joins = requests[i].offset >= last_end && requests[i].offset - last_end <= max_gap &&
+                           requests[i].offset + requests[i].out.size() - requests[begin].offset <= group_bytes &&
+                           end - begin < max_parts;
+        if (joins) {
+          ++groups.back().second;
+          continue;
+        }
+      }
+      groups.emplace_back(i, i + 1);
+    }
+    const std::size_t workers = std::min(std::max<std::size_t>(threads, 1), groups.size());
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    const auto work = [&] {
+      std::vector<std::byte> gap_bytes;
+      std::vector<std::span<std::byte>> parts;
+      for (std::size_t g = next++; g < groups.size() && !failed; g = next++) {
+        try {
+          read_group(file, std::span(requests).subspan(groups[g].first, groups[g].second - groups[g].first), gap_bytes,
+                     parts);
+        } catch (...) {
+          const std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          failed = true;
+        }
+      }
+    };
+    if (workers <= 1) {
+      work();
+    } else {
+      std::vector<std::jthread> pool;
+      pool.reserve(workers - 1);
+      for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+      work();
+    }  // the jthreads join here
+    if (error) std::rethrow_exception(error);
+  }
+
+ private:
+  struct Request {
+    std::uint64_t offset;
+    std::span<std::byte> out;
+    std::string_view member;
+  };
+
+  static void read_group(const FileHandle& file, std::span<const Request> group, std::vector<std::byte>& gap_bytes,
+                         std::vector<std::span<std::byte>>& parts) {
+    std::uint64_t gaps = 0;
+    for (std::size_t i = 1; i < group.size(); ++i) {
+      gaps = std::max(gaps, group[i].offset - group[i - 1].offset - group[i - 1].out.size());
+    }
+    gap_bytes.resize(static_cast<std::size_t>(gaps));  // the gaps are read over one scratch buffer
+    parts.clear();
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (i != 0) {
+        const auto gap = static_cast<std::size_t>(group[i].offset - group[i - 1].offset - group[i - 1].out.size());
+        if (gap != 0) parts.emplace_back(gap_bytes.data(), gap);
+      }
+      populate_for_write(group[i].out.data(), group[i].out.size());  // best effort: else faulted by the read
+      parts.push_back(group[i].out);
+    }
+    try {
+      file.read_scattered(group.front().offset, parts);
+    } catch (const FormatError&) {
+      // The file ends inside the group: read it request by request to name the member that is cut.
+      for (const Request& request : group) {
+        try {
+          file.read_exact(request.offset, request.out);
+        } catch (const FormatError& cut) {
+          throw FormatError(cut.reason(), {cut.path(), std::string(request.member), cut.offset()});
+        }
+      }
+      throw;
+    }
+  }
+
+  std::vector<Request> requests_;
+};
+
+}  // namespace tensorfile::detail

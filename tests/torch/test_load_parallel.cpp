@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+// Tests of the heap load's pooled path (issue 17): records of large files read after the pickle into one
+// huge-page advised arena by a few threads with preadv, and the heap backend's mapped large blocks.
+#include <tensorfile/core/heap_backend.hpp>
+#include <tensorfile/detail/posix/parallel_reads.hpp>
+#include <tensorfile/formats/torch/load.hpp>
+#include <tensorfile/formats/torch/save.hpp>
+
+#include <cstdint>
+#include <numeric>
+#include <sstream>
+
+#include "tensorfile_catch.hpp"
+#include "torch/load_helpers.hpp"
+
+using namespace tensorfile;
+
+namespace {
+
+// A dict of tensors: small ones (batched), ones over 64 KiB (deferred into the arena) and one over 2 MiB,
+// each filled with values that tell its bytes from every other tensor's.
+Value mixed_dict() {
+  Dict dict;
+  const std::int64_t sizes[] = {3, 20000, 17, 65536 / 4 + 1, 600000, 40000, 5, 100000, 1};
+  int n = 0;
+  for (const std::int64_t numel : sizes) {
+    Tensor t(heap_storage(static_cast<std::size_t>(numel) * 4), DType::Float32, {numel});
+    for (std::int64_t i = 0; i < numel; ++i) t.data<float>()[i] = static_cast<float>(n * 1000003 + i);
+    dict.set(Value("layer" + std::to_string(n++) + ".weight"), Value(t));
+  }
+  return Value(dict);
+}
+
+// Restores map_large_heap_blocks on scope exit.
+class PlainHeapBlocks {
+ public:
+  PlainHeapBlocks() { detail::map_large_heap_blocks = false; }
+  PlainHeapBlocks(const PlainHeapBlocks&) = delete;
+  PlainHeapBlocks& operator=(const PlainHeapBlocks&) = delete;
+  ~PlainHeapBlocks() { detail::map_large_heap_blocks = true; }
+};
+
+}  // namespace
+
+TEST_CASE("pooled preadv loads give the bytes of one-buffer loads, with 1 to 8 threads", "[load][parallel]") {
+  const tensorfile_test::ScratchDir dir;
+  const Value dict = mixed_dict();
+  save(dict, dir / "mixed.pt");
+  const Value whole = load(dir / "mixed.pt");
+  REQUIRE(whole == dict);
+  const tensorfile_test::PiecewiseHeapLoads piecewise;
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{8}}) {
+    INFO(threads << " threads");
+    const Value pooled = load(dir / "mixed.pt", {.read_threads = threads});
+    CHECK(pooled == dict);
+    // The records over 64 KiB share the arena; the small ones share their batch.
+    const Storage& big = pooled["layer1.weight"].as_tensor().storage();
+    CHECK(big.kind() == StorageKind::heap);
+    CHECK(big.shares_owner_with(pooled["layer4.weight"].as_tensor().storage()));
+    CHECK_FALSE(big.shares_owner_with(pooled["layer0.weight"].as_tensor().storage()));
+  }
+  SECTION("with large heap blocks from operator new (huge pages off)") {
+    const PlainHeapBlocks plain;
+    CHECK(load(dir / "mixed.pt", {.read_threads = 4}) == dict);
+  }
+  SECTION("the records bound for the meta device or through a map_location function are not deferred") {
+    const Value meta = load(dir / "mixed.pt", {.map_location = "meta", .read_threads = 4});
+    CHECK(meta["layer4.weight"].as_tensor().device().is_meta());
+    int calls = 0;
+    const Value through = load(dir / "mixed.pt", {.map_location = MapLocation([&](const Storage& s, std::string_view) {
+                                                    ++calls;
+                                                    return std::optional<Storage>(s);
+                                                  }),
+                                                  .read_threads = 4});
+    CHECK(through == dict);
+    CHECK(calls == 9);
+  }
+}
+
+TEST_CASE("ParallelReads gathers neighbours, and a file ending early names the file, the member and the offset",
+          "[load][parallel][safety]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "bytes.bin";
+  std::string content(3 << 20, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>((i * 131) >> 7);
+  tensorfile_test::write_text(path, content);
+  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
+  // Ranges with gaps, out of order, one past a 4 KiB gap limit, adjacent ones.
+  const std::pair<std::uint64_t, std::size_t> ranges[] = {
+      {100, 5000}, {0, 100}, {5100, 70000}, {75100 + 5000, 1 << 20}, {2 << 20, 4096}, {(2 << 20) + 4096, 1000}};
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
+    std::vector<std::vector<std::byte>> out;
+    detail::ParallelReads reads;
+    for (const auto& [offset, size] : ranges) out.emplace_back(size);
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < out.size(); ++i) names.push_back("member" + std::to_string(i));
+    for (std::size_t i = 0; i < out.size(); ++i) reads.add(ranges[i].first, out[i], names[i]);
+    reads.run(file, threads);
+    CHECK(reads.empty());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      INFO("range " << i);
+      CHECK(std::memcmp(out[i].data(), content.data() + ranges[i].first, out[i].size()) == 0);
+    }
+  }
+  SECTION("a read past the end") {
+    std::vector<std::byte> head(1000);
+    std::vector<std::byte> cut(5000);
+    detail::ParallelReads reads;
+    reads.add(0, head, "archive/data/0");
+    reads.add(content.size() - 1000, cut, "archive/data/1");
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+      detail::ParallelReads again = reads;
+      try {
+        again.run(file, threads);
+        FAIL("no error");
+      } catch (const FormatError& error) {
+        CHECK(error.path() == path);
+        CHECK(error.member() == "archive/data/1");
+        CHECK(error.offset() == content.size());
+      }
+    }
+  }
+}
+
+TEST_CASE("HeapBackend maps large blocks at huge-page boundaries, zeroed or populated, or takes operator new's",
+          "[heap][parallel]") {
+  const std::size_t large = detail::large_heap_block + 12345;
+  for (const bool populate : {false, true}) {
+    HeapBackend block(large, true, populate);
+    CHECK(block.mapped());
+    CHECK(reinterpret_cast<std::uintptr_t>(block.data()) % detail::huge_page == 0);
+    CHECK(std::all_of(block.data(), block.data() + large, [](std::byte b) { return b == std::byte{0}; }));
+    block.data()[large - 1] = std::byte{7};
+    CHECK(block.data()[large - 1] == std::byte{7});
+  }
+  CHECK_FALSE(HeapBackend(detail::large_heap_block - 1).mapped());
+  const PlainHeapBlocks plain;
+  HeapBackend block(large, true);
+  CHECK_FALSE(block.mapped());
+  CHECK(reinterpret_cast<std::uintptr_t>(block.data()) % HeapBackend::alignment == 0);
+  CHECK(block.data()[large - 1] == std::byte{0});
+}
+
+namespace {
+
+// Bytes this process has read so far (read(2), pread(2) and friends: /proc/self/io rchar).
+std::uint64_t bytes_read_so_far() {
+  std::istringstream io(tensorfile_test::read_text("/proc/self/io"));
+  std::string field;
+  std::uint64_t value = 0;
+  while (io >> field >> value) {
+    if (field == "rchar:") return value;
+  }
+  FAIL("no rchar in /proc/self/io");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("select reads only the selected tensors' records; the others come back as meta tensors", "[load][select]") {
+  const tensorfile_test::ScratchDir dir;
+  Dict dict;
+  for (int i = 0; i < 300; ++i) {  // 128 KiB each: the fixed reads (index, pickle, 64 KiB tail) stay under 1%
+    Tensor t(heap_storage(32768 * 4), DType::Float32, {256, 128});
+    for (std::int64_t k = 0; k < t.numel(); k += 97) t.data<float>()[k] = static_cast<float>(i * 100000 + k);
+    dict.set(Value("layers." + std::to_string(i) + ".weight"), Value(t));
+  }
+  const Value expected(dict);
+  save(expected, dir / "model.pt");
+  const auto file_bytes = std::filesystem::file_size(dir / "model.pt");
+
+  SECTION("one tensor of 300 by name: under 1% of the file read, whatever the thread count") {
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
+      const std::uint64_t before = bytes_read_so_far();
+      const Value loaded =
+          load(dir / "model.pt", {.select = select_paths({"layers.7.weight"}), .read_threads = threads});
+      const std::uint64_t read = bytes_read_so_far() - before;
+      CHECK(read < file_bytes / 100);
+      CHECK(read >= 32768 * 4);
+      CHECK(loaded["layers.7.weight"] == expected["layers.7.weight"]);
+      const Tensor& other = loaded["layers.8.weight"].as_tensor();
+      CHECK(other.device().is_meta());
+      CHECK(other.dtype() == DType::Float32);
+      CHECK(other.sizes() == Shape{256, 128});
+      CHECK(named_tensors(loaded).size() == 300);
+    }
+  }
+  SECTION("glob patterns and predicates; everything selected is a plain load") {
+    const Value globbed = load(dir / "model.pt", {.select = select_paths({"layers.1?.weight", "layers.3*"})});
+    int host = 0;
+    for (const auto& [path, t] : named_tensors(globbed)) {
+      if (t.device().is_cpu()) {
+        ++host;
+        CHECK(Value(t) == expected[path]);
+      }
+    }
+    CHECK(host == 10 + 1 + 10);  // layers.1x, layers.3, layers.3x
+    const Value all = load(dir / "model.pt", {.select = [](std::string_view) { return true; }});
+    CHECK(all == Value(dict));
+    const Value dropped = load(dir / "model.pt", {.select = select_paths({"layers.5.weight"}), .select_drops = true});
+    REQUIRE(dropped.as_dict().size() == 1);
+    CHECK(dropped["layers.5.weight"] == expected["layers.5.weight"]);
+    const Value none = load(dir / "model.pt", {.select = [](std::string_view) { return false; }});
+    for (const auto& [path, t] : named_tensors(none)) CHECK(t.device().is_meta());
+  }
+  SECTION("mmap and in-memory loads give the same selection") {
+    const auto pick = select_paths({"layers.42.weight"});
+    const Value mapped = load(dir / "model.pt", {.mmap = MapMode::read_only, .select = pick});
+    CHECK(mapped["layers.42.weight"] == expected["layers.42.weight"]);
+    CHECK(mapped["layers.41.weight"].as_tensor().device().is_meta());
+    const std::string bytes = tensorfile_test::read_text(dir / "model.pt");
+    const Value span_loaded = load(std::as_bytes(std::span(bytes.data(), bytes.size())), {.select = pick});
+    CHECK(span_loaded["layers.42.weight"] == expected["layers.42.weight"]);
+    CHECK(span_loaded["layers.0.weight"].as_tensor().device().is_meta());
+  }
+}
+
+TEST_CASE("select on torch-written files: legacy format, conj/neg views, shared views", "[load][select]") {
+  const auto sample = [](const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; };
+  SECTION("everything selected loads as without select (reads deferred past conj/neg materialization)") {
+    for (const auto& path : tensorfile_test::torch_fixtures()) {
+      INFO(path.filename().string());
+      bool plain_ok = true;
+      Value plain;
+      try {
+        plain = load(path);
+      } catch (const Error&) {
+        plain_ok = false;  // files strict loads refuse (code, quantized ...) refuse the same with select
+      }
+      if (plain_ok) {
+        CHECK(load(path, {.select = [](std::string_view) { return true; }}) == plain);
+      } else {
+        CHECK_THROWS_AS(load(path, {.select = [](std::string_view) { return true; }}), Error);
+      }
+    }
+  }
+  SECTION("legacy: the unselected tensor is meta") {
+    const Value plain = load(sample("legacy_format.pt"));
+    const Value picked = load(sample("legacy_format.pt"), {.select = select_paths({"a"})});
+    CHECK(picked["a"] == plain["a"]);
+    CHECK(picked["b"].as_tensor().device().is_meta());
+    CHECK(picked["b"].as_tensor().sizes() == plain["b"].as_tensor().sizes());
+  }
+}
