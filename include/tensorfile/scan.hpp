@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/torch/detail/global_verdicts.hpp"
 #include "tensorfile/formats/torch/detail/pickle_scan.hpp"
 
@@ -73,13 +75,13 @@ struct ScanReport {
 
 namespace detail {
 
-/// Walks `count` pickles one after the other from the start of `bytes` (the legacy format holds five before its raw
-/// storages; a bare pickle file one), stopping at the end of the bytes.
+/// Walks `count` pickles one after the other from byte `first` of `bytes` (the legacy format holds five before its
+/// raw storages; a bare pickle file one; an object .npy one after its header), stopping at the end of the bytes.
 inline void scan_pickles(ScanReport& report, std::span<const std::byte> bytes, const std::string& member,
-                         std::size_t count, const ScanOptions& options) {
+                         std::size_t count, const ScanOptions& options, std::uint64_t first = 0) {
   report.pickles.push_back(member);
-  if (bytes.empty()) report.errors.push_back({member, 0, "no pickle: the bytes are empty"});
-  std::uint64_t start = 0;
+  if (bytes.size() <= first) report.errors.push_back({member, first, "no pickle: the bytes are empty"});
+  std::uint64_t start = first;
   for (std::size_t i = 0; i < count && start < bytes.size(); ++i) {
     PickleScan found = scan_pickle(bytes, start);
     report.bytes_read += found.end - start;
@@ -107,17 +109,35 @@ inline void scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
   }
 }
 
+/// A .npy file or .npz member: np.save writes an object array (dtype '|O') as a pickle after the header, which
+/// np.load(allow_pickle=True) runs; other dtypes hold no pickle. A header that cannot be read is an error finding.
+inline void scan_npy(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
+                     const std::string& member, const ScanOptions& options) {
+  std::optional<std::uint64_t> pickle_at;
+  try {
+    pickle_at = npy_object_pickle_offset(bytes, path, member);
+  } catch (const Error& error) {
+    report.errors.push_back({member, error.offset().value_or(0), error.what()});
+    return;
+  }
+  if (pickle_at) scan_pickles(report, bytes, member, 1, options, *pickle_at);
+}
+
 inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
                      const ScanOptions& options) {
   const ZipReader zip = ZipReader::open(bytes, path);
   for (const ZipEntry& entry : zip.entries()) {
-    if (!entry.name.ends_with(".pkl")) continue;
-    if (entry.method == 0) {
-      const std::span<const std::byte> pickle = zip.stored_bytes(entry);
-      scan_pickles(report, pickle, entry.name, 1, options);
+    const bool pickle = entry.name.ends_with(".pkl");
+    // An .npz member's header is read in place when stored; a deflated one is inflated to find it (its data
+    // with it: only .npz members, never a torch file's records).
+    if (!pickle && !(report.format == FileFormat::npz && entry.name.ends_with(".npy"))) continue;
+    std::vector<std::byte> inflated;
+    const std::span<const std::byte> member =
+        entry.method == 0 ? zip.stored_bytes(entry) : std::span<const std::byte>(inflated = zip.read(entry));
+    if (pickle) {
+      scan_pickles(report, member, entry.name, 1, options);
     } else {
-      const std::vector<std::byte> pickle = zip.read(entry);
-      scan_pickles(report, pickle, entry.name, 1, options);
+      scan_npy(report, member, path, entry.name, options);
     }
   }
 }
@@ -128,7 +148,8 @@ inline void scan_bytes(ScanReport& report, std::span<const std::byte> bytes, con
     case FileFormat::torch_zip:
     case FileFormat::npz: scan_zip(report, bytes, path, options); break;
     case FileFormat::torch_legacy: scan_pickles(report, bytes, "", 5, options); break;
-    default: break;  // safetensors, npy: no pickle (object arrays are refused on load)
+    case FileFormat::npy: scan_npy(report, bytes, path, "", options); break;
+    default: break;  // safetensors, tensordict trees' data files: no pickle
   }
 }
 
@@ -150,8 +171,9 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
 }  // namespace detail
 
 /// Scans the file or tensordict tree at `path`: every pickle it holds (a torch zip file's data.pkl and other .pkl
-/// records, a legacy file's pickles, a tree's pickle side files) is walked opcode by opcode, never run; tensor data
-/// is never read. Throws IoError when the path cannot be read and FormatError for a broken zip index; a broken
+/// records, a legacy file's pickles, a tree's pickle side files, the pickle of an object-dtype .npy file or .npz
+/// member) is walked opcode by opcode, never run; tensor data is never read (except a deflated .npz member's, inflated
+/// to find its header). Throws IoError when the path cannot be read and FormatError for a broken zip index; a broken
 /// pickle is a finding in the report.
 [[nodiscard]] inline ScanReport scan(const std::filesystem::path& path, const ScanOptions& options = {}) {
   ScanReport report;

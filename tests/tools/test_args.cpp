@@ -3,6 +3,7 @@
 #include "tensorfile_catch.hpp"
 
 #include <array>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +18,7 @@ constexpr std::array test_options{
     OptionSpec{"json", "", "print JSON"},
     OptionSpec{"to", "FORMAT", "output format"},
     OptionSpec{"map-location", "WHERE", "where tensors go"},
+    OptionSpec{"allow", "NAME", "may repeat", true},
 };
 
 const CommandSpec test_spec{
@@ -77,6 +79,10 @@ TEST_CASE("parse_args") {
     CHECK(usage_message({"in", "--json=yes"}) == "option '--json' takes no value");
     CHECK(usage_message({"in", "--to"}) == "option '--to' needs a value (FORMAT)");
     CHECK(usage_message({"in", "--to", "a", "--to=b"}) == "option '--to' is given twice");
+    const Args repeated = parse({"in", "--allow", "a.b", "--allow=c.d"});
+    CHECK(repeated.values("allow") == std::vector<std::string>{"a.b", "c.d"});
+    CHECK(repeated.value("allow") == "c.d");
+    CHECK(repeated.values("to").empty());
     CHECK(usage_message({}) == "expected 1 to 2 operands (IN [OUT]), got 0");
     CHECK(usage_message({"a", "b", "c"}) == "expected 1 to 2 operands (IN [OUT]), got 3");
   }

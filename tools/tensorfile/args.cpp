@@ -12,7 +12,12 @@ namespace tensorfile::cli {
 std::optional<std::string> Args::value(std::string_view name) const {
   const auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::values(std::string_view name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 Args parse_args(const CommandSpec& spec, std::span<const std::string_view> arguments) {
@@ -44,7 +49,8 @@ Args parse_args(const CommandSpec& spec, std::span<const std::string_view> argum
     const auto option =
         std::find_if(spec.options.begin(), spec.options.end(), [&](const OptionSpec& o) { return o.name == name; });
     if (option == spec.options.end()) throw UsageError(fmt::format("unknown option '--{}'", name));
-    if (args.values_.contains(name)) throw UsageError(fmt::format("option '--{}' is given twice", name));
+    if (!option->repeatable && args.values_.contains(name))
+      throw UsageError(fmt::format("option '--{}' is given twice", name));
     std::string value;
     if (option->value_name.empty()) {
       if (equals != std::string_view::npos) throw UsageError(fmt::format("option '--{}' takes no value", name));
@@ -55,7 +61,7 @@ Args parse_args(const CommandSpec& spec, std::span<const std::string_view> argum
     } else {
       throw UsageError(fmt::format("option '--{}' needs a value ({})", name, option->value_name));
     }
-    args.values_.emplace(name, std::move(value));
+    args.values_[std::string(name)].push_back(std::move(value));
   }
   const std::size_t count = args.operands_.size();
   if (count < spec.min_operands || count > spec.max_operands) {

@@ -30,6 +30,7 @@ struct OptionSpec {
   std::string_view name{};        ///< without the dashes: "json"
   std::string_view value_name{};  ///< placeholder shown in help ("DEVICE"); empty for a flag
   std::string_view help{};        ///< one line
+  bool repeatable = false;        ///< may be given more than once (read with Args::values)
 };
 
 /// What a command accepts, and its help text.
@@ -50,21 +51,23 @@ class Args {
   [[nodiscard]] const std::vector<std::string>& operands() const noexcept { return operands_; }
   /// Whether flag `name` was given.
   [[nodiscard]] bool flag(std::string_view name) const { return values_.contains(std::string(name)); }
-  /// The value of option `name`, if given.
+  /// The value of option `name`, if given (the last one of a repeatable option).
   [[nodiscard]] std::optional<std::string> value(std::string_view name) const;
+  /// Every value of option `name` in the order given (empty when absent).
+  [[nodiscard]] std::vector<std::string> values(std::string_view name) const;
   /// Whether --help (or -h) was given; nothing else was checked then.
   [[nodiscard]] bool help() const noexcept { return help_; }
 
  private:
   friend Args parse_args(const CommandSpec& spec, std::span<const std::string_view> arguments);
   std::vector<std::string> operands_;
-  std::map<std::string, std::string, std::less<>> values_;  // flags map to ""
+  std::map<std::string, std::vector<std::string>, std::less<>> values_;  // flags map to {""}
   bool help_ = false;
 };
 
 /// Parses the arguments after the command name against `spec`. `--` ends the options; `-` alone is an
-/// operand. Throws UsageError for an unknown or repeated option, a missing or unexpected value, or a
-/// wrong number of operands. -h or --help anywhere before `--` wins over every other problem.
+/// operand. Throws UsageError for an unknown option, one given twice that is not repeatable, a missing or unexpected
+/// value, or a wrong number of operands. -h or --help anywhere before `--` wins over every other problem.
 [[nodiscard]] Args parse_args(const CommandSpec& spec, std::span<const std::string_view> arguments);
 
 /// The --help text of a command: usage line, summary, options, details.

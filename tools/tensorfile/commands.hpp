@@ -17,7 +17,7 @@ int run_convert(const Args& args);
 int run_verify(const Args& args);
 int run_bench(const Args& args);
 
-extern const CommandSpec scan_spec;  ///< tensorfile scan PATH... [--json] [--allow MODULE.NAME,...] [--jobs N]
+extern const CommandSpec scan_spec;  ///< tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--jobs N]
 int run_scan(const Args& args);
 
 }  // namespace tensorfile::cli

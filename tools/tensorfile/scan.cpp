@@ -30,8 +30,8 @@ std::string where(const std::string& member, std::uint64_t offset) {
 
 ScanOptions scan_options(const Args& args) {
   ScanOptions options;
-  if (const auto allow = args.value("allow")) {
-    std::string_view rest = *allow;
+  for (const std::string& allow : args.values("allow")) {
+    std::string_view rest = allow;
     while (!rest.empty()) {
       const std::size_t comma = rest.find(',');
       const std::string_view name = rest.substr(0, comma);
@@ -104,7 +104,8 @@ namespace {
 
 constexpr OptionSpec scan_option_list[] = {
     {"json", "", "print one JSON object per file (an array) instead of the table"},
-    {"allow", "MODULE.NAME,...", "count these globals as safe (comma-separated; never a dangerous one)"},
+    {"allow", "MODULE.NAME", "count this global as safe (repeatable; commas list several; never a dangerous one)",
+     true},
     {"jobs", "N", "files scanned at once (default: the number of CPUs)"},
 };
 

@@ -11,7 +11,7 @@
 
 namespace tensorfile::cli {
 
-/// The options verify and scan share: --allow MODULE.NAME[,MODULE.NAME...] and --json.
+/// The options verify and scan share: --allow MODULE.NAME[,MODULE.NAME...] (repeatable) and --json.
 [[nodiscard]] ScanOptions scan_options(const Args& args);
 
 /// One line per reason the file is not safe: "UNSAFE: calls os.system (archive/data.pkl, byte 34)" for a dangerous

@@ -47,8 +47,8 @@ std::string checked_summary(const VerifyReport& report) {
 }  // namespace
 
 constexpr OptionSpec verify_options[] = {
-    {"allow", "MODULE.NAME,...",
-     "count these globals as safe for weights_only (comma-separated; never a dangerous one)"},
+    {"allow", "MODULE.NAME",
+     "count this global as safe for weights_only (repeatable; commas list several; never a dangerous one)", true},
     {"json", "", "print the safety scan's report as JSON"},
 };
 

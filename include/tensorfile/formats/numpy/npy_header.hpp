@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,8 +66,14 @@ inline constexpr NpyDType npy_dtypes[] = {
 /// bool and tuple-of-int values. Every failure names the file, member and absolute byte offset.
 class NpyDictParser {
  public:
-  NpyDictParser(std::string_view text, std::uint64_t base, const std::filesystem::path& file, const std::string& member)
-      : text_(text), base_(base), file_(file), member_(member) {}
+  /// `objects_allowed`: an object descr ('|O') is accepted and recorded (objects()) instead of refused, for readers
+  /// that look at the pickle NumPy writes after such a header without running it (scan()).
+  NpyDictParser(std::string_view text, std::uint64_t base, const std::filesystem::path& file, const std::string& member,
+                bool objects_allowed = false)
+      : text_(text), base_(base), file_(file), member_(member), objects_allowed_(objects_allowed) {}
+
+  /// Whether the descr was the object dtype (only with objects_allowed).
+  [[nodiscard]] bool objects() const noexcept { return objects_; }
 
   /// Parses the dict into `header` (descr, fortran_order and shape; each exactly once, nothing else).
   void parse(NpyHeader& header) {
@@ -229,6 +236,10 @@ class NpyDictParser {
       }
     }
     const char kind = code[0];
+    if (kind == 'O' && code.size() == 1 && objects_allowed_) {
+      objects_ = true;
+      return;
+    }
     if (kind == 'O') unsupported("descr '" + descr + "' is the object dtype (pickled Python objects), never read", at);
     if (kind == 'V') unsupported("descr '" + descr + "' is a void or structured dtype; not read", at);
     if (kind == 'U' || kind == 'S' || kind == 'a') {
@@ -245,6 +256,8 @@ class NpyDictParser {
   std::uint64_t base_;
   const std::filesystem::path& file_;
   const std::string& member_;
+  bool objects_allowed_ = false;
+  bool objects_ = false;
   std::size_t pos_ = 0;
 };
 
@@ -271,20 +284,18 @@ class NpyDictParser {
 
 }  // namespace detail
 
-/// Parses and checks the header of a .npy file whose first bytes are `prefix` (at least the whole
-/// header; more is fine) and which is `total_size` bytes long. The data must take exactly the bytes
-/// after the header. `file` and `member` name the input in errors. Throws FormatError for a malformed
-/// header or a size disagreement, UnsupportedError for dtypes tensorfile lacks (object, structured,
-/// strings, datetimes, long double) and unknown versions; never allocates what the header claims.
-[[nodiscard]] inline NpyHeader parse_npy_header(std::span<const std::byte> prefix, std::uint64_t total_size,
-                                                const std::filesystem::path& file = {},
-                                                const std::string& member = {}) {
-  const std::uint64_t preamble = detail::npy_preamble_size(prefix, file, member);
+namespace detail {
+
+/// The header's dict literal, checked for its length and (formats 1 and 2) for ASCII, and the size of the bytes
+/// before it; `header` gets the version.
+inline std::string_view npy_header_text(std::span<const std::byte> prefix, std::uint64_t total_size,
+                                        const std::filesystem::path& file, const std::string& member, NpyHeader& header,
+                                        std::uint64_t& preamble) {
+  preamble = npy_preamble_size(prefix, file, member);
   if (prefix.size() < preamble) {
     throw FormatError("the file ends inside the .npy header length", {file, member, prefix.size()});
   }
   const auto byte = [&](std::size_t i) { return static_cast<std::uint64_t>(static_cast<unsigned char>(prefix[i])); };
-  NpyHeader header;
   header.major = static_cast<int>(byte(6));
   header.minor = 0;
   const std::uint64_t length =
@@ -304,8 +315,38 @@ class NpyDictParser {
       }
     }
   }
+  return text;
+}
+
+/// Where the pickle of an object-dtype .npy starts (np.save pickles such arrays after the header), or nothing for
+/// any other dtype tensorfile reads. Throws as parse_npy_header for a malformed header.
+[[nodiscard]] inline std::optional<std::uint64_t> npy_object_pickle_offset(std::span<const std::byte> bytes,
+                                                                           const std::filesystem::path& file,
+                                                                           const std::string& member) {
+  NpyHeader header;
+  std::uint64_t preamble = 0;
+  const std::string_view text = npy_header_text(bytes, bytes.size(), file, member, header, preamble);
+  NpyDictParser parser(text, preamble, file, member, true);
+  parser.parse(header);
+  if (!parser.objects()) return std::nullopt;
+  return preamble + text.size();
+}
+
+}  // namespace detail
+
+/// Parses and checks the header of a .npy file whose first bytes are `prefix` (at least the whole
+/// header; more is fine) and which is `total_size` bytes long. The data must take exactly the bytes
+/// after the header. `file` and `member` name the input in errors. Throws FormatError for a malformed
+/// header or a size disagreement, UnsupportedError for dtypes tensorfile lacks (object, structured,
+/// strings, datetimes, long double) and unknown versions; never allocates what the header claims.
+[[nodiscard]] inline NpyHeader parse_npy_header(std::span<const std::byte> prefix, std::uint64_t total_size,
+                                                const std::filesystem::path& file = {},
+                                                const std::string& member = {}) {
+  NpyHeader header;
+  std::uint64_t preamble = 0;
+  const std::string_view text = detail::npy_header_text(prefix, total_size, file, member, header, preamble);
   detail::NpyDictParser(text, preamble, file, member).parse(header);
-  header.data_offset = preamble + length;
+  header.data_offset = preamble + text.size();
   std::int64_t numel = 1;
   for (const std::int64_t extent : header.shape) {
     const auto product = detail::checked_mul(numel, extent);
