@@ -125,7 +125,9 @@ inline void scan_npy(ScanReport& report, std::span<const std::byte> bytes, const
 
 inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
                      const ScanOptions& options) {
-  const ZipReader zip = ZipReader::open(bytes, path);
+  ZipLimits limits;
+  limits.require_prefix = report.format == FileFormat::torch_zip;  // an .npz names its members at the top level
+  const ZipReader zip = ZipReader::open(bytes, path, limits);
   for (const ZipEntry& entry : zip.entries()) {
     const bool pickle = entry.name.ends_with(".pkl");
     // An .npz member's header is read in place when stored; a deflated one is inflated to find it (its data

@@ -219,10 +219,10 @@ TEST_CASE("scan walks a tensordict tree's pickle side files", "[scan]") {
 
 TEST_CASE("scan walks the pickle after an object .npy header, and nothing in a numeric one", "[scan]") {
   // np.save of an object array: the .npy header (descr '|O'), then the array pickled; np.load(allow_pickle=True)
-  // runs it. The header is padded with spaces and a newline to 64 bytes as NumPy pads it.
+  // runs it. The header is padded with spaces and a newline to 128 bytes (a multiple of 64) as NumPy pads it.
   const auto npy = [](const std::string& descr, const std::string& data) {
     std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (1,), }";
-    header.append(64 - 10 - header.size() - 1, ' ');
+    header.append(128 - 10 - header.size() - 1, ' ');
     header += '\n';
     return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header + data;
   };
@@ -231,7 +231,7 @@ TEST_CASE("scan walks the pickle after an object .npy header, and nothing in a n
   CHECK(report.format == FileFormat::npy);
   REQUIRE(report.globals.size() == 1);
   CHECK(report.globals[0].full_name() == "os.system");
-  CHECK(report.globals[0].offset == 64);  // offsets count from the file's start
+  CHECK(report.globals[0].offset == 128);  // offsets count from the file's start
   CHECK(report.globals[0].verdict == GlobalVerdict::dangerous);
   CHECK(report.errors.empty());
 
