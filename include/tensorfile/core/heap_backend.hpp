@@ -71,10 +71,12 @@ class HeapBackend {
     }
   };
 
-  // A mapping of `size` bytes rounded up to whole huge pages, at a huge-page boundary (the kernel backs
-  // only aligned 2 MiB ranges with huge pages); null when mmap refuses, so that operator new is tried.
+  // A mapping of `size` bytes in whole 4 KiB pages starting at a huge-page boundary: the kernel backs each
+  // aligned 2 MiB range inside it with a huge page and the tail with small ones (rounding the tail up to a
+  // huge page would cost up to 2 MiB of memory per block). Null when mmap refuses, so that operator new is tried.
   std::byte* map(std::size_t size, bool populate) {
-    const std::size_t rounded = (size + detail::huge_page - 1) & ~(detail::huge_page - 1);
+    constexpr std::size_t page = 4096;
+    const std::size_t rounded = (size + page - 1) & ~(page - 1);
     if (rounded < size) return nullptr;
     const std::size_t reserved = rounded + detail::huge_page;
     void* address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
