@@ -98,6 +98,7 @@ TEST_CASE("help_text") {
         "  --json                print JSON\n"
         "  --to FORMAT           output format\n"
         "  --map-location WHERE  where tensors go\n"
+        "  --allow NAME          may repeat\n"
         "  -h, --help            show this help and exit\n"
         "\n"
         "More words.\n");
