@@ -21,8 +21,10 @@
 #include "tensorfile/cuda/detail/cufile.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
 #include "tensorfile/cuda/detail/runtime.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/io/from_file.hpp"
+#include "tensorfile/state_dict.hpp"
 
 namespace tensorfile::cuda {
 
@@ -117,6 +119,14 @@ inline CudaStreamPath cuda_stream_path(const cuda::CudaLoadOptions& options) {
   if (!options.use_cufile) return CudaStreamPath::ring;
   return options.require_cufile ? CudaStreamPath::cufile_required : CudaStreamPath::cufile_or_ring;
 }
+/// The stream step of the streamed loads: a planned group of an open file to its device, by the path
+/// `options` ask for.
+inline auto cuda_streamer(const RingOptions& ring, const cuda::CudaLoadOptions& options) {
+  return [&ring, how = cuda_stream_path(options)](const FileHandle& file, const RingGroup& group,
+                                                  RingProgressState& progress) {
+    return cuda_stream(file, group, ring, how, progress);
+  };
+}
 /// Runs `fn`, adding `path` to a DeviceError that names no file.
 template <class Fn>
 auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(fn()) {
@@ -126,6 +136,16 @@ auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(
     if (!error.path().empty()) throw;
     throw DeviceError(error.reason(), {.file = path, .member = error.member(), .offset = error.offset()});
   }
+}
+/// The frame of cuda::load and cuda::load_safetensors: opens `path` (read-write for a shared mapping) and
+/// returns `load(file, ring, stream)` with the ring `cuda_options` describe, a DeviceError naming the file.
+template <class Load>
+Value cuda_stream_file(const std::filesystem::path& path, bool shared, const cuda::CudaLoadOptions& cuda_options,
+                       Load&& load) {
+  cuda::install();
+  const RingOptions ring = cuda_ring_options(cuda_options);
+  const FileHandle file = FileHandle::open(path, shared ? OpenMode::read_write : OpenMode::read);
+  return with_file_location(path, [&] { return load(file, ring, cuda_streamer(ring, cuda_options)); });
 }
 }  // namespace tensorfile::detail
 
@@ -141,17 +161,49 @@ namespace tensorfile::cuda {
 /// device is missing (cudaErrorNoDevice, cudaErrorInsufficientDriver) or out of memory.
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {},
                                 const CudaLoadOptions& cuda_options = {}) {
+  return tensorfile::detail::cuda_stream_file(
+      path, options.mmap == MapMode::shared, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
+        return tensorfile::detail::stream_load_torch(file, path, options, ring, cuda_options.progress,
+                                                     tensorfile::detail::resolve_cuda_device, stream);
+      });
+}
+
+/// Loads a .safetensors file as tensorfile::load_safetensors does, with its tensors streamed to the CUDA
+/// device map_location names ("cuda", "cuda:1", {{"cpu", "cuda:1"}}: every tensor's saved tag is "cpu")
+/// through the ring (or cuFile) as cuda::load streams torch records: one device allocation, host memory
+/// bounded by ring_bytes. Other targets, meta and the callable form load as load_safetensors does.
+/// Throws what load_safetensors throws; DeviceError as cuda::load.
+[[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
+                                            const SafetensorsLoadOptions& options = {},
+                                            const CudaLoadOptions& cuda_options = {}) {
+  return tensorfile::detail::cuda_stream_file(
+      path, options.mmap == MapMode::shared, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
+        return tensorfile::detail::stream_load_safetensors(file, path, options, ring, cuda_options.progress,
+                                                           tensorfile::detail::resolve_cuda_device, stream);
+      });
+}
+
+/// Loads a model's weights as tensorfile::load_state_dict does (a file, a directory, an index and its
+/// shards), with the torch and safetensors files streamed to CUDA as cuda::load and
+/// cuda::load_safetensors stream them. Shards go one after another (each read by the ring's threads), so
+/// host memory stays at ring_bytes whatever `.threads` says; `progress` counts each file's bytes anew.
+/// Tensordict trees and .npz files load as load_state_dict loads them (through Tensor::to).
+[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options = {},
+                                           const CudaLoadOptions& cuda_options = {}) {
   install();
   const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
-  return tensorfile::detail::with_file_location(path, [&] {
-    return tensorfile::detail::stream_load_torch(
-        path, options, ring, cuda_options.progress,
-        [](Device device) { return tensorfile::detail::resolve_cuda_device(device); },
-        [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
-          return tensorfile::detail::cuda_stream(path, group, ring, tensorfile::detail::cuda_stream_path(cuda_options),
-                                                 progress);
+  StateDictLoadOptions one_at_a_time = options;
+  one_at_a_time.threads = 1;
+  const LoadOptions file_options{.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict};
+  return tensorfile::detail::load_state_dict_with(
+      path, one_at_a_time,
+      [&](const tensorfile::detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
+        return tensorfile::detail::with_file_location(name, [&] {
+          return tensorfile::detail::stream_load_weights(file, name, format, file_options, ring, cuda_options.progress,
+                                                         tensorfile::detail::resolve_cuda_device,
+                                                         tensorfile::detail::cuda_streamer(ring, cuda_options));
         });
-  });
+      });
 }
 
 /// A 1-d tensor of `options.size` elements of `path` (tensorfile::from_file's rules) on `device`,
@@ -169,13 +221,15 @@ namespace tensorfile::cuda {
   }
   const Tensor mapped = tensorfile::from_file(path, options);  // checks sizes; maps, reads nothing
   const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
+  const tensorfile::detail::FileHandle file =
+      tensorfile::detail::FileHandle::open(path, tensorfile::detail::OpenMode::read);
   Storage storage = tensorfile::detail::with_file_location(path, [&] {
     const Device target = tensorfile::detail::resolve_cuda_device(device);
+    const auto stream = tensorfile::detail::cuda_streamer(ring, cuda_options);
     return tensorfile::detail::stream_read_file(
         mapped.nbytes(), target, cuda_options.progress,
         [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
-          return tensorfile::detail::cuda_stream(path, group, ring, tensorfile::detail::cuda_stream_path(cuda_options),
-                                                 progress);
+          return stream(file, group, progress);
         });
   });
   return {std::move(storage), options.dtype, mapped.sizes()};

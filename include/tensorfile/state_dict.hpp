@@ -237,8 +237,10 @@ inline Value load_tree(const std::filesystem::path& path, const StateDictLoadOpt
   return to_value(load_memmap(path, tree_options), {.file = path});
 }
 
-/// Reads every shard (each opened once, at most options.threads at a time) and merges them in index order.
-inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& options) {
+/// Reads every shard (each opened once, at most options.threads at a time) with `load_file(const
+/// FileHandle&, const std::filesystem::path&, FileFormat) -> Value` and merges them in index order.
+template <class LoadFile>
+Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& options, LoadFile& load_file) {
   const std::filesystem::path root = layout.index.parent_path();
   const FileHandle root_dir =
       FileHandle::try_open_at(AT_FDCWD, root.empty() ? "." : root.c_str(), O_RDONLY | O_DIRECTORY);
@@ -260,7 +262,7 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
           throw FormatError("not a safetensors or torch file; expected a shard",
                             {.file = layout.files[k], .offset = 0});
         }
-        loaded[k] = load_one_file(file, layout.files[k], format, options);
+        loaded[k] = load_file(file, layout.files[k], format);
       } catch (...) {
         errors[k] = std::current_exception();
       }
@@ -376,6 +378,26 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
   return layout;
 }
 
+namespace detail {
+
+/// load_state_dict() with the torch and safetensors files (single, or the shards) read by `load_file(const
+/// FileHandle&, const std::filesystem::path&, FileFormat) -> Value`; trees and .npz files load as usual.
+template <class LoadFile>
+Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+                           LoadFile&& load_file) {
+  const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
+  if (layout.sharded()) return load_shards(layout, options, load_file);
+  if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
+  if (layout.format == FileFormat::npz) {
+    return load_npz(layout.files.front(), {.map_location = options.map_location, .mmap = options.mmap});
+  }
+  const bool shared = options.mmap == MapMode::shared;
+  const FileHandle file = FileHandle::open(layout.files.front(), shared ? OpenMode::read_write : OpenMode::read);
+  return load_file(file, layout.files.front(), layout.format);
+}
+
+}  // namespace detail
+
 /// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
 /// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(),
 /// as to_value() turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
@@ -386,16 +408,10 @@ inline Value load_shards(const StateDictLayout& layout, const StateDictLoadOptio
 /// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
 [[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path,
                                            const StateDictLoadOptions& options = {}) {
-  const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
-  if (layout.sharded()) return detail::load_shards(layout, options);
-  if (layout.format == FileFormat::tensordict) return detail::load_tree(layout.files.front(), options);
-  if (layout.format == FileFormat::npz) {
-    return load_npz(layout.files.front(), {.map_location = options.map_location, .mmap = options.mmap});
-  }
-  const bool shared = options.mmap == MapMode::shared;
-  const detail::FileHandle file =
-      detail::FileHandle::open(layout.files.front(), shared ? detail::OpenMode::read_write : detail::OpenMode::read);
-  return detail::load_one_file(file, layout.files.front(), layout.format, options);
+  return detail::load_state_dict_with(
+      path, options, [&](const detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
+        return detail::load_one_file(file, name, format, options);
+      });
 }
 
 }  // namespace tensorfile

@@ -119,6 +119,26 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
                          }));
     CHECK(cuda::from_file(path, {.dtype = DType::UInt8}, Device::cpu()).device() == Device::cpu());
   }
+  SECTION("cuda::load_safetensors and cuda::load_state_dict (streamed)") {
+    const auto weights = tensorfile_test::data_dir() / "safetensors" / "overall.safetensors";
+    try {
+      (void)cuda::load_safetensors(weights, {.map_location = "cuda:0"});
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(e.path() == weights);
+      CHECK(e.reason() == "the tensors' device: " + reason);
+    }
+    const auto index = tensorfile_test::data_dir() / "sharded" / "torch_bin" / "pytorch_model.bin.index.json";
+    try {
+      (void)cuda::load_state_dict(index, {.map_location = "cuda"});
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(e.path().filename() == "pytorch_model-00001-of-00003.bin");
+      CHECK(e.reason() == "storage tagged \"cpu\": " + reason);
+    }
+    CHECK(cuda::load_safetensors(weights, {.map_location = "cpu"}) == load_safetensors(weights));
+    CHECK(cuda::load_state_dict(index, {.map_location = "cpu"}) == load_state_dict(index));
+  }
   SECTION("load_memmap with a CUDA device") {
     CHECK_THROWS_AS(load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.device = Device::cuda(0)}),
                     DeviceError);
@@ -204,6 +224,26 @@ TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]")
     }
   }
   CHECK(compared >= 7 * 50);
+}
+
+TEST_CASE("safetensors files and sharded checkpoints streamed to the GPU equal the CPU loads", "[cuda]") {
+  const cuda::CudaLoadOptions small{.ring_bytes = 64 * 1024, .threads = 3, .slot_bytes = 16 * 1024};
+  const cuda::CudaLoadOptions cufile{.use_cufile = true};
+  for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / "safetensors")) {
+    if (entry.path().extension() != ".safetensors") continue;
+    INFO(entry.path().filename().string());
+    const Value on_cpu = load_safetensors(entry.path());
+    for (const auto* options : {&small, &cufile}) {
+      const Value on_gpu = cuda::load_safetensors(entry.path(), {.map_location = "cuda:0"}, *options);
+      for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
+      CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
+      CHECK((safetensors_metadata(on_gpu) == nullptr) == (safetensors_metadata(on_cpu) == nullptr));
+    }
+  }
+  const auto index = tensorfile_test::data_dir() / "sharded" / "torch_bin" / "pytorch_model.bin.index.json";
+  const Value on_gpu = cuda::load_state_dict(index, {.map_location = "cuda:0"}, small);
+  for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
+  CHECK(tensorfile_test::to_host(on_gpu) == load_state_dict(index));
 }
 
 TEST_CASE("device tensors save as torch files", "[cuda]") {

@@ -117,9 +117,10 @@ inline const std::string& CuFileApi::unavailable_reason() noexcept { return cufi
 /// One file registered with cuFile; deregistered and closed on destruction.
 class CuFileHandle {
  public:
-  /// Opens and registers `path` (with O_DIRECT when the filesystem allows it, as GPUDirect needs);
-  /// nullopt, with the reason in `why`, when cuFile is unavailable or refuses the file.
-  [[nodiscard]] static std::optional<CuFileHandle> open(const std::filesystem::path& path, std::string& why) {
+  /// Opens the file `source` has open once more (with O_DIRECT when the filesystem allows it, as
+  /// GPUDirect needs) and registers it; nullopt, with the reason in `why`, when cuFile is unavailable or
+  /// refuses the file.
+  [[nodiscard]] static std::optional<CuFileHandle> open(const FileHandle& source, std::string& why) {
     const CuFileApi* api = CuFileApi::get();
     if (api == nullptr) {
       why = CuFileApi::unavailable_reason();
@@ -127,10 +128,11 @@ class CuFileHandle {
     }
     CuFileHandle file;
     file.api_ = api;
-    file.path_ = path;
+    file.path_ = source.path();
+    const std::string reopen = reopen_path(source);
     for (const int flags : {O_RDONLY | O_CLOEXEC | O_DIRECT, O_RDONLY | O_CLOEXEC}) {
       do {
-        file.fd_ = ::open(path.c_str(), flags);
+        file.fd_ = ::open(reopen.c_str(), flags);
       } while (file.fd_ < 0 && errno == EINTR);
       if (file.fd_ >= 0) break;
     }
@@ -193,12 +195,11 @@ class CuFileHandle {
 /// reads of at most slot_bytes at a time (no pinned host memory); nullopt, having done nothing and
 /// with the reason in `why`, when cuFile is unavailable. Progress is reported one call at a time,
 /// from the reading threads.
-[[nodiscard]] inline std::optional<std::vector<Storage>> cufile_stream(const std::filesystem::path& path,
-                                                                       const RingGroup& group,
+[[nodiscard]] inline std::optional<std::vector<Storage>> cufile_stream(const FileHandle& source, const RingGroup& group,
                                                                        const RingOptions& options,
                                                                        RingProgressState& progress, std::string& why) {
   check_ring_options(options);
-  std::optional<CuFileHandle> file = CuFileHandle::open(path, why);
+  std::optional<CuFileHandle> file = CuFileHandle::open(source, why);
   if (!file) return std::nullopt;
   const auto allocate = [&](std::size_t bytes) { return cuda_storage(bytes, group.device); };
   const GroupAllocations allocations = allocate_group(group, allocate);
@@ -234,15 +235,17 @@ enum class CudaStreamPath : std::uint8_t {
 
 /// Streams a planned group to its CUDA device: with cuFile when asked for and available, else
 /// through the ring of pinned buffers (or a DeviceError, when cuFile is required).
-[[nodiscard]] inline std::vector<Storage> cuda_stream(const std::filesystem::path& path, const RingGroup& group,
+[[nodiscard]] inline std::vector<Storage> cuda_stream(const FileHandle& file, const RingGroup& group,
                                                       const RingOptions& options, CudaStreamPath how,
                                                       RingProgressState& progress) {
   if (how != CudaStreamPath::ring) {
     std::string why;
-    if (auto storages = cufile_stream(path, group, options, progress, why)) return std::move(*storages);
-    if (how == CudaStreamPath::cufile_required) throw DeviceError("cuFile cannot be used: " + why, {.file = path});
+    if (auto storages = cufile_stream(file, group, options, progress, why)) return std::move(*storages);
+    if (how == CudaStreamPath::cufile_required) {
+      throw DeviceError("cuFile cannot be used: " + why, {.file = file.path()});
+    }
   }
-  return ring_stream<CudaCopyEngine>(path, group, options, progress);
+  return ring_stream<CudaCopyEngine>(file, group, options, progress);
 }
 
 }  // namespace tensorfile::detail

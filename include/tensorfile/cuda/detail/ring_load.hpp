@@ -25,6 +25,8 @@
 #include "tensorfile/cuda/detail/ring_reader.hpp"
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 
 namespace tensorfile::detail {
@@ -104,10 +106,10 @@ template <class Allocate>
   return out;
 }
 
-/// Streams a planned group through the ring with `Engine`; returns one device Storage per range
-/// (slices of one allocation, or one allocation each). Reports progress into `progress`.
+/// Streams a planned group of the open `file` through the ring with `Engine`; returns one device
+/// Storage per range (slices of one allocation, or one allocation each). Reports progress into `progress`.
 template <device_copy_engine Engine>
-[[nodiscard]] std::vector<Storage> ring_stream(const std::filesystem::path& path, const RingGroup& group,
+[[nodiscard]] std::vector<Storage> ring_stream(const FileHandle& file, const RingGroup& group,
                                                const RingOptions& options, RingProgressState& progress) {
   check_ring_options(options);
   Engine engine(group.device);
@@ -119,13 +121,13 @@ template <device_copy_engine Engine>
     std::size_t slot = std::min(options.slot_bytes, options.ring_bytes);
     std::optional<bool> direct = options.direct_io;
     if (slot < direct_io_alignment) direct = false;  // a slot too small for one aligned block
-    const PosixRangeReader reader(path, direct);
+    const PosixRangeReader reader(file, direct);
     const std::size_t align = reader.alignment();
     slot = slot / align * align;
     const std::vector<RingBatch> batches = plan_ring_batches(group.layout.segments, slot, align);
     run_ring(std::span<const RingBatch>(batches), std::span<std::byte* const>(bases), engine, reader,
              RingConfig{.slots = std::max<std::size_t>(1, options.ring_bytes / slot), .threads = options.threads},
-             progress, path);
+             progress, file.path());
   }
   return group_storages(group, allocations, allocate);
 }
@@ -149,24 +151,46 @@ template <class Stream>
 template <device_copy_engine Engine>
 [[nodiscard]] Storage ring_read_file(const std::filesystem::path& path, std::uint64_t bytes, Device device,
                                      const RingOptions& options, const RingProgress& callback = {}) {
+  const FileHandle file = FileHandle::open(path, OpenMode::read);
   return stream_read_file(bytes, device, callback, [&](const RingGroup& group, RingProgressState& progress) {
-    return ring_stream<Engine>(path, group, options, progress);
+    return ring_stream<Engine>(file, group, options, progress);
   });
 }
 
-/// Loads a torch file with its zip storage records streamed to their devices: pass 1 parses with
-/// meta placeholders and collects every record's (key, saved tag, file range); records that
-/// map_location sends to a CUDA device and that are stored raw are grouped by device (resolved by
-/// `resolve(Device) -> Device`) and handed to `stream(const RingGroup&, RingProgressState&) ->
-/// std::vector<Storage>`; pass 2 parses again and takes those storages as they are (the rest load
-/// as usual). The callable map_location form, meta, legacy files, and options that set their own
-/// storage_source load the usual way, through Tensor::to.
+/// The device a CUDA-bound storage saved as `location` goes to, resolved by `resolve(Device) -> Device`;
+/// nullopt when map_location sends it elsewhere, or names a tag the plain load reports. A missing device
+/// is a DeviceError saying `what` went there, at `where`.
+template <class Resolve>
+[[nodiscard]] std::optional<Device> ring_target(const MapLocation& map_location, const std::string& location,
+                                                Resolve&& resolve, const std::string& what,
+                                                const ErrorLocation& where) {
+  Device device;
+  try {
+    device = Device::parse(map_location.target_tag(location));
+  } catch (const ArgumentError&) {
+    return std::nullopt;  // the plain load reports the unknown tag as load() does
+  }
+  if (device.kind != Device::Kind::CUDA) return std::nullopt;
+  try {
+    return resolve(device);
+  } catch (const DeviceError& error) {
+    throw DeviceError(what + ": " + error.reason(), where);
+  }
+}
+
+/// Loads the open torch file `file` (named `path` in messages) with its zip storage records streamed
+/// to their devices: pass 1 parses with meta placeholders and collects every record's (key, saved tag,
+/// file range); records that map_location sends to a CUDA device and that are stored raw are grouped
+/// by device (resolved by `resolve(Device) -> Device`) and handed to `stream(const FileHandle&, const
+/// RingGroup&, RingProgressState&) -> std::vector<Storage>`; pass 2 parses again and takes those
+/// storages as they are (the rest load as usual). The callable map_location form, meta, legacy files,
+/// and options that set their own storage_source load the usual way, through Tensor::to.
 template <class Resolve, class Stream>
-[[nodiscard]] Value stream_load_torch(const std::filesystem::path& path, const LoadOptions& options,
-                                      const RingOptions& ring, const RingProgress& callback, Resolve&& resolve,
-                                      Stream&& stream) {
+[[nodiscard]] Value stream_load_torch(const FileHandle& file, const std::filesystem::path& path,
+                                      const LoadOptions& options, const RingOptions& ring, const RingProgress& callback,
+                                      Resolve&& resolve, Stream&& stream) {
   const auto plain = [&] {
-    Value value = load(path, options);
+    Value value = load_torch_file(file, path, options);
     if (callback) callback(0, 0);
     return value;
   };
@@ -175,7 +199,6 @@ template <class Resolve, class Stream>
     return plain();
   }
   {
-    const FileHandle file = FileHandle::open(path, OpenMode::read);
     std::byte magic[4] = {};
     if (file.size() < 4) return plain();  // load() reports what is wrong
     file.read_exact(0, magic);
@@ -201,29 +224,20 @@ template <class Resolve, class Stream>
                      record.raw});
     return meta_storage(static_cast<std::size_t>(record.size));
   };
-  (void)load(path, scan);
+  (void)load_torch_file(file, path, scan);
 
   std::map<int, RingGroup> groups;
   std::map<int, std::vector<const Found*>> members;
   for (const Found& record : found) {
     if (!record.raw) continue;
-    Device device;
-    try {
-      device = Device::parse(options.map_location.target_tag(record.location));
-    } catch (const ArgumentError&) {
-      continue;  // pass 2 reports the unknown tag as load() does
-    }
-    if (device.kind != Device::Kind::CUDA) continue;
-    try {
-      device = resolve(device);
-    } catch (const DeviceError& error) {
-      throw DeviceError("storage tagged \"" + record.location + "\": " + error.reason(),
-                        {.file = path, .member = record.member});
-    }
-    RingGroup& group = groups[device.index];
-    group.device = device;
+    const std::optional<Device> device =
+        ring_target(options.map_location, record.location, resolve, "storage tagged \"" + record.location + "\"",
+                    {.file = path, .member = record.member});
+    if (!device) continue;
+    RingGroup& group = groups[device->index];
+    group.device = *device;
     group.ranges.push_back(record.range);
-    members[device.index].push_back(&record);
+    members[device->index].push_back(&record);
   }
   RingProgressState progress{callback, 0, 0};
   for (auto& [ordinal, group] : groups) {
@@ -232,7 +246,7 @@ template <class Resolve, class Stream>
   }
   std::unordered_map<std::string, Storage> placed;
   for (auto& [ordinal, group] : groups) {
-    std::vector<Storage> storages = stream(static_cast<const RingGroup&>(group), progress);
+    std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
     const auto& records = members[ordinal];
     for (std::size_t i = 0; i < records.size(); ++i) placed.emplace(records[i]->key, std::move(storages[i]));
   }
@@ -247,17 +261,80 @@ template <class Resolve, class Stream>
     if (it == placed.end()) return std::nullopt;
     return it->second;
   };
-  return load(path, final_options);
+  return load_torch_file(file, path, final_options);
 }
 
-/// stream_load_torch through the ring with `Engine`.
+/// Loads the open safetensors file `file` (named `path` in messages) with its tensors streamed to the
+/// CUDA device map_location sends them to (every tensor's saved tag is "cpu", so all go to one device
+/// or none): the header is validated, the tensors' ranges handed to `stream` as one group (see
+/// stream_load_torch), and the dict built from the storages that come back. Other targets, meta and
+/// the callable map_location form load as load_safetensors does.
+template <class Resolve, class Stream>
+[[nodiscard]] Value stream_load_safetensors(const FileHandle& file, const std::filesystem::path& path,
+                                            const SafetensorsLoadOptions& options, const RingOptions& ring,
+                                            const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
+  check_ring_options(ring);
+  std::optional<Device> device;
+  if (options.map_location.function() == nullptr && !options.map_location.all_meta()) {
+    device = ring_target(options.map_location, "cpu", resolve, "the tensors' device", {.file = path});
+  }
+  if (!device) {
+    Value value = load_safetensors_file(file, path, options);
+    if (callback) callback(0, 0);
+    return value;
+  }
+  const std::uint64_t size = file.size();
+  const std::vector<std::byte> head = read_safetensors_head(file, size, options.max_header_bytes);
+  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
+  RingGroup group;
+  group.device = *device;
+  group.ranges.reserve(header.tensors.size());
+  for (const SafetensorsTensorInfo& info : header.tensors) {  // validated: within the file, no overflow
+    group.ranges.push_back({header.data_offset + info.begin, info.end - info.begin});
+  }
+  group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
+  RingProgressState progress{callback, 0, group.layout.copied_bytes};
+  const std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
+  if (progress.total == 0 && callback) callback(0, 0);
+  return build_safetensors_dict(header, [&](std::size_t i) { return storages[i]; });
+}
+
+/// Loads one open torch or safetensors file (load_state_dict's single file or one of its shards) with
+/// stream_load_torch or stream_load_safetensors; any other format gets load()'s refusal.
+template <class Resolve, class Stream>
+[[nodiscard]] Value stream_load_weights(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
+                                        const LoadOptions& options, const RingOptions& ring,
+                                        const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
+  if (format == FileFormat::safetensors) {
+    return stream_load_safetensors(file, path, {.map_location = options.map_location, .mmap = options.mmap}, ring,
+                                   callback, resolve, stream);
+  }
+  return stream_load_torch(file, path, options, ring, callback, resolve, stream);
+}
+
+/// stream_load_torch of `path` through the ring with `Engine`.
 template <device_copy_engine Engine>
 [[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const LoadOptions& options,
                                     const RingOptions& ring, const RingProgress& callback = {}) {
+  const FileHandle file =
+      FileHandle::open(path, options.mmap == MapMode::shared ? OpenMode::read_write : OpenMode::read);
   return stream_load_torch(
-      path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
-      [&](const RingGroup& group, RingProgressState& progress) {
-        return ring_stream<Engine>(path, group, ring, progress);
+      file, path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
+      [&](const FileHandle& source, const RingGroup& group, RingProgressState& progress) {
+        return ring_stream<Engine>(source, group, ring, progress);
+      });
+}
+
+/// stream_load_safetensors of `path` through the ring with `Engine`.
+template <device_copy_engine Engine>
+[[nodiscard]] Value ring_load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options,
+                                          const RingOptions& ring, const RingProgress& callback = {}) {
+  const FileHandle file =
+      FileHandle::open(path, options.mmap == MapMode::shared ? OpenMode::read_write : OpenMode::read);
+  return stream_load_safetensors(
+      file, path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
+      [&](const FileHandle& source, const RingGroup& group, RingProgressState& progress) {
+        return ring_stream<Engine>(source, group, ring, progress);
       });
 }
 

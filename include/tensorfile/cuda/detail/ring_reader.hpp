@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,12 @@ inline constexpr std::uint64_t direct_io_auto_min_bytes = std::uint64_t{256} << 
   return fraction;
 }
 
+/// A path that opens the very file `file` has open (its /proc/self/fd link), for a second descriptor
+/// with other flags (O_DIRECT) that cannot be swapped for another file between the two opens.
+[[nodiscard]] inline std::string reopen_path(const FileHandle& file) {
+  return "/proc/self/fd/" + std::to_string(file.fd());
+}
+
 /// Reads a file by positional reads from any number of threads; with O_DIRECT it bypasses the
 /// page cache (faster on a cold cache for large files, no cache pollution) and falls back to
 /// buffered reads where the filesystem refuses it (tmpfs, some network filesystems).
@@ -58,15 +65,12 @@ class PosixRangeReader {
   /// for files of direct_io_auto_min_bytes or more of which less than half is in the page cache.
   /// Throws IoError when the file cannot be opened.
   PosixRangeReader(const std::filesystem::path& path, std::optional<bool> direct_io)
-      : file_(FileHandle::open(path, OpenMode::read)) {
-    const std::uint64_t size = file_.size();
-    const bool direct =
-        direct_io.value_or(size >= direct_io_auto_min_bytes && page_cache_fraction(file_.fd(), size) < 0.5);
-    if (!direct) return;
-    do {
-      direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    } while (direct_fd_ < 0 && errno == EINTR);
+      : owned_(FileHandle::open(path, OpenMode::read)), file_(&owned_) {
+    open_direct(direct_io);
   }
+  /// Reads `file`, which the caller keeps open while this reader lives (a shard opened below its
+  /// directory); O_DIRECT reopens that same file, never its path again.
+  PosixRangeReader(const FileHandle& file, std::optional<bool> direct_io) : file_(&file) { open_direct(direct_io); }
   PosixRangeReader(const PosixRangeReader&) = delete;
   PosixRangeReader& operator=(const PosixRangeReader&) = delete;
   ~PosixRangeReader() {
@@ -78,7 +82,7 @@ class PosixRangeReader {
   /// Whether O_DIRECT is in use (it may still be dropped at the first refused read).
   [[nodiscard]] bool direct() const noexcept { return direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed); }
   /// The file's size in bytes.
-  [[nodiscard]] std::uint64_t size() const { return file_.size(); }
+  [[nodiscard]] std::uint64_t size() const { return file_->size(); }
 
   /// Fills `out` from `offset`; returns the bytes read, fewer than out.size() only at the end of
   /// the file. Throws IoError (with errno and the offset) when a read fails.
@@ -89,14 +93,14 @@ class PosixRangeReader {
       const bool direct = aligned && direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed);
       const std::size_t chunk = std::min<std::size_t>(out.size() - done, std::size_t{1} << 30);
       const ssize_t got =
-          ::pread(direct ? direct_fd_ : file_.fd(), out.data() + done, chunk, static_cast<off_t>(offset + done));
+          ::pread(direct ? direct_fd_ : file_->fd(), out.data() + done, chunk, static_cast<off_t>(offset + done));
       if (got < 0) {
         if (errno == EINTR) continue;
         if (direct && errno == EINVAL) {  // the filesystem refuses this O_DIRECT read: read normally from now on
           direct_ok_.store(false, std::memory_order_relaxed);
           continue;
         }
-        throw IoError("cannot read", errno, {.file = file_.path(), .offset = offset + done});
+        throw IoError("cannot read", errno, {.file = file_->path(), .offset = offset + done});
       }
       if (got == 0) break;
       done += static_cast<std::size_t>(got);
@@ -106,7 +110,19 @@ class PosixRangeReader {
   }
 
  private:
-  FileHandle file_;
+  void open_direct(std::optional<bool> direct_io) {
+    const std::uint64_t size = file_->size();
+    const bool direct =
+        direct_io.value_or(size >= direct_io_auto_min_bytes && page_cache_fraction(file_->fd(), size) < 0.5);
+    if (!direct) return;
+    const std::string reopen = reopen_path(*file_);
+    do {
+      direct_fd_ = ::open(reopen.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    } while (direct_fd_ < 0 && errno == EINTR);
+  }
+
+  FileHandle owned_;
+  const FileHandle* file_;
   int direct_fd_ = -1;
   mutable std::atomic<bool> direct_ok_{true};
 };

@@ -27,27 +27,15 @@ namespace tensorfile {
 
 namespace detail {
 
-/// Builds the ordered name -> Tensor dict from a validated header. `data` holds the data section
-/// (undefined when every tensor goes to meta); tensors are slices of it, or copies when `data` is heap
-/// memory and a tensor's bytes are not aligned to its element size (files written unsorted).
-inline Value build_safetensors_dict(const SafetensorsHeader& header, const Storage& data, bool copy_misaligned,
-                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
+/// The ordered name -> Tensor dict of a validated header, tensor i on `storage_of(i) -> Storage`, with
+/// the header's `__metadata__` in the dict's attributes.
+template <class StorageOf>
+Value build_safetensors_dict(const SafetensorsHeader& header, StorageOf&& storage_of) {
   Dict dict;
   dict.ordered = true;
-  for (const SafetensorsTensorInfo& info : header.tensors) {
-    const auto bytes = static_cast<std::size_t>(info.end - info.begin);
-    const auto read = [&]() -> Storage {
-      Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
-      const auto address = reinterpret_cast<std::uintptr_t>(slice.data());
-      if (!copy_misaligned || bytes == 0 || address % element_size(info.dtype) == 0) return slice;
-      Storage aligned = heap_storage(bytes, false);
-      std::memcpy(aligned.mutable_data(), slice.data(), bytes);
-      return aligned;
-    };
-    const Storage placed = place_storage(options.map_location, bytes, "cpu", read, [&] {
-      return ErrorLocation{file, info.name, info.entry_offset};
-    });
-    dict.set(info.name, Tensor(placed, info.dtype, info.shape));
+  for (std::size_t i = 0; i < header.tensors.size(); ++i) {
+    const SafetensorsTensorInfo& info = header.tensors[i];
+    dict.set(info.name, Tensor(storage_of(i), info.dtype, info.shape));
   }
   if (header.metadata) {
     Dict metadata;
@@ -57,6 +45,28 @@ inline Value build_safetensors_dict(const SafetensorsHeader& header, const Stora
     dict.set_attributes(Value(std::move(attributes)));
   }
   return Value(std::move(dict));
+}
+
+/// The dict of a validated header with its tensors placed by map_location. `data` holds the data section
+/// (undefined when every tensor goes to meta); tensors are slices of it, or copies when `data` is heap
+/// memory and a tensor's bytes are not aligned to its element size (files written unsorted).
+inline Value build_safetensors_dict(const SafetensorsHeader& header, const Storage& data, bool copy_misaligned,
+                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
+  return build_safetensors_dict(header, [&](std::size_t i) {
+    const SafetensorsTensorInfo& info = header.tensors[i];
+    const auto bytes = static_cast<std::size_t>(info.end - info.begin);
+    const auto read = [&]() -> Storage {
+      Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
+      const auto address = reinterpret_cast<std::uintptr_t>(slice.data());
+      if (!copy_misaligned || bytes == 0 || address % element_size(info.dtype) == 0) return slice;
+      Storage aligned = heap_storage(bytes, false);
+      std::memcpy(aligned.mutable_data(), slice.data(), bytes);
+      return aligned;
+    };
+    return place_storage(options.map_location, bytes, "cpu", read, [&] {
+      return ErrorLocation{file, info.name, info.entry_offset};
+    });
+  });
 }
 
 /// The one reader of in-memory input: `bytes` is the whole file; `views`, when defined, owns it.
@@ -107,9 +117,10 @@ inline Value load_safetensors_file(const FileHandle& file, const std::filesystem
 /// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
 /// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
 /// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
-/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>), not the streaming
-/// loader. Throws FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError
-/// when the file cannot be read, DeviceError when map_location names a missing device.
+/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
+/// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
+/// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
+/// read, DeviceError when map_location names a missing device.
 [[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
                                             const SafetensorsLoadOptions& options = {}) {
   const bool shared = options.mmap == MapMode::shared;
