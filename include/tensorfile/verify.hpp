@@ -11,16 +11,17 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 
 namespace tensorfile {
@@ -73,10 +74,12 @@ inline void verify_torch_objects(VerifyReport& report, const std::filesystem::pa
   verify_step(report, [&] { report.tensors = named_tensors(load(path, options)).size(); });
 }
 
+/// The zip index and every record's CRC-32, read with pread in bounded pieces: nothing mapped, so a file
+/// truncated meanwhile is a finding, never SIGBUS, and a record's size never sets an allocation.
 inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& path, const VerifyOptions& options) {
-  const Storage mapping = mmap_storage(path, MapMode::read_only);
+  const FileHandle file = FileHandle::open(path, OpenMode::read);
   std::optional<ZipReader> zip;
-  if (!verify_step(report, [&] { zip.emplace(ZipReader::open({mapping.data(), mapping.size_bytes()}, path)); })) {
+  if (!verify_step(report, [&] { zip.emplace(open_zip_file(file)); })) {
     return;  // no index: nothing else can be found
   }
   for (const ZipEntry& entry : zip->entries()) {
@@ -108,8 +111,9 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
 /// every data file's length. Safetensors files: the
 /// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
 /// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
-/// are not errors. A path of unknown format gets the error load() gives it. Tensor data is mapped, never copied. Throws
-/// IoError only when a torch zip file cannot be mapped; every other problem is in the report.
+/// are not errors. A path of unknown format gets the error load() gives it. Torch zip records are read for their
+/// CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only when a torch
+/// zip file cannot be opened; every other problem is in the report.
 [[nodiscard]] inline VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options = {}) {
   VerifyReport report;
   report.format = detect_format(path);

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Tests of <tensorfile/verify.hpp>: reports on clean fixtures of every format and on corrupted copies.
+#include <tensorfile/formats/torch/save.hpp>
 #include <tensorfile/verify.hpp>
 
 #include <string>
+#include <vector>
 
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
@@ -84,6 +86,26 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
                                            ": t_float32_2x3/data/0: CRC-32 mismatch; expected 0x91e79017"));
     CHECK(report.tensors == 1);  // the other checks still ran
     CHECK(verify(path, {.crc = false}).ok());
+  }
+  SECTION("a record larger than one read piece (1 MiB): a flipped byte in its last piece, and one in its first") {
+    const std::vector<float> values(3 * 1024 * 1024 / 4 + 5, 1.5f);
+    save(Tensor::from_values<float>(values), path);
+    const std::string saved = file_bytes(path);
+    for (const ArchiveRecord& record : list_records(path)) {
+      if (!record.name.ends_with("/data/0")) continue;
+      REQUIRE(record.size == values.size() * 4);
+      for (const std::uint64_t at : {record.offset + record.size - 1, record.offset}) {
+        std::string flipped = saved;
+        flipped[static_cast<std::size_t>(at)] ^= 0x10;
+        write_file(path, flipped);
+        const VerifyReport report = verify(path);
+        REQUIRE(report.errors.size() == 1);
+        CHECK_THAT(report.errors[0], Catch::Matchers::Contains("/data/0: CRC-32 mismatch"));
+        CHECK(verify(path, {.crc = false}).ok());
+      }
+      write_file(path, saved);
+      CHECK(verify(path).ok());
+    }
   }
   SECTION("a bad version record: its CRC and the version itself") {
     bytes[records[2].offset] = 'x';

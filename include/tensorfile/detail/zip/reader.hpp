@@ -237,11 +237,23 @@ class ZipReader {
   /// Checks the CRC-32 of `entry` (inflating it into a temporary buffer when compressed). torch.load
   /// never checks CRCs; this is opt-in. A recorded CRC of 0 on a non-empty entry means the writer
   /// skipped it (torch 2.x can) and passes. Throws FormatError on a mismatch.
+  /// A stored entry of a file-backed archive is read in pieces of at most 1 MiB, never whole.
   void verify_crc(const ZipEntry& entry) const {
-    if (entry.method == 0 && in_memory()) {
+    if (entry.method != 0) {
+      verify_crc(entry, read(entry));
+    } else if (in_memory()) {
       verify_crc(entry, stored_bytes(entry));
     } else {
-      verify_crc(entry, read(entry));
+      check_belongs(entry);
+      std::vector<std::byte> piece(static_cast<std::size_t>(std::min<std::uint64_t>(entry.size, 1 << 20)));
+      std::uint32_t running = 0;
+      for (std::uint64_t done = 0; done < entry.size;) {
+        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), entry.size - done));
+        read_at_(entry.data_offset + done, std::span(piece).first(take));
+        running = crc32(std::span(piece).first(take), running);
+        done += take;
+      }
+      check_crc(entry, running);
     }
   }
 
@@ -251,12 +263,7 @@ class ZipReader {
       throw ArgumentError("the contents do not match the entry size; expected " + std::to_string(entry.size) +
                               " bytes, got " + std::to_string(contents.size()),
                           {file_, zip_impl::printable(entry.name), entry.data_offset});
-    if (entry.crc32 == 0 && entry.size != 0) return;
-    const std::uint32_t actual = crc32(contents);
-    if (actual != entry.crc32)
-      throw FormatError(
-          "CRC-32 mismatch; expected " + zip_impl::hex32(entry.crc32) + ", got " + zip_impl::hex32(actual),
-          {file_, zip_impl::printable(entry.name), entry.data_offset});
+    check_crc(entry, crc32(contents));
   }
 
   /// The archive bytes the reader borrows (empty for open_file).
@@ -279,6 +286,16 @@ class ZipReader {
   }
 
  private:
+  /// Throws FormatError when `actual`, the CRC-32 of the entry's bytes, differs from the recorded one
+  /// (0 recorded for a non-empty entry: skipped by the writer, passes).
+  void check_crc(const ZipEntry& entry, std::uint32_t actual) const {
+    if (entry.crc32 == 0 && entry.size != 0) return;
+    if (actual != entry.crc32)
+      throw FormatError(
+          "CRC-32 mismatch; expected " + zip_impl::hex32(entry.crc32) + ", got " + zip_impl::hex32(actual),
+          {file_, zip_impl::printable(entry.name), entry.data_offset});
+  }
+
   /// What the end records say: where the central directory is, its size, the entry count.
   struct EndRecords {
     std::uint64_t entry_count = 0;

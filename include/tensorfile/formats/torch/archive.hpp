@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 
 namespace tensorfile {
@@ -106,6 +106,14 @@ struct TorchZipHeader {
           .records = archive_records(zip)};
 }
 
+/// The zip index of the open file `file`, read with pread (nothing mapped, so a file truncated meanwhile is an
+/// error, never SIGBUS); `file` must outlive the reader.
+[[nodiscard]] inline ZipReader open_zip_file(const FileHandle& file) {
+  return ZipReader::open_file(file.size(), file.path(), [&file](std::uint64_t offset, std::span<std::byte> out) {
+    file.read_exact(offset, out);
+  });
+}
+
 }  // namespace detail
 
 /// Lists the records of a torch zip file held in memory (borrowed for the call only). Reads the zip
@@ -115,11 +123,11 @@ struct TorchZipHeader {
   return detail::archive_records(detail::ZipReader::open(archive, {}));
 }
 
-/// Lists the records of the torch zip file at `path` (mapped for the call). Throws as above, and IoError
+/// Lists the records of the torch zip file at `path` (its index read with pread). Throws as above, and IoError
 /// when the file cannot be read.
 [[nodiscard]] inline std::vector<ArchiveRecord> list_records(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MapMode::read_only);
-  return detail::archive_records(detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path));
+  const detail::FileHandle file = detail::FileHandle::open(path, detail::OpenMode::read);
+  return detail::archive_records(detail::open_zip_file(file));
 }
 
 /// The prefix, version, byte order and records of a torch zip file in memory. Reads the index and the
@@ -131,8 +139,8 @@ struct TorchZipHeader {
 
 /// The prefix, version, byte order and records of the torch zip file at `path`; throws as above.
 [[nodiscard]] inline ArchiveInfo read_archive_info(const std::filesystem::path& path) {
-  const Storage mapping = mmap_storage(path, MapMode::read_only);
-  return detail::archive_info(detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path), path);
+  const detail::FileHandle file = detail::FileHandle::open(path, detail::OpenMode::read);
+  return detail::archive_info(detail::open_zip_file(file), path);
 }
 
 }  // namespace tensorfile
