@@ -220,6 +220,10 @@ class PickleScanner {
       return;
     }
     if (stack_.back().kind == Kind::mark) note("memo write of a MARK");
+    if (index == memo_dense_.size() && memo_sparse_.empty()) {  // what every pickler writes
+      memo_dense_.push_back(stack_.back());
+      return;
+    }
     // A pickler numbers its memo 0, 1, 2...: those go to the vector, one slot per write. Any other index goes to
     // the map, so an index a crafted file names never sizes an allocation. An index lives in one of the two.
     const auto sparse = memo_sparse_.empty() ? memo_sparse_.end() : memo_sparse_.find(index);
