@@ -57,6 +57,33 @@ TEST_CASE("scan resolves STACK_GLOBAL through memoised strings", "[scan]") {
   CHECK(report.anomalies.empty());
 }
 
+TEST_CASE("scan follows memo indices written out of order", "[scan]") {
+  SECTION("a far index, then MEMOIZE numbering after every index written") {
+    // LONG_BINPUT 5 holds "os"; MEMOIZE then writes index 1 (the memo has one entry), as Python's unpickler does.
+    const std::string pickle = std::string("\x80\x04\x8c\x02osr\x05\x00\x00\x00", 11) +
+                               "0\x8c\x06system\x94"
+                               "0h\x05h\x01\x93N\x85R.";
+    const ScanReport report = scan_text(pickle);
+    REQUIRE(report.globals.size() == 1);
+    CHECK(report.globals[0].full_name() == "os.system");
+    CHECK(report.globals[0].offset == 26);
+    CHECK(report.globals[0].called);
+    CHECK(report.anomalies.empty());
+    CHECK(report.errors.empty());
+  }
+  SECTION("an index written out of order, then again in order, is written twice") {
+    const ScanReport report = scan_text(std::string("\x80\x02Nr\x01\x00\x00\x00q\x00q\x01.", 13));
+    REQUIRE(report.anomalies.size() == 1);
+    CHECK(report.anomalies[0].what == "memo index 1 written twice");
+    CHECK(report.anomalies[0].offset == 10);
+    CHECK(report.errors.empty());
+  }
+  SECTION("a far index never allocates up to it, and unwritten indices below it stay unwritten") {
+    const std::string pickle = std::string("\x80\x02Nr\xff\xff\xff\xffh\x03.", 11);
+    CHECK(scan_text(pickle).errors.at(0).what == "memo read of an index never written");
+  }
+}
+
 TEST_CASE("scan finds INST and OBJ calls", "[scan]") {
   SECTION("INST") {
     const ScanReport report = scan_text("(S'rm -rf'\nisubprocess\nPopen\n.");

@@ -13,7 +13,8 @@ Suites (CTest runs each as cli.<suite>):
   verify    every fixture verifies clean; crafted bad files (truncated, CRC flipped, view out of
             bounds, record size mismatch, short tensordict leaf, missing or broken meta.json...)
             each fail with the error named
-  progress  convert's progress bar is drawn on a pseudo-terminal, and not on a pipe or with --quiet
+  progress  convert's and scan's progress bars are drawn on a pseudo-terminal, and not on a pipe or with --quiet
+            (nor with scan --json)
   convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
             fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals; a lazy
             (_PermutedTensorDict) tree: inspect names its op, convert materialises it
@@ -132,9 +133,12 @@ def suite_usage(opts, failures):
     expect(["--help"], 0, stdout_has="commands:\n  inspect ")
     expect(["--version"], 0, stdout_has="tensorfile ")
     expect(["frobnicate"], 2, stderr_has="tensorfile: unknown command 'frobnicate'\nRun 'tensorfile --help' for usage.")
-    for command in ("inspect", "convert", "verify", "bench"):
+    for command in ("inspect", "convert", "verify", "bench", "scan"):
         expect([command, "--help"], 0, stdout_has=f"usage: tensorfile {command} [options] ")
         expect([command, "-h"], 0, stdout_has="  -h, --help")
+    expect(["scan", "--help"], 0, stdout_has="  --quiet ")
+    expect(["scan", "--quiet", fixture], 0, stdout_has="1 file scanned, all safe")
+    expect(["scan", "--quiet=yes", fixture], 2, stderr_has="option '--quiet' takes no value")
     expect(["inspect"], 2, stderr_has="tensorfile inspect: expected 1 operand (PATH), got 0")
     expect(["inspect", fixture, fixture], 2, stderr_has="expected 1 operand (PATH), got 2")
     expect(["inspect", "--bogus", fixture], 2, stderr_has="tensorfile inspect: unknown option '--bogus'\n"
@@ -379,6 +383,22 @@ def suite_progress(opts, failures):
                                     stderr=subprocess.PIPE, text=True, timeout=TIMEOUT_S, check=False)
             failures.check(result.returncode == 0 and result.stdout == "" and result.stderr == "",
                            f"convert on a pipe printed {result.stdout!r} {result.stderr!r}")
+
+    # scan counts files: a bar on a terminal, none with --quiet or --json, none on a pipe (stdout unchanged).
+    folder = os.path.join(opts.data, "torch")
+    count = len(torch_fixtures(opts.data))
+    scan = [opts.tensorfile, "scan", folder]
+    _, output = run_on_terminal(scan, now)
+    failures.check("scanning  [" in output and f"100%  {count} / {count} files" in output and "\r" in output,
+                   f"scan on a terminal drew no complete bar:\n{output!r}")
+    piped = subprocess.run(scan, env=now, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT_S,
+                           check=False)
+    failures.check(piped.stderr == "" and f"{count} files scanned" in piped.stdout,
+                   f"scan on a pipe: {piped.stderr!r}\n{piped.stdout}")
+    for quiet in ("--quiet", "--json"):
+        _, output = run_on_terminal([*scan, quiet], now)
+        failures.check("scanning" not in output and "files/s" not in output,
+                       f"scan {quiet} on a terminal drew a bar:\n{output!r}")
 
 
 # ---- convert -------------------------------------------------------------------------------------

@@ -58,6 +58,13 @@ TEST_CASE("progress_line") {
     CHECK(line.find('[') == std::string::npos);
     CHECK(line.find("50%") != std::string::npos);
   }
+  SECTION("items counted instead of bytes") {
+    const std::string line = progress_line("scanning", 450, 1000, 0.5, 100, "files");
+    CHECK(line.starts_with("scanning  [===="));
+    CHECK(line.find("]   45%  450 / 1000 files  900 files/s  0:01 left") != std::string::npos);
+    CHECK(progress_line("scanning", 1000, 1000, 2.0, 100, "files")
+              .ends_with("100%  1000 / 1000 files  500 files/s  0:02 total"));
+  }
   SECTION("unknown progress: the elapsed time") {
     CHECK(progress_line("writing x", 0, std::nullopt, 3725.0, 80) == "writing x  1:02:05");
   }

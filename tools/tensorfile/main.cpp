@@ -5,7 +5,7 @@
 //   tensorfile convert IN OUT [--to pt|memmap] [--map-location WHERE] [--quiet]
 //   tensorfile verify PATH [--allow MODULE.NAME]... [--json]
 //   tensorfile bench PATH [--device DEVICE] [--repeat N]
-//   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--jobs N]
+//   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--jobs N] [--quiet]
 //
 // Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The progress bar of tensorfile convert.
+// The progress bar of tensorfile convert and scan.
 #include "progress.hpp"
 
 #include <fmt/format.h>
@@ -26,7 +26,7 @@ std::optional<std::uint64_t> bytes_written_by_process() {
 }
 
 std::string progress_line(std::string_view label, std::uint64_t done, std::optional<std::uint64_t> total,
-                          double seconds, std::size_t width) {
+                          double seconds, std::size_t width, std::string_view items) {
   const auto clock = [](double s) {
     const auto whole = static_cast<std::uint64_t>(s + 0.5);
     return whole >= 3600 ? fmt::format("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60)
@@ -39,8 +39,12 @@ std::string progress_line(std::string_view label, std::uint64_t done, std::optio
   const std::string left = rate > 0 && done < *total ? clock(static_cast<double>(*total - done) / rate) + " left"
                            : done >= *total          ? clock(seconds) + " total"
                                                      : "--:-- left";
-  const std::string tail = fmt::format("{:3.0f}%  {} / {}  {}/s  {}", fraction * 100.0, human_bytes(done),
-                                       human_bytes(*total), human_bytes(static_cast<std::uint64_t>(rate)), left);
+  const auto rate_per_second = static_cast<std::uint64_t>(rate);
+  const std::string tail = items.empty()
+                               ? fmt::format("{:3.0f}%  {} / {}  {}/s  {}", fraction * 100.0, human_bytes(done),
+                                             human_bytes(*total), human_bytes(rate_per_second), left)
+                               : fmt::format("{:3.0f}%  {} / {} {}  {} {}/s  {}", fraction * 100.0, done, *total, items,
+                                             rate_per_second, items, left);
   const std::size_t fixed = label.size() + tail.size() + 6;          // two gaps and the brackets
   if (width < fixed + 5) return fmt::format("{}  {}", label, tail);  // too narrow for a bar
   const std::size_t bar = std::min<std::size_t>(width - fixed, 40);
@@ -79,6 +83,14 @@ ProgressBar::ProgressBar(std::string label, std::uint64_t total, bool enabled)
   thread_ = std::thread([this] { loop(); });
 }
 
+ProgressBar::ProgressBar(std::string label, std::uint64_t total, const std::atomic<std::uint64_t>& done,
+                         std::string items, bool enabled)
+    : label_(std::move(label)), total_(total), counted_(&done), items_(std::move(items)),
+      start_time_(std::chrono::steady_clock::now()), delay_(progress_delay()) {
+  if (!enabled || !stderr_is_terminal()) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
 ProgressBar::~ProgressBar() {
   {
     const std::lock_guard lock(mutex_);
@@ -107,6 +119,7 @@ void ProgressBar::loop() {
 }
 
 std::uint64_t ProgressBar::done() const {
+  if (counted_ != nullptr) return counted_->load(std::memory_order_relaxed);
   if (!start_bytes_) return 0;
   const std::optional<std::uint64_t> now = bytes_written_by_process();
   const std::uint64_t others = *start_bytes_ + drawn_;  // the bar's own frames are writes too
@@ -115,10 +128,10 @@ std::uint64_t ProgressBar::done() const {
 
 void ProgressBar::draw(bool final) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
-  const std::uint64_t bytes = final ? total_ : done();
-  const std::optional<std::uint64_t> total = start_bytes_ ? std::optional(total_) : std::nullopt;
+  const std::uint64_t so_far = final ? total_ : done();
+  const std::optional<std::uint64_t> total = start_bytes_ || counted_ ? std::optional(total_) : std::nullopt;
   const std::size_t width = terminal_width();
-  std::string line = progress_line(label_, bytes, total, seconds, width > 1 ? width - 1 : width);
+  std::string line = progress_line(label_, so_far, total, seconds, width > 1 ? width - 1 : width, items_);
   const std::size_t shown = line.size();
   if (shown < last_width_) line.append(last_width_ - shown, ' ');  // wipe the longer previous frame
   last_width_ = shown;

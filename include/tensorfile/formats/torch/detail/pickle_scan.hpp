@@ -67,6 +67,10 @@ class PickleScanner {
   /// Walks the pickle starting at `start` up to and including its STOP.
   [[nodiscard]] PickleScan run(std::uint64_t start) {
     pos_ = start;
+    // A checkpoint's pickle nests a few levels and memoises a few dozen values: one allocation each, not a series
+    // of doublings (more is still allocated as the pickle needs it, one slot per opcode at most).
+    stack_.reserve(64);
+    memo_dense_.reserve(64);
     while (!out_.error) {
       if (pos_ >= bytes_.size()) {
         fail(pos_, "the pickle ends before its STOP opcode");
@@ -190,17 +194,18 @@ class PickleScanner {
     stack_.pop_back();
     return top;
   }
-  // Pops down to the topmost MARK; returns the index the first item above it had, or nullopt (error set).
-  std::optional<std::vector<Item>> pop_to_mark() {
+  // Pops down to the topmost MARK, the MARK included; `first` (when given) receives the item just above it, if
+  // there was one. Returns false (error set) when there is no MARK.
+  bool pop_to_mark(std::optional<Item>* first = nullptr) {
     for (std::size_t i = stack_.size(); i-- > 0;) {
       if (stack_[i].kind == Kind::mark) {
-        std::vector<Item> above(stack_.begin() + static_cast<std::ptrdiff_t>(i) + 1, stack_.end());
+        if (first != nullptr && i + 1 < stack_.size()) *first = stack_[i + 1];
         stack_.resize(i);
-        return above;
+        return true;
       }
     }
     fail(at_, "no MARK on the stack");
-    return std::nullopt;
+    return false;
   }
   void call(const Item& callee) {
     if (callee.kind == Kind::global) out_.globals[callee.global].called = true;
@@ -215,10 +220,32 @@ class PickleScanner {
       return;
     }
     if (stack_.back().kind == Kind::mark) note("memo write of a MARK");
-    if (!memo_.emplace(index, stack_.back()).second) {
-      note("memo index " + std::to_string(index) + " written twice");
-      memo_[index] = stack_.back();
+    if (index == memo_dense_.size() && memo_sparse_.empty()) {  // what every pickler writes
+      memo_dense_.push_back(stack_.back());
+      return;
     }
+    // A pickler numbers its memo 0, 1, 2...: those go to the vector, one slot per write. Any other index goes to
+    // the map, so an index a crafted file names never sizes an allocation. An index lives in one of the two.
+    const auto sparse = memo_sparse_.empty() ? memo_sparse_.end() : memo_sparse_.find(index);
+    if (index == memo_dense_.size() && sparse == memo_sparse_.end()) {
+      memo_dense_.push_back(stack_.back());
+      return;
+    }
+    Item* const slot = index < memo_dense_.size()     ? &memo_dense_[static_cast<std::size_t>(index)]
+                       : sparse != memo_sparse_.end() ? &sparse->second
+                                                      : nullptr;
+    if (slot == nullptr) {
+      memo_sparse_.emplace(index, stack_.back());
+      return;
+    }
+    note("memo index " + std::to_string(index) + " written twice");
+    *slot = stack_.back();
+  }
+  [[nodiscard]] const Item* memo_get(std::uint64_t index) const {
+    if (index < memo_dense_.size()) return &memo_dense_[static_cast<std::size_t>(index)];
+    if (memo_sparse_.empty()) return nullptr;
+    const auto found = memo_sparse_.find(index);
+    return found == memo_sparse_.end() ? nullptr : &found->second;
   }
   std::optional<std::uint64_t> line_number() const {
     std::uint64_t value = 0;
@@ -328,13 +355,13 @@ class PickleScanner {
         break;
       }
       case Op::obj: {
-        const auto above = pop_to_mark();
-        if (!above) break;
-        if (above->empty()) {
+        std::optional<Item> callee;
+        if (!pop_to_mark(&callee)) break;
+        if (!callee) {
           fail(at_, "OBJ without a class");
           break;
         }
-        call(above->front());
+        call(*callee);
         push_other();
         break;
       }
@@ -352,17 +379,17 @@ class PickleScanner {
         break;
       case Op::binput: memo_put(number(1)); break;
       case Op::long_binput: memo_put(number(4)); break;
-      case Op::memoize: memo_put(memo_.size()); break;
+      case Op::memoize: memo_put(memo_dense_.size() + memo_sparse_.size()); break;
       case Op::get:
       case Op::binget:
       case Op::long_binget: {
         const std::optional<std::uint64_t> index =
             op == Op::get ? line_number() : std::optional<std::uint64_t>(number(op == Op::binget ? 1 : 4));
-        const auto found = index ? memo_.find(*index) : memo_.end();
-        if (found == memo_.end()) {
+        const Item* const found = index ? memo_get(*index) : nullptr;
+        if (found == nullptr) {
           fail(at_, "memo read of an index never written");
         } else {
-          push(found->second);
+          push(*found);
         }
         break;
       }
@@ -382,7 +409,8 @@ class PickleScanner {
   std::uint64_t pos_ = 0, at_ = 0, first_ = 0;
   std::uint64_t arg_ = 0, arg_size_ = 0, line2_ = 0, line2_size_ = 0;
   std::vector<Item> stack_{};
-  std::unordered_map<std::uint64_t, Item> memo_{};
+  std::vector<Item> memo_dense_{};                         // indices 0 to size - 1
+  std::unordered_map<std::uint64_t, Item> memo_sparse_{};  // any other index written
   PickleScan out_{};
 
  public:
