@@ -859,6 +859,31 @@ TEST_CASE("load_memmap refuses sub-collections that lead back to their ancestors
     fs::create_directory_symlink(".", td_dir / "0");
     REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + (td_dir / "0").string() + cycle + td_dir.string() + tail);
   }
+  SECTION("links that double the tree at every level: bounded by max_collections") {
+    // Level k declares sub-collections a and b, both links to level k + 1: 2^12 - 1 collections from 12
+    // directories, all inside the root (links out of the tree are refused), the levels undeclared there.
+    constexpr int levels = 12;
+    const auto level = [&](int k) { return k == 0 ? td_dir : td_dir / ("level" + std::to_string(k)); };
+    for (int k = 0; k < levels; ++k) {
+      if (k + 1 == levels) {
+        put(level(k) / "meta.json", td_meta(R"("x": )" + leaf("[1]", "float32")));
+        put(level(k) / "x.memmap", bytes_of<float>({7}));
+        continue;
+      }
+      put(level(k) / "meta.json", td_meta(R"("a": {"type": "TensorDict"}, "b": {"type": "TensorDict"})"));
+      const std::string next = (k == 0 ? "level" : "../level") + std::to_string(k + 1);
+      fs::create_directory_symlink(next, level(k) / "a");
+      fs::create_directory_symlink(next, level(k) / "b");
+    }
+    std::size_t leaves = 0;
+    load_memmap(td_dir, {.device = Device::meta(), .skip_undeclared = true})
+        .for_each_leaf([&](const auto&, const auto&) { ++leaves; });
+    CHECK(leaves == std::size_t{1} << (levels - 1));
+    REQUIRE_THROWS_AS(load_memmap(td_dir, {.device = Device::meta(), .skip_undeclared = true, .max_collections = 1000}),
+                      LimitError);
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true, .max_collections = 1000}),
+                        Catch::Contains("tree holds more than 1000 collections"));
+  }
   SECTION("the same directory twice, side by side, is no cycle") {
     put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"}, "t": {"type": "TensorDict"})"));
     put(td_dir / "s" / "meta.json", td_meta(""));

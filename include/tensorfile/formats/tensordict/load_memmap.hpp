@@ -52,6 +52,10 @@ struct MemmapLoadOptions {
   bool allow_shared_hard_links = false;       ///< map data files that have more than one hard link MAP_SHARED too; off:
                                               ///< unset access maps them copy_on_write, access shared refuses them
                                               ///< (FormatError), as another name of the file may lie outside the tree
+  /// Most collections (directories) loaded, a directory counted each time a path reaches it: symbolic links
+  /// to one sub-collection from two places double the tree at every level, so a few dozen directories could
+  /// otherwise stand for billions; more is a LimitError.
+  std::uint64_t max_collections = 100'000;
 };
 
 }  // namespace tensorfile
@@ -98,6 +102,7 @@ class MemmapLoader {
       root_fd_ = root.handle.fd();
       root_canonical_.reset();
       met_missing_ = false;
+      collections_ = 0;
       struct stat root_info {};
       if (::fstat(root_fd_, &root_info) != 0) throw IoError("cannot stat", errno, {.file = prefix_});
       try {
@@ -233,6 +238,12 @@ class MemmapLoader {
   std::optional<Entry> load_node(Dir& dir, TensorDict* out) {
     if (depth_ >= max_depth) {
       throw LimitError("tree is nested too deeply; expected at most " + std::to_string(max_depth) + " levels",
+                       {.file = dir.path});
+    }
+    if (++collections_ > options_.max_collections) {  // symlinked sub-collections can expand a small tree
+      throw LimitError("tree holds more than " + std::to_string(options_.max_collections) +
+                           " collections (symbolic links to shared sub-collections count each time they are "
+                           "reached); expected at most max_collections",
                        {.file = dir.path});
     }
     struct stat info {};
@@ -840,7 +851,8 @@ class MemmapLoader {
   bool meta_ = false;
   bool copy_to_device_ = false;
   int depth_ = 0;
-  std::string name_;  // reused buffer for data file names
+  std::uint64_t collections_ = 0;  // directories loaded so far, each time a link reaches one
+  std::string name_;               // reused buffer for data file names
   const std::string meta_name_ = "meta.json";
   const std::string tensordict_dir_name_ = "_tensordict";
   const std::string source_dir_name_ = "_source";
@@ -861,9 +873,10 @@ namespace tensorfile {
 /// shared unless options.allow_shared_hard_links says so. A load concurrent with save_memmap over the same
 /// prefix reads the old or the new tree whole. Throws FormatError for a
 /// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
-/// leaving the tree, a directory cycle), DTypeError for an unknown dtype, IoError when the system refuses,
-/// UnsupportedError for lazy classes or ops it does not know, and ArgumentError when the prefix holds non-tensor
-/// data (use load_memmap_entry) or `out` has another batch size.
+/// leaving the tree, a directory cycle), LimitError past max_depth levels or options.max_collections
+/// collections, DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError for lazy classes or
+/// ops it does not know, and ArgumentError when the prefix holds non-tensor data (use load_memmap_entry) or `out` has
+/// another batch size.
 [[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
   detail::td::MemmapLoader loader(prefix, options);
   std::optional<Entry> entry = loader.load_root(options.out);
