@@ -137,14 +137,14 @@ auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(
     throw DeviceError(error.reason(), {.file = path, .member = error.member(), .offset = error.offset()});
   }
 }
-/// The frame of cuda::load and cuda::load_safetensors: opens `path` (read-write for a shared mapping) and
+/// The frame of cuda::load and cuda::load_safetensors: opens `path` (read-write for a shared `mmap`) and
 /// returns `load(file, ring, stream)` with the ring `cuda_options` describe, a DeviceError naming the file.
 template <class Load>
-Value cuda_stream_file(const std::filesystem::path& path, bool shared, const cuda::CudaLoadOptions& cuda_options,
-                       Load&& load) {
+Value cuda_stream_file(const std::filesystem::path& path, std::optional<MapMode> mmap,
+                       const cuda::CudaLoadOptions& cuda_options, Load&& load) {
   cuda::install();
   const RingOptions ring = cuda_ring_options(cuda_options);
-  const FileHandle file = FileHandle::open(path, shared ? OpenMode::read_write : OpenMode::read);
+  const FileHandle file = open_for_stream(path, mmap);
   return with_file_location(path, [&] { return load(file, ring, cuda_streamer(ring, cuda_options)); });
 }
 }  // namespace tensorfile::detail
@@ -162,7 +162,7 @@ namespace tensorfile::cuda {
 [[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {},
                                 const CudaLoadOptions& cuda_options = {}) {
   return tensorfile::detail::cuda_stream_file(
-      path, options.mmap == MapMode::shared, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
+      path, options.mmap, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
         return tensorfile::detail::stream_load_torch(file, path, options, ring, cuda_options.progress,
                                                      tensorfile::detail::resolve_cuda_device, stream);
       });
@@ -177,7 +177,7 @@ namespace tensorfile::cuda {
                                             const SafetensorsLoadOptions& options = {},
                                             const CudaLoadOptions& cuda_options = {}) {
   return tensorfile::detail::cuda_stream_file(
-      path, options.mmap == MapMode::shared, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
+      path, options.mmap, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
         return tensorfile::detail::stream_load_safetensors(file, path, options, ring, cuda_options.progress,
                                                            tensorfile::detail::resolve_cuda_device, stream);
       });

@@ -2,6 +2,9 @@
 // Tests of the streamed safetensors and state-dict loads of <tensorfile/cuda/detail/ring_load.hpp>: safetensors
 // files, sharded safetensors and torch checkpoints streamed through the ring to fake CUDA devices, compared with
 // the CPU loads, as cuda::load_safetensors and cuda::load_state_dict compose them.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <tensorfile/cuda/detail/ring_load.hpp>
 #include <tensorfile/cuda/detail/ring_reader.hpp>
 #include <tensorfile/formats/safetensors/load.hpp>
@@ -51,15 +54,11 @@ Value ring_load_state_dict(const std::filesystem::path& path, const StateDictLoa
   StateDictLoadOptions one_at_a_time = options;
   one_at_a_time.threads = 1;
   const LoadOptions file_options{.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict};
-  return load_state_dict_with(path, one_at_a_time,
-                              [&](const FileHandle& file, const std::filesystem::path& name, FileFormat format) {
-                                return stream_load_weights(
-                                    file, name, format, file_options, ring, progress,
-                                    [](Device device) { return FakeCopyEngine::resolve(device); },
-                                    [&](const FileHandle& source, const RingGroup& group, RingProgressState& state) {
-                                      return ring_stream<FakeCopyEngine>(source, group, ring, state);
-                                    });
-                              });
+  return load_state_dict_with(
+      path, one_at_a_time, [&](const FileHandle& file, const std::filesystem::path& name, FileFormat format) {
+        return stream_load_weights(file, name, format, file_options, ring, progress, FakeCopyEngine::resolve,
+                                   ring_streamer<FakeCopyEngine>(ring));
+      });
 }
 
 }  // namespace
@@ -208,9 +207,16 @@ TEST_CASE("PosixRangeReader reads an open file through its descriptor, buffered 
   }
   const FileHandle file = FileHandle::open(scratch / "data.bin", OpenMode::read);
   std::filesystem::remove(scratch / "data.bin");  // the reader must not open the path again
+  // Whether this filesystem takes O_DIRECT at all (tmpfs may not): then the reader must use it, which it can
+  // only do by reopening the open file, the path being gone.
+  tensorfile_test::write_text(scratch / "probe.bin", "x");
+  const int probe = ::open((scratch / "probe.bin").c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  const bool filesystem_takes_direct = probe >= 0;
+  if (probe >= 0) ::close(probe);
   for (const bool direct : {false, true}) {
     INFO("direct " << direct);
     const PosixRangeReader reader(file, direct);
+    if (direct && filesystem_takes_direct) CHECK(reader.alignment() == direct_io_alignment);
     std::vector<std::byte> out(2 * direct_io_alignment);
     auto* aligned = static_cast<std::byte*>(std::aligned_alloc(direct_io_alignment, out.size()));
     REQUIRE(aligned != nullptr);

@@ -312,30 +312,33 @@ template <class Resolve, class Stream>
   return stream_load_torch(file, path, options, ring, callback, resolve, stream);
 }
 
+/// The stream step of the loads through the ring with `Engine`: a planned group of an open file to its device.
+template <device_copy_engine Engine>
+[[nodiscard]] auto ring_streamer(const RingOptions& ring) {
+  return [&ring](const FileHandle& file, const RingGroup& group, RingProgressState& progress) {
+    return ring_stream<Engine>(file, group, ring, progress);
+  };
+}
+
+/// Opens `path` for a streamed load, read-write when the rest of the file is mapped `shared`.
+[[nodiscard]] inline FileHandle open_for_stream(const std::filesystem::path& path, std::optional<MapMode> mmap) {
+  return FileHandle::open(path, mmap == MapMode::shared ? OpenMode::read_write : OpenMode::read);
+}
+
 /// stream_load_torch of `path` through the ring with `Engine`.
 template <device_copy_engine Engine>
 [[nodiscard]] Value ring_load_torch(const std::filesystem::path& path, const LoadOptions& options,
                                     const RingOptions& ring, const RingProgress& callback = {}) {
-  const FileHandle file =
-      FileHandle::open(path, options.mmap == MapMode::shared ? OpenMode::read_write : OpenMode::read);
-  return stream_load_torch(
-      file, path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
-      [&](const FileHandle& source, const RingGroup& group, RingProgressState& progress) {
-        return ring_stream<Engine>(source, group, ring, progress);
-      });
+  return stream_load_torch(open_for_stream(path, options.mmap), path, options, ring, callback, Engine::resolve,
+                           ring_streamer<Engine>(ring));
 }
 
 /// stream_load_safetensors of `path` through the ring with `Engine`.
 template <device_copy_engine Engine>
 [[nodiscard]] Value ring_load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options,
                                           const RingOptions& ring, const RingProgress& callback = {}) {
-  const FileHandle file =
-      FileHandle::open(path, options.mmap == MapMode::shared ? OpenMode::read_write : OpenMode::read);
-  return stream_load_safetensors(
-      file, path, options, ring, callback, [](Device device) { return Engine::resolve(device); },
-      [&](const FileHandle& source, const RingGroup& group, RingProgressState& progress) {
-        return ring_stream<Engine>(source, group, ring, progress);
-      });
+  return stream_load_safetensors(open_for_stream(path, options.mmap), path, options, ring, callback, Engine::resolve,
+                                 ring_streamer<Engine>(ring));
 }
 
 }  // namespace tensorfile::detail
