@@ -3,7 +3,7 @@
 # Safety-scan benchmark. (1) scan() of a ~1 GiB torch.save checkpoint on a warm page cache: time per scan and the
 # pickle bytes read (the tensor data is never read). (2) `tensorfile scan` over a folder of COUNT small checkpoints
 # against a Python loop running pickletools.genops over the same files' pickles, measured in the same run (whole
-# commands, interpreter and program start included, each the best of 3).
+# commands, interpreter and program start included: the mean of 30 runs each with hyperfine, else the best of 3).
 # usage: tests/benchmarks/run_scan_bench.sh BENCH_BIN_DIR TENSORFILE_PROGRAM [COUNT=1000] [MIB=1024]
 set -euo pipefail
 bin="${1:?usage: run_scan_bench.sh BENCH_BIN_DIR TENSORFILE_PROGRAM [COUNT] [MIB]}"
@@ -39,18 +39,30 @@ for root, _, names in os.walk(sys.argv[1]):
                             found.add(arg)
 print(len(found), "distinct GLOBAL args")
 PY
-best() {  # best wall time of 3 runs of a command, seconds
-  local best=""
-  for _ in 1 2 3; do
-    local start end
-    start=$(date +%s.%N)
-    "$@" > /dev/null || [ $? -eq 1 ]
-    end=$(date +%s.%N)
-    best=$(echo "$start $end $best" | awk '{t=$2-$1; if ($3=="" || t<$3) print t; else print $3}')
-  done
-  echo "$best"
-}
-tool_s=$(best "$tool" scan "$dir/small")
-python_s=$(best "$python" "$dir/genops_loop.py" "$dir/small")
-echo "== $count small checkpoints: tensorfile scan ${tool_s}s, python pickletools.genops loop ${python_s}s"
-echo "$tool_s $python_s" | awk '{printf "speed-up: %.1fx\n", $2/$1}'
+if command -v hyperfine > /dev/null; then
+  # Mean of 30 runs of each, after 3 warm-up runs; the ratio of the means.
+  hyperfine -N -w 3 -r 30 -i --export-json "$dir/times.json" "$tool scan $dir/small" \
+    "$python $dir/genops_loop.py $dir/small" > /dev/null
+  read -r tool_s python_s < <("$python" -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]
+print(r[0]["mean"], r[1]["mean"])' "$dir/times.json")
+  how="mean of 30 runs (hyperfine)"
+else
+  best() {  # best wall time of 3 runs of a command, seconds (fork and exec of the timing included)
+    local best=""
+    for _ in 1 2 3; do
+      local start end
+      start=$(date +%s.%N)
+      "$@" > /dev/null || [ $? -eq 1 ]
+      end=$(date +%s.%N)
+      best=$(echo "$start $end $best" | awk '{t=$2-$1; if ($3=="" || t<$3) print t; else print $3}')
+    done
+    echo "$best"
+  }
+  tool_s=$(best "$tool" scan "$dir/small")
+  python_s=$(best "$python" "$dir/genops_loop.py" "$dir/small")
+  how="best of 3 (no hyperfine installed)"
+fi
+echo "$tool_s $python_s" | awk -v count="$count" -v how="$how" '{
+  printf "== %d small checkpoints, %s: tensorfile scan %.1f ms, python pickletools.genops loop %.1f ms\n", count, how,
+         1000 * $1, 1000 * $2
+  printf "speed-up: %.1fx\n", $2 / $1 }'

@@ -270,6 +270,17 @@ def suite_verify(opts, failures):
         result = run(tool, "scan", os.path.join(opts.data, "torch", "t_float32_2x3.pt"))
         failures.check(result.returncode == 0, f"scan of a clean file: exit {result.returncode}\n{result.stdout}")
 
+    # A folder's files are listed in path order, component by component: m/x.pt, then m-x.pt, then m.pt.
+    with tempfile.TemporaryDirectory() as scratch:
+        os.mkdir(os.path.join(scratch, "m"))
+        order = [os.path.join("m", "x.pt"), "m-x.pt", "m.pt"]
+        for rel in reversed(order):
+            shutil.copy(os.path.join(opts.data, "torch", "t_float32_2x3.pt"), os.path.join(scratch, rel))
+        result = run(tool, "scan", "--jobs", "3", scratch)
+        listed = [line.split("  ")[0] for line in result.stdout.splitlines()[:-1]]
+        expected = [os.path.join(scratch, rel) for rel in order]
+        failures.check(result.returncode == 0 and listed == expected, f"scan order: {listed}; expected {expected}")
+
     with open(os.path.join(opts.data, "torch", "t_float32_2x3.pt"), "rb") as f:
         good = f.read()  # data.pkl: ('storage', FloatStorage, '0', 'cpu', 6), offset 0, size (2, 3), stride (3, 1)
     with open(os.path.join(opts.data, "torch", "legacy_format.pt"), "rb") as f:

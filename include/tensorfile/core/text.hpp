@@ -51,6 +51,13 @@ namespace tensorfile {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
+    std::size_t printable = i;  // a run of printable ASCII, most text, is copied at once
+    while (printable < text.size() && text[printable] >= 0x20 && text[printable] < 0x7F) ++printable;
+    if (printable > i) {
+      out.append(text.substr(i, printable - i));
+      i = printable;
+      continue;
+    }
     const std::size_t from = i;
     const std::int32_t cp = detail::decode_wtf8(text, i);
     if (cp >= 0x20 && cp != 0x7F && (cp < 0x80 || cp > 0x9F) && (cp < 0xD800 || cp > 0xDFFF)) {

@@ -3,6 +3,7 @@
 // OBJ), which of them it calls, its persistent ids, and the constructs only a crafted file uses.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -59,6 +60,17 @@ struct PickleScan {
          op == static_cast<std::uint8_t>(Op::next_buffer) || op == static_cast<std::uint8_t>(Op::readonly_buffer);
 }
 
+/// For each byte: the protocol that introduced it as an opcode, or -1 when it is not one; one load per opcode
+/// in the walk.
+inline constexpr std::array<std::int8_t, 256> opcode_protocols = [] {
+  std::array<std::int8_t, 256> table{};
+  for (int op = 0; op < 256; ++op) {
+    const auto byte = static_cast<std::uint8_t>(op);
+    table[byte] = static_cast<std::int8_t>(is_opcode(byte) ? op_protocol(byte) : -1);
+  }
+  return table;
+}();
+
 /// The walker behind scan_pickle: a stack of what each value is, as far as a global reference needs to know.
 class PickleScanner {
  public:
@@ -78,13 +90,14 @@ class PickleScanner {
       }
       at_ = pos_;
       const auto op = std::to_integer<std::uint8_t>(bytes_[pos_++]);
-      if (!is_opcode(op)) {
+      const int introduced = opcode_protocols[op];
+      if (introduced < 0) {
         fail(at_, "byte 0x" + hex_text(op, 2) + " is not a pickle opcode");
         break;
       }
       if (!read_argument(op_info[op].arg)) break;
-      if (op != static_cast<std::uint8_t>(Op::proto) && op_protocol(op) > std::max(out_.protocol, 1)) {
-        note("opcode 0x" + hex_text(op, 2) + " of protocol " + std::to_string(op_protocol(op)) + " in a protocol " +
+      if (introduced > std::max(out_.protocol, 1) && op != static_cast<std::uint8_t>(Op::proto)) {
+        note("opcode 0x" + hex_text(op, 2) + " of protocol " + std::to_string(introduced) + " in a protocol " +
              std::to_string(std::max(out_.protocol, 0)) + " pickle");
       }
       if (static_cast<Op>(op) == Op::stop) {
@@ -125,16 +138,6 @@ class PickleScanner {
   // Reads the argument after the opcode at at_: arg_/arg_size_ hold it (for lines, without the newline; for two
   // lines, line2_ holds the second). Returns false (with the error set) when it runs past the end.
   bool read_argument(OpArg arg) {
-    const std::uint64_t left = bytes_.size() - pos_;
-    const auto take = [&](std::uint64_t n) {
-      if (n > left) {
-        fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " + std::to_string(left) +
-                      " left)");
-        return false;
-      }
-      pos_ += n;
-      return true;
-    };
     const auto line = [&](std::uint64_t& from, std::uint64_t& size) {
       from = pos_;
       while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
@@ -166,21 +169,23 @@ class PickleScanner {
         }
         arg_ = pos_;
         arg_size_ = size;
-        return take_rest(size);
+        return take(size);
       }
       case OpArg::line: return line(arg_, arg_size_);
       case OpArg::two_lines: return line(arg_, arg_size_) && line(line2_, line2_size_);
     }
     return true;
   }
-  bool take_rest(std::uint64_t n) {
-    if (n > bytes_.size() - pos_) {
-      fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " +
-                    std::to_string(bytes_.size() - pos_) + " left)");
-      return false;
-    }
+  bool take(std::uint64_t n) {
+    if (n > bytes_.size() - pos_) return past_end(n);
     pos_ += n;
     return true;
+  }
+  // The message is built apart from take_rest, which runs for every argument: inlined, it was a call per opcode.
+  bool past_end(std::uint64_t n) {
+    fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " +
+                  std::to_string(bytes_.size() - pos_) + " left)");
+    return false;
   }
 
   void push(Item item) { stack_.push_back(item); }
