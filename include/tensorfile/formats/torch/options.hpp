@@ -16,8 +16,8 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/detail/posix/file.hpp"  // MapMode
-#include "tensorfile/detail/text/glob.hpp"
 #include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/select.hpp"
 
 namespace tensorfile {
 
@@ -56,21 +56,10 @@ struct LoadOptions {
   /// little-endian and bound for the host: all that torch.save writes); a legacy file is one stream read
   /// whole, so there it saves the copies only. A storage that a selected tensor shares is read whole.
   /// select_paths() makes one from names and glob patterns.
-  std::function<bool(std::string_view path)> select{};
+  TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of their dicts (elsewhere: meta)
   /// Threads reading the records of a heap load of a large file (over 64 MiB) together; 0: min(4, cores).
   std::size_t read_threads = 0;
 };
-
-/// A LoadOptions::select that keeps the tensors whose path equals one of `patterns` or matches it as a
-/// glob ('*' any run of characters, '?' one): select_paths({"encoder.*", "lm_head.weight"}).
-[[nodiscard]] inline std::function<bool(std::string_view)> select_paths(std::vector<std::string> patterns) {
-  return [patterns = std::move(patterns)](std::string_view path) {
-    for (const std::string& pattern : patterns) {
-      if (detail::glob_match(pattern, path)) return true;
-    }
-    return false;
-  };
-}
 
 }  // namespace tensorfile
