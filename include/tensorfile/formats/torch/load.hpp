@@ -169,11 +169,11 @@ inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>
   }
 }
 
-/// The storages (by first byte) of the tensors in `v` that `options.select` keeps.
+/// The storages (by first byte) of the tensors in `v` that `options.select` keeps (or `options.into` names).
 inline std::unordered_set<const std::byte*> selected_storages(const Value& v, const LoadOptions& options) {
   std::unordered_set<const std::byte*> kept;
   auto keep = [&](const std::string& path, const Tensor& t) {
-    if (options.select(path)) kept.insert(t.storage().data());
+    if (options.select(path) || options.into.contains(path)) kept.insert(t.storage().data());
   };
   walk_tensors(v, "", keep);
   return kept;
@@ -227,6 +227,76 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   if (!placed.empty()) replace_storages(v, placed);
 }
 
+/// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
+[[nodiscard]] inline bool whole_storage(const Tensor& t) noexcept {
+  return t.is_contiguous() && t.storage_offset() == 0 && t.nbytes() == t.storage().size_bytes() && t.nbytes() != 0;
+}
+
+/// The caller's bytes of an `into` tensor, as a storage.
+[[nodiscard]] inline Storage buffer_of(const Tensor& t) {
+  return t.storage().slice(static_cast<std::size_t>(t.storage_offset()) * t.element_size(), t.nbytes());
+}
+
+/// The loaded tensors that `options.into` names, by the same paths, after checking each buffer against its
+/// tensor; an ArgumentError names the path and the file.
+[[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_targets(const Value& v, const LoadOptions& options,
+                                                                             const std::filesystem::path& file) {
+  std::map<std::string, Tensor, std::less<>> loaded;
+  if (options.into.empty()) return loaded;
+  auto found = [&](const std::string& path, const Tensor& t) {
+    if (options.into.contains(path)) loaded.emplace(path, t);
+  };
+  walk_tensors(v, "", found);
+  for (const auto& named : options.into) {
+    const std::string& path = named.first;  // not a structured binding: the lambda below captures it
+    const Tensor& buffer = named.second;
+    const auto it = loaded.find(path);
+    const auto refuse = [&](const std::string& why) {
+      throw ArgumentError("into[\"" + path + "\"]: " + why, {.file = file});
+    };
+    if (it == loaded.end()) refuse("the file holds no tensor at this path");
+    const Tensor& t = it->second;
+    if (!buffer.defined() || !buffer.device().is_cpu()) {
+      refuse("expected a CPU tensor over the caller's memory, got " +
+             (buffer.defined() ? "one on " + buffer.device().str() : std::string("an undefined tensor")));
+    }
+    if (buffer.dtype() != t.dtype()) {
+      refuse("the file's tensor is " + std::string(dtype_name(t.dtype())) + ", the buffer " +
+             std::string(dtype_name(buffer.dtype())));
+    }
+    if (buffer.sizes() != t.sizes()) {
+      refuse("the file's tensor has shape " + shape_string(t.sizes()) + ", the buffer " + shape_string(buffer.sizes()));
+    }
+    if (!buffer.is_contiguous()) refuse("the buffer is not contiguous");
+    if (!buffer.storage().writable()) refuse("the buffer is read-only");
+    if (t.device().is_meta()) refuse("this load places the tensor on meta, where it has no values");
+  }
+  return loaded;
+}
+
+/// Writes the values of every `options.into` tensor to its buffer, except the buffers in `read_directly` (whose
+/// records were read straight into them), and points the result's tensors at the buffers where a tensor is the
+/// whole of its storage. A storage two paths share goes to the first path's buffer.
+inline void fill_into(Value& v, const LoadOptions& options, const std::filesystem::path& file,
+                      const std::unordered_set<const std::byte*>& read_directly = {}) {
+  if (options.into.empty()) return;
+  const auto loaded = into_targets(v, options, file);
+  std::map<const std::byte*, Storage> placed;
+  for (const auto& [path, buffer] : options.into) {
+    if (const Tensor& t = loaded.at(path); whole_storage(t)) placed.emplace(t.storage().data(), buffer_of(buffer));
+  }
+  for (const auto& [path, buffer] : options.into) {
+    const Tensor& t = loaded.at(path);
+    if (read_directly.contains(buffer.raw_data()) || t.nbytes() == 0) continue;
+    // A storage read straight into another path's buffer was never read into its own bytes: copy from there.
+    const auto it = placed.find(t.storage().data());
+    const bool elsewhere = it != placed.end() && read_directly.contains(it->second.data());
+    const Tensor source = elsewhere ? Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset()) : t;
+    (source.device().is_cpu() ? source : source.to(Device::cpu())).copy_into(buffer.mutable_raw_data());
+  }
+  replace_storages(v, placed);
+}
+
 /// Reads the zip format.
 inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   ZipReader::HeaderReader read_at;
@@ -276,13 +346,14 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   static constexpr std::uint64_t no_slot = UINT64_MAX;
   std::unordered_map<std::byte*, const ZipEntry*> unread;  // arena slices not read yet, by first byte
   if (archive.pread_only && !big_endian) {
-    if (!options.select) batches.emplace(zip.entries(), *archive.file);  // select: each record on its own
+    const bool each_on_its_own = options.select || !options.into.empty();  // only some records may be read
+    if (!each_on_its_own) batches.emplace(zip.entries(), *archive.file);
     arena_slot.assign(zip.entries().size(), no_slot);
     arena_requested.assign(zip.entries().size(), false);
     std::uint64_t arena_bytes = 0;
     for (std::size_t i = 0; i < zip.entries().size(); ++i) {
       const ZipEntry& entry = zip.entries()[i];
-      if (entry.method != 0 || entry.size == 0 || (entry.size <= RecordBatches::small_record && !options.select)) {
+      if (entry.method != 0 || entry.size == 0 || (entry.size <= RecordBatches::small_record && !each_on_its_own)) {
         continue;
       }
       arena_slot[i] = arena_bytes;
@@ -366,11 +437,15 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
   // Reads the unread slices that `wanted` accepts (all when null).
+  std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
     ParallelReads reads;
     for (const auto& [data, record] : unread) {
       if (wanted == nullptr || wanted->contains(data)) {
-        reads.add(record->data_offset, {data, static_cast<std::size_t>(record->size)}, record->name);
+        const auto buffer = read_into.find(data);
+        reads.add(record->data_offset,
+                  {buffer != read_into.end() ? buffer->second : data, static_cast<std::size_t>(record->size)},
+                  record->name);
       }
     }
     if (!reads.empty()) reads.run(*archive.file, read_threads);
@@ -379,6 +454,16 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   hooks.before_reading_storages([&] { complete_reads(nullptr); });
   PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
   Value result = machine.run();
+  // `into` tensors that are a whole record not read yet: the record is read into the caller's buffer instead.
+  std::unordered_set<const std::byte*> read_directly;
+  for (const auto& [path, t] : into_targets(result, options, archive.path)) {
+    const auto slice = unread.find(const_cast<std::byte*>(t.storage().data()));
+    if (slice != unread.end() && whole_storage(t) && !read_into.contains(slice->first)) {
+      std::byte* const buffer = options.into.find(path)->second.mutable_raw_data();
+      read_into.emplace(slice->first, buffer);
+      read_directly.insert(buffer);
+    }
+  }
   if (options.select) {
     const auto kept = selected_storages(result, options);
     complete_reads(&kept);
@@ -386,6 +471,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   } else {
     complete_reads(nullptr);
   }
+  fill_into(result, options, archive.path, read_directly);
   if (machine.end() != pickle_bytes.size()) {
     throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
                       {archive.path, pickle->name, machine.end()});
@@ -499,6 +585,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   }
   if (!placed.empty()) replace_storages(result, placed);
   if (options.select) apply_selection(result, selected_storages(result, options), options);
+  fill_into(result, options, archive.path);
   return result;
 }
 
@@ -538,7 +625,8 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
   if (!options.mmap) {
     // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
     std::array<std::byte, format_sniff_bytes> head{};
-    if (size > whole_read_limit || options.select) {  // select: read only the selected records
+    // select and into: only some records are read, into: some into the caller's buffers.
+    if (size > whole_read_limit || options.select || !options.into.empty()) {
       const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
       file.read_exact(0, {head.data(), head_size});
       archive.bytes = {head.data(), head_size};
