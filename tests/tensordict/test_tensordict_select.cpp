@@ -3,6 +3,7 @@
 #include <tensorfile/formats/select.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
+#include <tensorfile/formats/tensordict/value_tree.hpp>
 
 #include <string>
 #include <string_view>
@@ -63,6 +64,16 @@ void save_model_tree(const fs::path& prefix) {
   save_memmap(td, prefix);
 }
 
+/// The paths named_tensors() gives the tensors of the tree at `prefix` (as a torch object tree).
+std::vector<std::string> named_paths(const fs::path& prefix) {
+  std::vector<LeftOut> left_out;  // pickled non-tensor data: not tensors anyway
+  std::vector<std::string> out;
+  for (const auto& named : named_tensors(to_value(load_memmap(prefix), {.left_out = &left_out}))) {
+    out.push_back(named.first);
+  }
+  return out;
+}
+
 /// A TensorSelect that keeps nothing and records every path it is asked.
 TensorSelect record_paths(std::vector<std::string>& asked) {
   return [&asked](std::string_view path) {
@@ -76,6 +87,7 @@ TEST_CASE("load_memmap select names leaves by their keys joined by '/'", "[tenso
   std::vector<std::string> asked;
   (void)load_memmap(sample("s01_basic"), {.select = record_paths(asked)});
   CHECK(asked == std::vector<std::string>{"a", "nested/b", "nested/deeper/c"});
+  CHECK(asked == named_paths(sample("s01_basic")));  // the library's one naming of tensor paths
 
   asked.clear();  // relative to the directory loaded
   (void)load_memmap(sample("s01_basic") / "nested", {.select = record_paths(asked)});
@@ -84,6 +96,7 @@ TEST_CASE("load_memmap select names leaves by their keys joined by '/'", "[tenso
   asked.clear();  // a tensorclass's fields by their own keys (no "_tensordict"); NonTensorData is not asked
   (void)load_memmap(sample("s07_tensorclass"), {.select = record_paths(asked)});
   CHECK(asked == std::vector<std::string>{"tc/x", "y"});
+  CHECK(asked == named_paths(sample("s07_tensorclass")));
 
   const tensorfile_test::ScratchDir dir;
   save_model_tree(dir / "model");
