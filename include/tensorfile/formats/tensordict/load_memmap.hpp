@@ -25,6 +25,7 @@
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/formats/select.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
@@ -56,6 +57,17 @@ struct MemmapLoadOptions {
   /// to one sub-collection from two places double the tree at every level, so a few dozen directories could
   /// otherwise stand for billions; more is a LimitError.
   std::uint64_t max_collections = 100'000;
+  /// Which tensor leaves to read: asked with each leaf's path from the loaded directory, its keys joined by "/"
+  /// as named_tensors(to_value(td)) names them ("nested/deeper/c"; a lazy stack's children are "0", "1"...; a
+  /// tensorclass's and a lazy view's leaves go by their own keys, without "_tensordict" or "_source"); unset:
+  /// all. An unselected leaf's data file is never opened, stat'ed or mapped: it becomes a meta tensor of its
+  /// dtype and shape (as a device = meta load), is not copied to a device, and a missing file of it is no error
+  /// (nor listed in `skipped`). Non-tensor data (NonTensorData, NonTensorStack, pickle sidecars) is always kept.
+  /// select_paths() makes one from names and glob patterns.
+  TensorSelect select{};
+  /// With `select`: unselected leaves are left out of their TensorDict, and so is a sub-collection that ends up
+  /// empty for it (a lazy stack keeps its children); with `out`, out's entries of those keys stay as they were.
+  bool select_drops = false;
 };
 
 }  // namespace tensorfile
@@ -103,6 +115,7 @@ class MemmapLoader {
       root_canonical_.reset();
       met_missing_ = false;
       collections_ = 0;
+      path_.clear();
       struct stat root_info {};
       if (::fstat(root_fd_, &root_info) != 0) throw IoError("cannot stat", errno, {.file = prefix_});
       try {
@@ -232,6 +245,37 @@ class MemmapLoader {
     if (options_.skipped != nullptr) options_.skipped->push_back(path);
   }
 
+  // ---- selection ----------------------------------------------------------------------------
+
+  /// Appends a key to the select path for one scope (a sub-collection or lazy stack child being loaded).
+  class PathStep {
+   public:
+    PathStep(std::string& path, std::string_view key) : path_(path), size_(path.size()) {
+      if (!path_.empty()) path_ += '/';
+      path_ += key;
+    }
+    PathStep(const PathStep&) = delete;
+    PathStep& operator=(const PathStep&) = delete;
+    ~PathStep() { path_.resize(size_); }
+
+   private:
+    std::string& path_;
+    std::size_t size_;
+  };
+
+  /// Whether options.select keeps the leaf `key` of the collection loading now.
+  bool selected(std::string_view key) {
+    if (!options_.select) return true;
+    const PathStep step(path_, key);
+    return options_.select(path_);
+  }
+
+  /// Whether a sub-collection left empty by select_drops is to be left out too.
+  static bool emptied(const Entry& entry, std::uint64_t dropped_before, std::uint64_t dropped_after) {
+    return dropped_after != dropped_before && entry.is_tensordict() && entry.as_tensordict().empty() &&
+           entry.as_tensordict().class_fields().empty();
+  }
+
   // ---- nodes --------------------------------------------------------------------------------
 
   /// Loads the collection in `dir`, dispatching on its `_type`; nullopt when loaded into `out`.
@@ -344,7 +388,12 @@ class MemmapLoader {
           td.erase(member.key);  // a later member of the same key replaces an earlier one, as in Python
           continue;
         case MemberKind::leaf: {
-          std::optional<Entry> leaf = load_leaf(dir, member, reader);
+          const bool keep = selected(member.key);
+          std::optional<Entry> leaf = load_leaf(dir, member, reader, meta_ || !keep);  // unselected: no file opened
+          if (!keep && options_.select_drops) {
+            ++dropped_;
+            leaf.reset();
+          }
           if (!leaf) {
             td.erase(member.key);
             continue;
@@ -372,8 +421,17 @@ class MemmapLoader {
             Entry* existing = out->find(member.key);
             if (existing != nullptr && existing->is_tensordict()) into = &existing->as_tensordict();
           }
-          std::optional<Entry> entry = load_node(child, into);
-          if (entry) add_entry(td, member, std::move(*entry), meta_path);
+          const std::uint64_t dropped_before = dropped_;
+          std::optional<Entry> entry;
+          {
+            const PathStep step(path_, member.key);
+            entry = load_node(child, into);
+          }
+          if (entry && emptied(*entry, dropped_before, dropped_)) {
+            td.erase(member.key);
+          } else if (entry) {
+            add_entry(td, member, std::move(*entry), meta_path);
+          }
           continue;
         }
       }
@@ -536,14 +594,15 @@ class MemmapLoader {
     return static_cast<std::size_t>(bytes);
   }
 
-  /// A tensor or nested tensor leaf; nullopt when its file is missing and skip_missing is set.
-  std::optional<Entry> load_leaf(const Dir& dir, MetaMember& member, JsonReader& reader) {
+  /// A tensor or nested tensor leaf, a meta tensor (no file opened) when `meta`; nullopt when its file is
+  /// missing and skip_missing is set.
+  std::optional<Entry> load_leaf(const Dir& dir, MetaMember& member, JsonReader& reader, bool meta) {
     check_leaf(member, reader);
     const DType dtype = *member.dtype;
     Shape shape = std::move(*member.shape);
-    if (member.is_nested) return load_nested(dir, member, reader, std::move(shape));
+    if (member.is_nested) return load_nested(dir, member, reader, std::move(shape), meta);
     const std::size_t bytes = byte_size(shape, dtype, member, reader.file());
-    if (meta_) return Entry(Tensor(meta_storage(bytes), dtype, std::move(shape)));
+    if (meta) return Entry(Tensor(meta_storage(bytes), dtype, std::move(shape)));
     if (bytes == 0) return Entry(on_device(Tensor::zeros(std::move(shape), dtype)));  // no file, as tensordict
     std::optional<Storage> storage = map_leaf_file(dir, member.key, "", bytes);
     if (!storage) return std::nullopt;
@@ -612,7 +671,8 @@ class MemmapLoader {
   }
 
   /// A nested tensor: the int64 size table in <name>.shape.memmap, the packed values in <name>.memmap.
-  std::optional<Entry> load_nested(const Dir& dir, const MetaMember& member, JsonReader& reader, Shape table_shape) {
+  std::optional<Entry> load_nested(const Dir& dir, const MetaMember& member, JsonReader& reader, Shape table_shape,
+                                   bool meta) {
     const std::filesystem::path& meta_path = reader.file();
     const DType dtype = *member.dtype;
     if (table_shape.size() != 2) {
@@ -620,7 +680,7 @@ class MemmapLoader {
                             detail::shape_string(table_shape),
                         {.file = meta_path, .member = member.key, .offset = member.shape_at});
     }
-    if (meta_) {  // as tensordict: a meta tensor of the size table's shape
+    if (meta) {  // as tensordict: a meta tensor of the size table's shape
       const std::size_t bytes = byte_size(table_shape, dtype, member, meta_path);
       return Entry(Tensor(meta_storage(bytes), dtype, std::move(table_shape)));
     }
@@ -749,6 +809,7 @@ class MemmapLoader {
       FileHandle fd = open_subdir(dir, name);
       if (!fd.valid()) break;
       Dir child = child_dir(dir, std::move(fd), name);
+      const PathStep step(path_, name);
       std::optional<Entry> entry = load_node(child, nullptr);
       TensorDictAccess::set_unchecked(td, name, std::move(*entry));
       declared.push_back(std::move(name));
@@ -825,7 +886,10 @@ class MemmapLoader {
 
   /// Every tensor of `entry` copied to the requested device.
   Entry leaves_on_device(Entry entry) const {
-    if (entry.is_tensor()) return Entry(on_device(std::move(entry.as_tensor())));
+    if (entry.is_tensor()) {
+      if (entry.as_tensor().device().is_meta()) return entry;  // unselected: nothing to copy
+      return Entry(on_device(std::move(entry.as_tensor())));
+    }
     if (entry.is_tensordict()) {
       for (const auto& item : entry.as_tensordict()) {
         TensorDictAccess::set_unchecked(entry.as_tensordict(), item.key, leaves_on_device(item.value));
@@ -852,6 +916,8 @@ class MemmapLoader {
   bool copy_to_device_ = false;
   int depth_ = 0;
   std::uint64_t collections_ = 0;  // directories loaded so far, each time a link reaches one
+  std::string path_;               // the select path of the collection loading now ("" at the root)
+  std::uint64_t dropped_ = 0;      // leaves select_drops left out so far
   std::string name_;               // reused buffer for data file names
   const std::string meta_name_ = "meta.json";
   const std::string tensordict_dir_name_ = "_tensordict";
