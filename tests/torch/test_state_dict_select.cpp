@@ -51,7 +51,8 @@ TEST_CASE("load_state_dict select over safetensors shards: unselected shards unr
           "[state_dict][select]") {
   tensorfile_test::ScratchDir dir;
   const Named tensors = six_tensors();
-  const SafetensorsShards shards = save_safetensors_sharded(tensors, dir.path(), {.max_shard_size = 128, .sync = false});
+  const SafetensorsShards shards =
+      save_safetensors_sharded(tensors, dir.path(), {.max_shard_size = 128, .sync = false});
   REQUIRE(shards.files.size() == 3);
   const TensorSelect select = select_paths({"layers.1.*"});  // in the first shard
 
@@ -74,8 +75,8 @@ TEST_CASE("load_state_dict select over safetensors shards: unselected shards unr
   // with drops: the shards holding nothing selected are never opened, so deleting them changes nothing
   std::filesystem::remove(shards.files[1]);
   std::filesystem::remove(shards.files[2]);
-  const Value dropped = load_state_dict(dir.path(), {.select = select_paths({"layers.0.*", "layers.1.weight"}),
-                                                     .select_drops = true});
+  const Value dropped =
+      load_state_dict(dir.path(), {.select = select_paths({"layers.0.*", "layers.1.weight"}), .select_drops = true});
   CHECK(keys_of(dropped) == std::vector<std::string>{"layers.0.weight", "layers.1.weight"});
   CHECK(tensor_at(dropped, "layers.0.weight").equal(tensors[0].second));
   // a selected tensor in a deleted shard: the shard is needed, and its absence is an error
@@ -103,7 +104,8 @@ TEST_CASE("load_state_dict select over torch .bin shards and single files", "[st
   CHECK(keys_of(dropped) == std::vector<std::string>{"2.weight"});
 
   // a single torch file and a single .npz take select too
-  const Value one = load_state_dict(fixture / "torch_bin_full.pt", {.select = select_paths({"0.*"}), .select_drops = true});
+  const Value one =
+      load_state_dict(fixture / "torch_bin_full.pt", {.select = select_paths({"0.*"}), .select_drops = true});
   CHECK(keys_of(one) == std::vector<std::string>{"0.weight", "0.bias"});
   const Value npz = load_state_dict(tensorfile_test::data_dir() / "numpy" / "stored.npz",
                                     {.select = [](std::string_view) { return false; }, .select_drops = true});

@@ -247,9 +247,9 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
     return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, true, options, path, {});
   }
-  const NpyHeader header = detail::read_npy_header(
-      [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); }, size,
-      options.max_header_bytes, path, {});
+  const NpyHeader header =
+      detail::read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+                              size, options.max_header_bytes, path, {});
   return detail::place_npy(header, options, false,
                            [&]() -> Storage {
                              Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);

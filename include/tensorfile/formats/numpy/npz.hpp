@@ -48,7 +48,8 @@ namespace detail {
       zip.read_stored_range(entry, offset, out);
     };
     const NpyHeader header = read_npy_header(read_at, entry.size, options.max_header_bytes, zip.file(), member);
-    return place_npy(header, meta, false, [] { return Storage(); }, zip.file(), member);
+    return place_npy(
+        header, meta, false, [] { return Storage(); }, zip.file(), member);
   }
   const std::vector<std::byte> whole = zip.read(entry);
   return load_npy_bytes(whole, Storage(), false, meta, zip.file(), member);

@@ -40,7 +40,8 @@ Value build_safetensors_dict(const SafetensorsHeader& header, const TensorSelect
     if (!select || select(info.name)) {
       dict.set(info.name, Tensor(storage_of(i), info.dtype, info.shape));
     } else if (!select_drops) {
-      dict.set(info.name, Tensor(meta_storage(static_cast<std::size_t>(info.end - info.begin)), info.dtype, info.shape));
+      dict.set(info.name,
+               Tensor(meta_storage(static_cast<std::size_t>(info.end - info.begin)), info.dtype, info.shape));
     }
   }
   if (header.metadata) {
@@ -62,7 +63,9 @@ Value place_safetensors_dict(const SafetensorsHeader& header, const SafetensorsL
     const SafetensorsTensorInfo& info = header.tensors[i];
     return place_storage(
         options.map_location, static_cast<std::size_t>(info.end - info.begin), "cpu", [&] { return read(info); },
-        [&] { return ErrorLocation{file, info.name, info.entry_offset}; });
+        [&] {
+          return ErrorLocation{file, info.name, info.entry_offset};
+        });
   });
 }
 
@@ -127,9 +130,8 @@ inline Value load_safetensors_file(const FileHandle& file, const std::filesystem
   const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
   if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, path);
   if (options.select) {
-    return read_selected_safetensors(header, options, path, [&](std::uint64_t at, std::span<std::byte> out) {
-      file.read_exact(at, out);
-    });
+    return read_selected_safetensors(header, options, path,
+                                     [&](std::uint64_t at, std::span<std::byte> out) { file.read_exact(at, out); });
   }
   Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
   file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
