@@ -7,26 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "dict_helpers.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::keys_of;
+using tensorfile_test::tensor_at;
 using Named = std::vector<std::pair<std::string, Tensor>>;
-
-namespace {
-
-std::vector<std::string> keys_of(const Value& v) {
-  std::vector<std::string> out;
-  for (const auto& [key, value] : v.as_dict()) out.push_back(key.as_string());
-  return out;
-}
-
-const Tensor& tensor_at(const Value& v, std::string_view name) {
-  const Value* found = v.as_dict().find(name);
-  REQUIRE(found != nullptr);
-  return found->as_tensor();
-}
-
-}  // namespace
 
 TEST_CASE("load_npz select on NumPy's stored and deflated archives, every mode", "[numpy][npz][select]") {
   for (const char* file : {"stored.npz", "deflated.npz"}) {

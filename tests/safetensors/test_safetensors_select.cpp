@@ -7,18 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "dict_helpers.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::keys_of;
+using tensorfile_test::tensor_at;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
-
-std::vector<std::string> keys_of(const Value& v) {
-  std::vector<std::string> out;
-  for (const auto& [key, value] : v.as_dict()) out.push_back(key.as_string());
-  return out;
-}
 
 /// Checks that `part` (a select load) has `full`'s tensors: those `select` keeps equal, on the cpu; the
 /// others meta of the same dtype and shape, or absent when `drops`.
@@ -44,13 +41,6 @@ void check_selected(const Value& full, const Value& part, const TensorSelect& se
     expected.push_back(name);
   }
   CHECK(keys_of(part) == expected);  // the header's order kept
-}
-
-/// The tensor named `name` of a loaded dict (the test fails when it is missing).
-const Tensor& tensor_at(const Value& v, std::string_view name) {
-  const Value* found = v.as_dict().find(name);
-  REQUIRE(found != nullptr);
-  return found->as_tensor();
 }
 
 }  // namespace

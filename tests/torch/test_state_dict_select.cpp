@@ -9,24 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "dict_helpers.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::keys_of;
+using tensorfile_test::tensor_at;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
-
-std::vector<std::string> keys_of(const Value& v) {
-  std::vector<std::string> out;
-  for (const auto& [key, value] : v.as_dict()) out.push_back(key.as_string());
-  return out;
-}
-
-const Tensor& tensor_at(const Value& v, std::string_view name) {
-  const Value* found = v.as_dict().find(name);
-  REQUIRE(found != nullptr);
-  return found->as_tensor();
-}
 
 /// Six tensors of distinct values, 64 bytes each: with max_shard_size 128, two per shard, three shards.
 Named six_tensors() {
