@@ -101,4 +101,8 @@ TEST_CASE("load_state_dict select over torch .bin shards and single files", "[st
   const Value npz = load_state_dict(tensorfile_test::data_dir() / "numpy" / "stored.npz",
                                     {.select = [](std::string_view) { return false; }, .select_drops = true});
   CHECK(npz.as_dict().size() == 0);
+  // a tensordict tree refuses select rather than ignoring it
+  CHECK_THROWS_AS(
+      load_state_dict(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.select = select_paths({"*"})}),
+      ArgumentError);
 }
