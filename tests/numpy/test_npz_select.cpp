@@ -3,6 +3,7 @@
 // of the same dtype and shape (from their .npy header) or left out, and their data is never read.
 #include <tensorfile/formats/numpy/npz.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,4 +79,37 @@ TEST_CASE("load_npz select reads no data of unselected stored members; load_npy 
   CHECK_THROWS_AS(load_npy(npy, {.select = select_paths({"x"})}), ArgumentError);
   const std::string text = tensorfile_test::read_text(npy);
   CHECK_THROWS_AS(load_npy(std::as_bytes(std::span(text)), {.select_drops = true}), ArgumentError);
+}
+
+TEST_CASE("ZipReader::read_stored_range reads part of a stored member, in memory or from the file",
+          "[numpy][npz][select]") {
+  using tensorfile::detail::ZipReader;
+  const auto path = tensorfile_test::data_dir() / "numpy" / "stored.npz";
+  const std::string text = tensorfile_test::read_text(path);
+  const auto bytes = std::as_bytes(std::span(text));
+  const ZipReader in_memory = ZipReader::open(bytes, path, tensorfile::detail::npz_zip_limits());
+  const ZipReader from_file = ZipReader::open_file(
+      bytes.size(), path,
+      [&](std::uint64_t offset, std::span<std::byte> out) {
+        REQUIRE(offset + out.size() <= bytes.size());
+        std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
+      },
+      tensorfile::detail::npz_zip_limits());
+  const auto& entry = in_memory.entries().front();
+  const std::vector<std::byte> whole = in_memory.read(entry);
+  REQUIRE(whole.size() > 10);
+  for (const ZipReader* zip : {&in_memory, &from_file}) {
+    const auto& same = zip->entries().front();
+    std::vector<std::byte> part(6);
+    zip->read_stored_range(same, 4, part);
+    CHECK(std::equal(part.begin(), part.end(), whole.begin() + 4));
+    CHECK_THROWS_AS(zip->read_stored_range(same, same.size - 2, part), ArgumentError);  // past its end
+    CHECK_THROWS_AS(zip->read_stored_range(same, same.size + 1, {}), ArgumentError);
+  }
+  const auto deflated_path = tensorfile_test::data_dir() / "numpy" / "deflated.npz";
+  const std::string deflated_text = tensorfile_test::read_text(deflated_path);
+  const ZipReader deflated =
+      ZipReader::open(std::as_bytes(std::span(deflated_text)), deflated_path, tensorfile::detail::npz_zip_limits());
+  std::vector<std::byte> part(4);
+  CHECK_THROWS_AS(deflated.read_stored_range(deflated.entries().front(), 0, part), ArgumentError);
 }
