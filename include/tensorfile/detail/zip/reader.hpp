@@ -231,9 +231,10 @@ class ZipReader {
   void read_stored_range(const ZipEntry& entry, std::uint64_t offset, std::span<std::byte> out) const {
     check_belongs(entry);
     if (entry.method != 0 || offset > entry.size || out.size() > entry.size - offset) {
-      throw ArgumentError("the range is not within a stored entry; expected at most " + std::to_string(entry.size) +
-                              " bytes of an uncompressed entry",
-                          {file_, zip_impl::printable(entry.name), entry.data_offset});
+      std::string what = "the range is not within a stored entry; expected at most ";
+      what += std::to_string(entry.size);
+      what += " bytes of an uncompressed entry";
+      throw ArgumentError(what, {file_, zip_impl::printable(entry.name), entry.data_offset});
     }
     if (out.empty()) return;
     if (!in_memory()) {
