@@ -12,9 +12,11 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -70,6 +72,18 @@ inline void write_text(const std::filesystem::path& path, std::string_view text)
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+/// Bytes this process has read so far (read(2), pread(2) and friends: /proc/self/io rchar): a test's proof
+/// that a load left some bytes unread.
+inline std::uint64_t bytes_read_so_far() {
+  std::istringstream io(read_text("/proc/self/io"));
+  std::string field;
+  std::uint64_t value = 0;
+  while (io >> field >> value) {
+    if (field == "rchar:") return value;
+  }
+  throw std::runtime_error("no rchar in /proc/self/io");
 }
 
 }  // namespace tensorfile_test

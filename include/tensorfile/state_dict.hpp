@@ -47,6 +47,13 @@ struct StateDictLoadOptions {
                                   ///< true: left out (the index decides what the checkpoint holds)
   bool strict = true;             ///< torch files: LoadOptions::strict
   std::uint64_t max_index_bytes = std::uint64_t{1} << 28;  ///< a larger *.index.json is refused (LimitError)
+  /// Set: asked with each tensor's name; each file's loader reads only the kept tensors (see the formats'
+  /// `select`), the others become meta tensors or with `select_drops` are left out. With an index, a shard
+  /// holding no kept tensor has its data never read: with `select_drops` it is never opened; without, a
+  /// safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left out
+  /// (their dtype and shape are known only by reading its pickle). select_paths() makes one.
+  TensorSelect select{};
+  bool select_drops = false;  ///< with `select`: unselected tensors are left out of the result (else: meta)
 };
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
@@ -221,10 +228,18 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
 inline Value load_one_file(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
                            const StateDictLoadOptions& options) {
   if (format == FileFormat::safetensors) {
-    return load_safetensors_file(file, path, {.map_location = options.map_location, .mmap = options.mmap});
+    return load_safetensors_file(file, path,
+                                 {.map_location = options.map_location,
+                                  .mmap = options.mmap,
+                                  .select = options.select,
+                                  .select_drops = options.select_drops});
   }
   return load_torch_file(file, path,
-                         {.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict});
+                         {.map_location = options.map_location,
+                          .mmap = options.mmap,
+                          .strict = options.strict,
+                          .select = options.select,
+                          .select_drops = options.select_drops});
 }
 
 /// A tensordict tree as a Value, the tree's device taken from a fixed map_location.
@@ -246,12 +261,17 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
       FileHandle::try_open_at(AT_FDCWD, root.empty() ? "." : root.c_str(), O_RDONLY | O_DIRECTORY);
   if (!root_dir.valid()) throw IoError("cannot open the directory", errno, {.file = root.empty() ? "." : root});
   const std::size_t count = layout.files.size();
+  std::vector<bool> wanted(count, !options.select);  // holds a selected tensor: read; else header or nothing
+  for (const auto& [name, shard] : layout.weight_map) {
+    if (!wanted[shard] && options.select(name)) wanted[shard] = true;
+  }
   std::vector<Value> loaded(count);
   std::vector<std::exception_ptr> errors(count);
   std::atomic<std::size_t> next{0};
   const auto work = [&] {
     for (std::size_t k = next++; k < count; k = next++) {
       try {
+        if (!wanted[k] && options.select_drops) continue;  // nothing of it kept: never opened
         const std::string relative =
             root.empty() ? layout.files[k].string() : layout.files[k].lexically_relative(root).string();
         const FileHandle file =
@@ -262,7 +282,11 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
           throw FormatError("not a safetensors or torch file; expected a shard",
                             {.file = layout.files[k], .offset = 0});
         }
-        loaded[k] = load_file(file, layout.files[k], format);
+        if (wanted[k]) {
+          loaded[k] = load_file(file, layout.files[k], format);
+        } else if (format == FileFormat::safetensors) {  // the header alone gives the meta tensors
+          loaded[k] = load_safetensors_file(file, layout.files[k], {.map_location = "meta"});
+        }
       } catch (...) {
         errors[k] = std::current_exception();
       }
@@ -284,6 +308,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
   std::vector<const Dict*> dicts(count);
   for (std::size_t k = 0; k < count; ++k) {
     const Value& shard = loaded[k];
+    if (!wanted[k] && shard.is_none()) continue;  // not opened, or a torch shard left out
     if (!shard.is_dict()) {
       throw FormatError(
           "the shard holds a " + std::string(Value::kind_name(shard.kind())) + "; expected a dict of name -> tensor",
@@ -313,7 +338,9 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
   Dict merged;
   merged.ordered = true;
   for (const auto& [name, shard] : layout.weight_map) {
+    if (dicts[shard] == nullptr) continue;  // a shard with nothing selected, not read
     const Value* tensor = dicts[shard]->find(std::string_view(name));
+    if (tensor == nullptr && options.select_drops && !options.select(name)) continue;  // dropped by its loader
     if (tensor == nullptr) {
       throw FormatError("tensor \"" + name + "\" is listed in the index but missing from its shard",
                         {.file = layout.files[shard], .member = name});
@@ -387,9 +414,18 @@ Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoa
                            LoadFile&& load_file) {
   const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
   if (layout.sharded()) return load_shards(layout, options, load_file);
-  if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
+  if (layout.format == FileFormat::tensordict) {
+    if (options.select) {
+      throw ArgumentError("select is not supported for a tensordict tree; load it and pick the tensors from the result",
+                          {.file = layout.files.front()});
+    }
+    return load_tree(layout.files.front(), options);
+  }
   if (layout.format == FileFormat::npz) {
-    return load_npz(layout.files.front(), {.map_location = options.map_location, .mmap = options.mmap});
+    return load_npz(layout.files.front(), {.map_location = options.map_location,
+                                           .mmap = options.mmap,
+                                           .select = options.select,
+                                           .select_drops = options.select_drops});
   }
   const bool shared = options.mmap == MapMode::shared;
   const FileHandle file = FileHandle::open(layout.files.front(), shared ? OpenMode::read_write : OpenMode::read);

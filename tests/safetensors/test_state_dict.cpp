@@ -9,23 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "dict_helpers.hpp"
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
 using tensorfile_test::file_bytes;
+using tensorfile_test::keys_of;
 using tensorfile_test::write_file;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
 
 std::filesystem::path data(const std::string& relative) { return tensorfile_test::data_dir() / relative; }
-
-std::vector<std::string> keys_of(const Value& v) {
-  std::vector<std::string> out;
-  for (const auto& [key, value] : v.as_dict()) out.push_back(key.as_string());
-  return out;
-}
 
 /// A copy of the torch_bin fixture in `dir`, with `index` as its index text when given.
 std::filesystem::path copy_torch_bin(const std::filesystem::path& dir, const std::string& index = "") {

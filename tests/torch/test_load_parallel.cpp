@@ -141,21 +141,7 @@ TEST_CASE("HeapBackend maps large blocks at huge-page boundaries, zeroed or popu
   CHECK(block.data()[large - 1] == std::byte{0});
 }
 
-namespace {
-
-// Bytes this process has read so far (read(2), pread(2) and friends: /proc/self/io rchar).
-std::uint64_t bytes_read_so_far() {
-  std::istringstream io(tensorfile_test::read_text("/proc/self/io"));
-  std::string field;
-  std::uint64_t value = 0;
-  while (io >> field >> value) {
-    if (field == "rchar:") return value;
-  }
-  FAIL("no rchar in /proc/self/io");
-  return 0;
-}
-
-}  // namespace
+using tensorfile_test::bytes_read_so_far;
 
 TEST_CASE("select reads only the selected tensors' records; the others come back as meta tensors", "[load][select]") {
   const tensorfile_test::ScratchDir dir;

@@ -53,7 +53,11 @@ Value ring_load_state_dict(const std::filesystem::path& path, const StateDictLoa
                            const RingOptions& ring, const RingProgress& progress = {}) {
   StateDictLoadOptions one_at_a_time = options;
   one_at_a_time.threads = 1;
-  const LoadOptions file_options{.map_location = options.map_location, .mmap = options.mmap, .strict = options.strict};
+  const LoadOptions file_options{.map_location = options.map_location,
+                                 .mmap = options.mmap,
+                                 .strict = options.strict,
+                                 .select = options.select,
+                                 .select_drops = options.select_drops};
   return load_state_dict_with(
       path, one_at_a_time, [&](const FileHandle& file, const std::filesystem::path& name, FileFormat format) {
         return stream_load_weights(file, name, format, file_options, ring, progress, FakeCopyEngine::resolve,
@@ -131,6 +135,50 @@ TEST_CASE("ring_load_safetensors follows map_location's forms and refuses what l
         ring_load_safetensors<FakeCopyEngine>(scratch / "cut.safetensors", {.map_location = "cuda:0"}, ring),
         FormatError);
   }
+}
+
+TEST_CASE("ring_load_safetensors with select streams only the kept tensors; the rest meta or dropped",
+          "[ring][safetensors][select]") {
+  const auto path = tensorfile_test::data_dir() / "safetensors" / "overall.safetensors";
+  const RingOptions ring{.ring_bytes = 96, .slot_bytes = 32, .threads = 2, .direct_io = false};
+  const Value on_cpu = load_safetensors(path);
+  const std::string kept = on_cpu.as_dict().begin()->first.as_string();
+  for (const bool drops : {false, true}) {
+    INFO("drops " << drops);
+    ProgressCalls progress;
+    const Value value = ring_load_safetensors<FakeCopyEngine>(
+        path, {.map_location = "cuda:1", .select = select_paths({kept}), .select_drops = drops}, ring,
+        progress.callback());
+    CHECK(value.as_dict().size() == (drops ? 1 : on_cpu.as_dict().size()));
+    std::uint64_t kept_bytes = 0;
+    for (const auto& [key, item] : value.as_dict()) {
+      const Tensor& t = item.as_tensor();
+      const Tensor& cpu = on_cpu.as_dict().find(key)->as_tensor();
+      CHECK(t.dtype() == cpu.dtype());
+      CHECK(t.sizes() == cpu.sizes());
+      if (key.as_string() == kept) {
+        CHECK(t.device() == Device::cuda(1));
+        CHECK(t.to(Device::cpu()).equal(cpu));
+        kept_bytes = t.storage().size_bytes();
+      } else {
+        CHECK(t.device().is_meta());
+      }
+    }
+    REQUIRE_FALSE(progress.calls.empty());
+    CHECK(progress.calls.back().second == kept_bytes);  // only the kept tensor went through the ring
+  }
+  // a sharded checkpoint: the shards holding nothing kept are never opened
+  tensorfile_test::ScratchDir dir;
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const auto& [key, item] : on_cpu.as_dict()) named.emplace_back(key.as_string(), item.as_tensor());
+  const SafetensorsShards shards = save_safetensors_sharded(named, dir.path(), {.max_shard_size = 1, .sync = false});
+  REQUIRE(shards.files.size() == named.size());
+  for (std::size_t i = 1; i < shards.files.size(); ++i) std::filesystem::remove(shards.files[i]);
+  const Value sharded = ring_load_state_dict(
+      dir.path(), {.map_location = "cuda:1", .select = select_paths({named.front().first}), .select_drops = true},
+      ring);
+  REQUIRE(sharded.as_dict().size() == 1);
+  CHECK(sharded.as_dict().begin()->second.as_tensor().to(Device::cpu()).equal(named.front().second));
 }
 
 TEST_CASE("a streamed state-dict load reads sharded safetensors and torch checkpoints to a (fake) device",

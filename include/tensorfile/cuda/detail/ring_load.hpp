@@ -289,14 +289,19 @@ template <class Resolve, class Stream>
   RingGroup group;
   group.device = *device;
   group.ranges.reserve(header.tensors.size());
-  for (const SafetensorsTensorInfo& info : header.tensors) {  // validated: within the file, no overflow
+  std::vector<std::size_t> streamed(header.tensors.size());  // tensor -> its range in the group (selected ones)
+  for (std::size_t i = 0; i < header.tensors.size(); ++i) {  // validated: within the file, no overflow
+    const SafetensorsTensorInfo& info = header.tensors[i];
+    if (options.select && !options.select(info.name)) continue;
+    streamed[i] = group.ranges.size();
     group.ranges.push_back({header.data_offset + info.begin, info.end - info.begin});
   }
   group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
   RingProgressState progress{callback, 0, group.layout.copied_bytes};
   const std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
   if (progress.total == 0 && callback) callback(0, 0);
-  return build_safetensors_dict(header, [&](std::size_t i) { return storages[i]; });
+  return build_safetensors_dict(header, options.select, options.select_drops,
+                                [&](std::size_t i) { return storages[streamed[i]]; });
 }
 
 /// Loads one open torch or safetensors file (load_state_dict's single file or one of its shards) with
@@ -306,8 +311,11 @@ template <class Resolve, class Stream>
                                         const LoadOptions& options, const RingOptions& ring,
                                         const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
   if (format == FileFormat::safetensors) {
-    return stream_load_safetensors(file, path, {.map_location = options.map_location, .mmap = options.mmap}, ring,
-                                   callback, resolve, stream);
+    const SafetensorsLoadOptions file_options{.map_location = options.map_location,
+                                              .mmap = options.mmap,
+                                              .select = options.select,
+                                              .select_drops = options.select_drops};
+    return stream_load_safetensors(file, path, file_options, ring, callback, resolve, stream);
   }
   return stream_load_torch(file, path, options, ring, callback, resolve, stream);
 }

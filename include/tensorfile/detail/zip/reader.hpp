@@ -226,6 +226,24 @@ class ZipReader {
     inflate(data, out, ErrorLocation{file_, zip_impl::printable(entry.name), entry.data_offset});
   }
 
+  /// `out.size()` bytes of the stored (method 0) `entry` from `offset` within it, the rest of it unread (a
+  /// member's header, say). Throws ArgumentError for a compressed entry or a range past the entry's end.
+  void read_stored_range(const ZipEntry& entry, std::uint64_t offset, std::span<std::byte> out) const {
+    check_belongs(entry);
+    if (entry.method != 0 || offset > entry.size || out.size() > entry.size - offset) {
+      std::string what = "the range is not within a stored entry; expected at most ";
+      what += std::to_string(entry.size);
+      what += " bytes of an uncompressed entry";
+      throw ArgumentError(what, {file_, zip_impl::printable(entry.name), entry.data_offset});
+    }
+    if (out.empty()) return;
+    if (!in_memory()) {
+      read_at_(entry.data_offset + offset, out);
+      return;
+    }
+    std::memcpy(out.data(), raw_bytes(entry).data() + offset, out.size());
+  }
+
   /// The contents of `entry` in a new buffer of `entry.size` bytes (bounded by the archive size for
   /// stored entries and by ZipLimits::max_inflated_size for deflate ones). Throws like read().
   [[nodiscard]] std::vector<std::byte> read(const ZipEntry& entry) const {

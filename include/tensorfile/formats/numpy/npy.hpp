@@ -23,6 +23,7 @@
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/select.hpp"
 
 namespace tensorfile {
 
@@ -34,6 +35,13 @@ struct NpyLoadOptions {
   std::optional<MapMode> mmap{};
   std::uint64_t max_header_bytes = 1 << 20;  ///< longest header accepted (NumPy 1.24 writes < 1 KiB for 32 dims)
   bool verify_crc = false;  ///< load_npz: check every member's CRC-32 (as np.load does), reading all its bytes
+  /// load_npz: asked with each array's name (the member's without ".npy"); only the kept arrays' data is
+  /// read. The others become meta tensors of the same dtype and shape, for which only their .npy header is
+  /// read (a deflated member, np.savez_compressed, must be inflated whole for it), or with `select_drops` are
+  /// left out, nothing of them read. CRCs are checked for kept members only. load_npy (one array) refuses it
+  /// (ArgumentError). select_paths() makes one.
+  TensorSelect select{};
+  bool select_drops = false;  ///< with `select`: unselected arrays are left out of the dict (else: meta)
 };
 
 /// Options of save_npy() (save_npz() takes NpzSaveOptions).
@@ -79,6 +87,38 @@ template <class Read>
     return data;
   };
   return npy_tensor(header, place_storage(options.map_location, bytes, "cpu", cpu, where));
+}
+
+/// The checked header of a .npy of `size` bytes read by `read_at(offset, out)`, reading only the header's
+/// bytes: its preamble, then its declared length (at most `max_header_bytes`, else LimitError).
+template <class ReadAt>
+[[nodiscard]] NpyHeader read_npy_header(ReadAt&& read_at, std::uint64_t size, std::uint64_t max_header_bytes,
+                                        const std::filesystem::path& file, const std::string& member) {
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
+  read_at(0, head);
+  const std::uint64_t preamble = npy_preamble_size(head, file, member);
+  if (head.size() >= preamble) {
+    const std::uint64_t length =
+        preamble == 10
+            ? (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8)
+            : (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8 |
+               std::to_integer<std::uint64_t>(head[10]) << 16 | std::to_integer<std::uint64_t>(head[11]) << 24);
+    if (length > max_header_bytes) {
+      throw LimitError("the header length " + std::to_string(length) + " is more than the limit of " +
+                           std::to_string(max_header_bytes) + " bytes",
+                       {file, member, 8});
+    }
+    head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, preamble + length)));
+    read_at(0, head);
+  }
+  return parse_npy_header(head, size, file, member);
+}
+
+/// load_npy reads one array: a `select` (which arrays of many) is a misuse, refused rather than ignored.
+inline void refuse_npy_select(const NpyLoadOptions& options) {
+  if (options.select || options.select_drops) {
+    throw ArgumentError("load_npy reads one array; select and select_drops are for load_npz's archives");
+  }
 }
 
 /// The one reader of in-memory .npy bytes; `views`, when defined, owns `bytes` and tensors view it
@@ -199,6 +239,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 /// file (naming the file and byte offset), UnsupportedError for object, structured and other dtypes
 /// tensorfile lacks (never unpickled), IoError when the file cannot be read.
 [[nodiscard]] inline Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options = {}) {
+  detail::refuse_npy_select(options);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
@@ -206,24 +247,9 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
     return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, true, options, path, {});
   }
-  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
-  file.read_exact(0, head);
-  const std::uint64_t preamble = detail::npy_preamble_size(head, path, {});
-  if (head.size() >= preamble) {
-    const std::uint64_t length =
-        preamble == 10
-            ? (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8)
-            : (std::to_integer<std::uint64_t>(head[8]) | std::to_integer<std::uint64_t>(head[9]) << 8 |
-               std::to_integer<std::uint64_t>(head[10]) << 16 | std::to_integer<std::uint64_t>(head[11]) << 24);
-    if (length > options.max_header_bytes) {
-      throw LimitError("the header length " + std::to_string(length) + " is more than the limit of " +
-                           std::to_string(options.max_header_bytes) + " bytes",
-                       {path, {}, 8});
-    }
-    head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, preamble + length)));
-    file.read_exact(0, head);
-  }
-  const NpyHeader header = parse_npy_header(head, size, path, {});
+  const NpyHeader header =
+      detail::read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+                              size, options.max_header_bytes, path, {});
   return detail::place_npy(header, options, false,
                            [&]() -> Storage {
                              Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
@@ -236,6 +262,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 /// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
 /// `bytes`, which the caller keeps alive as long as the tensor.
 [[nodiscard]] inline Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
+  detail::refuse_npy_select(options);
   return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(),
                                 options.mmap.has_value(), options, {}, {});
 }

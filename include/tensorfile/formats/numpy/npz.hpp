@@ -37,6 +37,24 @@ struct NpzSaveOptions {
 
 namespace detail {
 
+/// The meta tensor of a member (dtype and shape, no data) from its .npy header alone: read in place or
+/// from the file for a stored member; a deflated one is inflated whole, as its header cannot be found otherwise.
+[[nodiscard]] inline Tensor npz_member_meta(const ZipReader& zip, const ZipEntry& entry, const NpyLoadOptions& options,
+                                            const std::string& member) {
+  NpyLoadOptions meta = options;
+  meta.map_location = "meta";
+  if (entry.method == 0) {
+    const auto read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
+      zip.read_stored_range(entry, offset, out);
+    };
+    const NpyHeader header = read_npy_header(read_at, entry.size, options.max_header_bytes, zip.file(), member);
+    return place_npy(
+        header, meta, false, [] { return Storage(); }, zip.file(), member);
+  }
+  const std::vector<std::byte> whole = zip.read(entry);
+  return load_npy_bytes(whole, Storage(), false, meta, zip.file(), member);
+}
+
 /// Reads every member of an open archive into the dict. `mapping`, when defined, holds the whole
 /// archive (a file mapping or the caller's buffer): stored members become views of it; deflated members,
 /// and every member when it is undefined, are read into their own heap buffers.
@@ -57,7 +75,10 @@ namespace detail {
                         {zip.file(), member, entry.local_header_offset});
     }
     Tensor tensor;
-    if (mapping.defined() && entry.method == 0) {
+    if (options.select && !options.select(name)) {
+      if (options.select_drops) continue;  // nothing of it read
+      tensor = npz_member_meta(zip, entry, options, member);
+    } else if (mapping.defined() && entry.method == 0) {
       const std::span<const std::byte> bytes = zip.stored_bytes(entry);
       if (options.verify_crc) zip.verify_crc(entry, bytes);
       tensor = load_npy_bytes(bytes, mapping.slice(static_cast<std::size_t>(entry.data_offset), bytes.size()), true,

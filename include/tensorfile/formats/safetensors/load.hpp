@@ -28,14 +28,21 @@ namespace tensorfile {
 namespace detail {
 
 /// The ordered name -> Tensor dict of a validated header, tensor i on `storage_of(i) -> Storage`, with
-/// the header's `__metadata__` in the dict's attributes.
+/// the header's `__metadata__` in the dict's attributes. `storage_of` is asked only for the tensors `select`
+/// keeps (all when unset); the others get meta storage, or with `select_drops` are left out.
 template <class StorageOf>
-Value build_safetensors_dict(const SafetensorsHeader& header, StorageOf&& storage_of) {
+Value build_safetensors_dict(const SafetensorsHeader& header, const TensorSelect& select, bool select_drops,
+                             StorageOf&& storage_of) {
   Dict dict;
   dict.ordered = true;
   for (std::size_t i = 0; i < header.tensors.size(); ++i) {
     const SafetensorsTensorInfo& info = header.tensors[i];
-    dict.set(info.name, Tensor(storage_of(i), info.dtype, info.shape));
+    if (!select || select(info.name)) {
+      dict.set(info.name, Tensor(storage_of(i), info.dtype, info.shape));
+    } else if (!select_drops) {
+      dict.set(info.name,
+               Tensor(meta_storage(static_cast<std::size_t>(info.end - info.begin)), info.dtype, info.shape));
+    }
   }
   if (header.metadata) {
     Dict metadata;
@@ -47,25 +54,46 @@ Value build_safetensors_dict(const SafetensorsHeader& header, StorageOf&& storag
   return Value(std::move(dict));
 }
 
+/// The dict of a validated header with its selected tensors placed by map_location, tensor i's host bytes
+/// coming from `read(info) -> Storage` (asked only when it is placed on a device that needs them).
+template <class ReadTensor>
+Value place_safetensors_dict(const SafetensorsHeader& header, const SafetensorsLoadOptions& options,
+                             const std::filesystem::path& file, ReadTensor&& read) {
+  return build_safetensors_dict(header, options.select, options.select_drops, [&](std::size_t i) {
+    const SafetensorsTensorInfo& info = header.tensors[i];
+    return place_storage(
+        options.map_location, static_cast<std::size_t>(info.end - info.begin), "cpu", [&] { return read(info); },
+        [&] {
+          return ErrorLocation{file, info.name, info.entry_offset};
+        });
+  });
+}
+
+/// The dict of a validated header whose selected tensors are each read alone into heap memory by
+/// `read_at(offset in the file, out)`: a load with `select` reads no byte of the other tensors.
+template <class ReadAt>
+Value read_selected_safetensors(const SafetensorsHeader& header, const SafetensorsLoadOptions& options,
+                                const std::filesystem::path& file, ReadAt&& read_at) {
+  return place_safetensors_dict(header, options, file, [&](const SafetensorsTensorInfo& info) {
+    Storage bytes = heap_storage(static_cast<std::size_t>(info.end - info.begin), false);
+    if (bytes.size_bytes() != 0) read_at(header.data_offset + info.begin, {bytes.mutable_data(), bytes.size_bytes()});
+    return bytes;
+  });
+}
+
 /// The dict of a validated header with its tensors placed by map_location. `data` holds the data section
 /// (undefined when every tensor goes to meta); tensors are slices of it, or copies when `data` is heap
 /// memory and a tensor's bytes are not aligned to its element size (files written unsorted).
 inline Value build_safetensors_dict(const SafetensorsHeader& header, const Storage& data, bool copy_misaligned,
                                     const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
-  return build_safetensors_dict(header, [&](std::size_t i) {
-    const SafetensorsTensorInfo& info = header.tensors[i];
+  return place_safetensors_dict(header, options, file, [&](const SafetensorsTensorInfo& info) -> Storage {
     const auto bytes = static_cast<std::size_t>(info.end - info.begin);
-    const auto read = [&]() -> Storage {
-      Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
-      const auto address = reinterpret_cast<std::uintptr_t>(slice.data());
-      if (!copy_misaligned || bytes == 0 || address % element_size(info.dtype) == 0) return slice;
-      Storage aligned = heap_storage(bytes, false);
-      std::memcpy(aligned.mutable_data(), slice.data(), bytes);
-      return aligned;
-    };
-    return place_storage(options.map_location, bytes, "cpu", read, [&] {
-      return ErrorLocation{file, info.name, info.entry_offset};
-    });
+    Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
+    const auto address = reinterpret_cast<std::uintptr_t>(slice.data());
+    if (!copy_misaligned || bytes == 0 || address % element_size(info.dtype) == 0) return slice;
+    Storage aligned = heap_storage(bytes, false);
+    std::memcpy(aligned.mutable_data(), slice.data(), bytes);
+    return aligned;
   });
 }
 
@@ -78,6 +106,11 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
   if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, file);
   if (views.defined()) {
     return build_safetensors_dict(header, views.slice(offset, size), copy_misaligned, options, file);
+  }
+  if (options.select) {
+    return read_selected_safetensors(header, options, file, [&](std::uint64_t at, std::span<std::byte> out) {
+      std::memcpy(out.data(), bytes.data() + at, out.size());
+    });
   }
   Storage data = heap_storage(size, false);
   if (size != 0) std::memcpy(data.mutable_data(), bytes.data() + offset, size);
@@ -96,6 +129,10 @@ inline Value load_safetensors_file(const FileHandle& file, const std::filesystem
   const std::vector<std::byte> head = read_safetensors_head(file, size, options.max_header_bytes);
   const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
   if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, path);
+  if (options.select) {
+    return read_selected_safetensors(header, options, path,
+                                     [&](std::uint64_t at, std::span<std::byte> out) { file.read_exact(at, out); });
+  }
   Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
   file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
   return build_safetensors_dict(header, data, true, options, path);

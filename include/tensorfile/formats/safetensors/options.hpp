@@ -10,6 +10,7 @@
 
 #include "tensorfile/detail/posix/file.hpp"  // MapMode
 #include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/select.hpp"
 
 namespace tensorfile {
 
@@ -21,6 +22,11 @@ struct SafetensorsLoadOptions {
       mmap{};  ///< set: tensors are views into one mapping of the file in this mode (path input) or of the caller's
                ///< buffer, read-only (span input): no data copied; unset: heap memory
   std::uint64_t max_header_bytes = 100'000'000;  ///< longest header accepted (the reference's limit)
+  /// Set: asked with each tensor's name in the header; only the kept tensors' bytes are read (heap: one pread
+  /// each; mmap: only they become views). The others become meta tensors of the same dtype and shape, or with
+  /// `select_drops` are left out. The header is still validated whole. select_paths() makes one.
+  TensorSelect select{};
+  bool select_drops = false;  ///< with `select`: unselected tensors are left out of the dict (else: meta)
 };
 
 /// Options of save_safetensors(); use designated initializers: `save_safetensors(t, path, {.metadata =

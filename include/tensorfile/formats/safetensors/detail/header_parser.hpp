@@ -350,7 +350,11 @@ std::uint64_t check_safetensors_tiling(const std::vector<Info>& tensors, std::ui
   const Info* previous = nullptr;
   for (const std::size_t index : order) {
     const Info& info = tensors[index];
-    const std::string range = "[" + std::to_string(info.begin) + ", " + std::to_string(info.end) + "]";
+    std::string range(1, '[');  // appended, not "[" + string: g++ 12 -O3 warns (-Wrestrict) on that in headers
+    range += std::to_string(info.begin);
+    range += ", ";
+    range += std::to_string(info.end);
+    range += ']';
     if (info.begin > covered) {
       throw FormatError("data_offsets " + range + " leave a hole; expected the tensor to start at byte " +
                             std::to_string(covered) + " of the data section",
