@@ -47,11 +47,11 @@ struct StateDictLoadOptions {
                                   ///< true: left out (the index decides what the checkpoint holds)
   bool strict = true;             ///< torch files: LoadOptions::strict
   std::uint64_t max_index_bytes = std::uint64_t{1} << 28;  ///< a larger *.index.json is refused (LimitError)
-  /// Set: asked with each tensor's name; each file's loader reads only the kept tensors (see the formats'
-  /// `select`), the others become meta tensors or with `select_drops` are left out. With an index, a shard
-  /// holding no kept tensor has its data never read: with `select_drops` it is never opened; without, a
-  /// safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left out
-  /// (their dtype and shape are known only by reading its pickle). select_paths() makes one.
+  /// Set: asked with each tensor's name (in a tensordict tree: its keys joined by "/"); each file's loader reads
+  /// only the kept tensors (see the formats' `select`), the others become meta tensors or with `select_drops` are left
+  /// out. With an index, a shard holding no kept tensor has its data never read: with `select_drops` it is never
+  /// opened; without, a safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left
+  /// out (their dtype and shape are known only by reading its pickle). select_paths() makes one.
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of the result (else: meta)
 };
@@ -244,7 +244,9 @@ inline Value load_one_file(const FileHandle& file, const std::filesystem::path& 
 
 /// A tensordict tree as a Value, the tree's device taken from a fixed map_location.
 inline Value load_tree(const std::filesystem::path& path, const StateDictLoadOptions& options) {
-  MemmapLoadOptions tree_options{.access = options.mmap.value_or(MapMode::copy_on_write)};
+  MemmapLoadOptions tree_options{.access = options.mmap.value_or(MapMode::copy_on_write),
+                                 .select = options.select,
+                                 .select_drops = options.select_drops};
   if (options.map_location.function() == nullptr) {
     const Device device = Device::parse(options.map_location.target_tag("cpu"));
     if (!device.is_cpu()) tree_options.device = device;
@@ -414,13 +416,7 @@ Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoa
                            LoadFile&& load_file) {
   const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
   if (layout.sharded()) return load_shards(layout, options, load_file);
-  if (layout.format == FileFormat::tensordict) {
-    if (options.select) {
-      throw ArgumentError("select is not supported for a tensordict tree; load it and pick the tensors from the result",
-                          {.file = layout.files.front()});
-    }
-    return load_tree(layout.files.front(), options);
-  }
+  if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
   if (layout.format == FileFormat::npz) {
     return load_npz(layout.files.front(), {.map_location = options.map_location,
                                            .mmap = options.mmap,

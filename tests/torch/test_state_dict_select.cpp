@@ -101,8 +101,13 @@ TEST_CASE("load_state_dict select over torch .bin shards and single files", "[st
   const Value npz = load_state_dict(tensorfile_test::data_dir() / "numpy" / "stored.npz",
                                     {.select = [](std::string_view) { return false; }, .select_drops = true});
   CHECK(npz.as_dict().size() == 0);
-  // a tensordict tree refuses select rather than ignoring it
-  CHECK_THROWS_AS(
-      load_state_dict(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.select = select_paths({"*"})}),
-      ArgumentError);
+  // a tensordict tree: its leaves by their keys joined by "/", unselected ones meta or left out
+  const auto tree = tensorfile_test::data_dir() / "tensordict" / "s01_basic";
+  const Value whole = load_state_dict(tree);
+  const Value meta_rest = load_state_dict(tree, {.select = select_paths({"nested/*"})});
+  CHECK(meta_rest["a"].as_tensor().device().is_meta());
+  CHECK(meta_rest["a"].as_tensor().sizes() == whole["a"].as_tensor().sizes());
+  CHECK(meta_rest["nested"] == whole["nested"]);
+  const Value nested_only = load_state_dict(tree, {.select = select_paths({"nested/*"}), .select_drops = true});
+  CHECK(keys_of(nested_only) == std::vector<std::string>{"nested"});
 }
