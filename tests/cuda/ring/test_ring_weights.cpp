@@ -166,6 +166,12 @@ TEST_CASE("ring_load_safetensors with select streams only the kept tensors; the 
     }
     REQUIRE_FALSE(progress.calls.empty());
     CHECK(progress.calls.back().second == kept_bytes);  // only the kept tensor went through the ring
+    // nothing kept: an empty group goes through the ring, every tensor meta (or none at all)
+    const Value none = ring_load_safetensors<FakeCopyEngine>(
+        path, {.map_location = "cuda:1", .select = [](std::string_view) { return false; }, .select_drops = drops},
+        ring);
+    CHECK(none.as_dict().size() == (drops ? 0 : on_cpu.as_dict().size()));
+    for (const auto& [key, item] : none.as_dict()) CHECK(item.as_tensor().device().is_meta());
   }
   // a sharded checkpoint: the shards holding nothing kept are never opened
   tensorfile_test::ScratchDir dir;
