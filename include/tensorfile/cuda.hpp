@@ -194,11 +194,7 @@ namespace tensorfile::cuda {
   const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
   StateDictLoadOptions one_at_a_time = options;
   one_at_a_time.threads = 1;
-  const LoadOptions file_options{.map_location = options.map_location,
-                                 .mmap = options.mmap,
-                                 .strict = options.strict,
-                                 .select = options.select,
-                                 .select_drops = options.select_drops};
+  const LoadOptions file_options = tensorfile::detail::torch_file_options(options);
   return tensorfile::detail::load_state_dict_with(
       path, one_at_a_time,
       [&](const tensorfile::detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {

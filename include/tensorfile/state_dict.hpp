@@ -224,6 +224,15 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
   return FileHandle::adopt(named, path);
 }
 
+/// The load() options of each torch file (single, or a shard) of a state-dict load.
+[[nodiscard]] inline LoadOptions torch_file_options(const StateDictLoadOptions& options) {
+  return {.map_location = options.map_location,
+          .mmap = options.mmap,
+          .strict = options.strict,
+          .select = options.select,
+          .select_drops = options.select_drops};
+}
+
 /// Loads one file already open, by its format; `format` unknown gets load()'s refusal.
 inline Value load_one_file(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
                            const StateDictLoadOptions& options) {
@@ -234,12 +243,7 @@ inline Value load_one_file(const FileHandle& file, const std::filesystem::path& 
                                   .select = options.select,
                                   .select_drops = options.select_drops});
   }
-  return load_torch_file(file, path,
-                         {.map_location = options.map_location,
-                          .mmap = options.mmap,
-                          .strict = options.strict,
-                          .select = options.select,
-                          .select_drops = options.select_drops});
+  return load_torch_file(file, path, torch_file_options(options));
 }
 
 /// A tensordict tree as a Value, the tree's device taken from a fixed map_location.

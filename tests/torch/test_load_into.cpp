@@ -70,7 +70,6 @@ TEST_CASE("into fills the caller's buffers with a torch state dict's tensors and
       CHECK(buffer.equal(at(plain, path)));
       CHECK(at(loaded, path).raw_data() == buffer.raw_data());  // the result's tensor is the caller's memory
     }
-    CHECK(at(loaded, "0.bias").raw_data() != nullptr);  // tensors not named load as usual
   }
 }
 

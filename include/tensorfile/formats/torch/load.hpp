@@ -274,13 +274,13 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   return loaded;
 }
 
-/// Writes the values of every `options.into` tensor to its buffer, except the buffers in `read_directly` (whose
-/// records were read straight into them), and points the result's tensors at the buffers where a tensor is the
-/// whole of its storage. A storage two paths share goes to the first path's buffer.
-inline void fill_into(Value& v, const LoadOptions& options, const std::filesystem::path& file,
+/// Writes the values of every `options.into` tensor (`loaded`, from into_targets) to its buffer, except the
+/// buffers in `read_directly` (whose records were read straight into them), and points the result's tensors at
+/// the buffers where a tensor is the whole of its storage. A storage two paths share goes to the first path's
+/// buffer.
+inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::string, Tensor, std::less<>>& loaded,
                       const std::unordered_set<const std::byte*>& read_directly = {}) {
   if (options.into.empty()) return;
-  const auto loaded = into_targets(v, options, file);
   std::map<const std::byte*, Storage> placed;
   for (const auto& [path, buffer] : options.into) {
     if (const Tensor& t = loaded.at(path); whole_storage(t)) placed.emplace(t.storage().data(), buffer_of(buffer));
@@ -456,7 +456,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   Value result = machine.run();
   // `into` tensors that are a whole record not read yet: the record is read into the caller's buffer instead.
   std::unordered_set<const std::byte*> read_directly;
-  for (const auto& [path, t] : into_targets(result, options, archive.path)) {
+  const auto into = into_targets(result, options, archive.path);  // selected, so select leaves them as they are
+  for (const auto& [path, t] : into) {
     const auto slice = unread.find(const_cast<std::byte*>(t.storage().data()));
     if (slice != unread.end() && whole_storage(t) && !read_into.contains(slice->first)) {
       std::byte* const buffer = options.into.find(path)->second.mutable_raw_data();
@@ -471,7 +472,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   } else {
     complete_reads(nullptr);
   }
-  fill_into(result, options, archive.path, read_directly);
+  fill_into(result, options, into, read_directly);
   if (machine.end() != pickle_bytes.size()) {
     throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
                       {archive.path, pickle->name, machine.end()});
@@ -585,7 +586,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   }
   if (!placed.empty()) replace_storages(result, placed);
   if (options.select) apply_selection(result, selected_storages(result, options), options);
-  fill_into(result, options, archive.path);
+  fill_into(result, options, into_targets(result, options, archive.path));
   return result;
 }
 
