@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,7 +17,9 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -1355,5 +1358,47 @@ TEST_CASE("ZipReader: lying local headers and overlapping entries", "[zip][reade
     REQUIRE_THROWS_WITH(a.stored_bytes(far),
                         "tensorfile: meta.pt: all_dtypes/data/9: the entry does not belong to "
                         "this archive (at byte 2752)");
+  }
+}
+
+TEST_CASE("ZipReader: local headers read on several threads", "[zip][reader][hostile]") {
+  // 2,000 members, each with 5,000 bytes of data, so every local header is its own read (the batches of
+  // neighbouring headers stop at a 4 KiB gap) and 4 threads take 500 headers each.
+  std::vector<Member> members = {stored("archive/data.pkl", "PKL!")};
+  for (int i = 0; i < 2000; ++i) members.push_back(stored("archive/data/" + std::to_string(i), std::string(5000, 'x')));
+  Built b = build_zip(members);
+  // Called from several threads: no Catch2 assertion in it.
+  std::atomic<std::size_t> reads{0};
+  const ZipReader::HeaderReader read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
+    if (offset > b.bytes.size() || out.size() > b.bytes.size() - offset) throw std::out_of_range("read past the end");
+    std::memcpy(out.data(), b.bytes.data() + offset, out.size());
+    ++reads;
+  };
+  const auto open_with = [&](std::size_t threads) {
+    return ZipReader::open_file(b.bytes.size(), "hostile.pt", read_at, {.header_threads = threads});
+  };
+  SECTION("the same index as one thread") {
+    const ZipReader one = open_with(1);
+    reads = 0;
+    const ZipReader four = open_with(4);
+    CHECK(reads > 2000);  // a header each, plus the end records and the central directory
+    REQUIRE(four.entries().size() == 2001);
+    for (std::size_t i = 0; i < 2001; ++i) {
+      CHECK(four.entries()[i].data_offset == b.data[i]);
+      CHECK(four.entries()[i].data_offset == one.entries()[i].data_offset);
+    }
+  }
+  SECTION("the first bad header in entry order is the one reported") {
+    // Entries 1700 (the fourth thread's range) and 900 (the second's) are broken; 900 is reported, as by
+    // one thread, whichever thread fails first.
+    put32(b.bytes, b.local[1700], 0x08074b50);
+    put16(b.bytes, b.local[900] + 8, 8);
+    const std::string expected =
+        "tensorfile: hostile.pt: archive/data/899: the local file header compression method "
+        "8 differs from the central directory method 0" +
+        at(b.local[900]);
+    REQUIRE_THROWS_WITH(open_with(1), expected);
+    REQUIRE_THROWS_WITH(open_with(4), expected);
+    REQUIRE_THROWS_WITH(open_with(3), expected);
   }
 }

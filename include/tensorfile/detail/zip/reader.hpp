@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,9 @@ struct ZipLimits {
   std::uint64_t max_entries = std::uint64_t{1} << 24;         ///< most entries an archive may declare (as LoadOptions')
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
   bool require_prefix = true;  ///< every entry under one top-level folder (torch); false: any plain names (.npz)
+  /// Threads reading local headers through a HeaderReader when the archive has many entries: each header
+  /// of a large file is its own read (its record lies between it and the next), so they are spread out.
+  std::size_t header_threads = 1;
 };
 
 /// One archive member, as the central directory describes it (local-header sizes are never used).
@@ -131,7 +136,8 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 /// functions are safe to call from several threads.
 class ZipReader {
  public:
-  /// Reads `out.size()` archive bytes at `offset` into `out` (a pread, for file-backed archives).
+  /// Reads `out.size()` archive bytes at `offset` into `out` (a pread, for file-backed archives). May be
+  /// called from several threads at once (ZipLimits::header_threads).
   using HeaderReader = std::function<void(std::uint64_t offset, std::span<std::byte> out)>;
 
   /// Parses `archive`. `file_for_errors` only names the file in error messages. Throws FormatError
@@ -335,7 +341,7 @@ class ZipReader {
   void build(const ZipLimits& limits) {
     const EndRecords end = read_end_records(limits);
     const std::vector<std::uint64_t> header_offsets = read_central_directory(end, limits);
-    read_local_headers();
+    read_local_headers(limits.header_threads);
     index_names(header_offsets);
     check_layout(end);
   }
@@ -609,7 +615,42 @@ class ZipReader {
     if (needed != 0 && !seen) fail("a field is 0xFFFFFFFF but there is no zip64 extra field", header, entry.name);
   }
 
-  void read_local_headers() {
+  /// Reads every entry's local header (read_header_range), in one thread or, for an archive of many
+  /// entries read through read_at_, in `threads` contiguous index ranges at once. The error reported is
+  /// the first in entry order, as in one thread.
+  void read_local_headers(std::size_t threads) {
+    // Below this many entries per thread, starting a thread costs more than the reads it takes over.
+    constexpr std::size_t min_entries_per_thread = 256;
+    const std::size_t count = entries_.size();
+    threads =
+        read_at_ ? std::clamp<std::size_t>(count / min_entries_per_thread, 1, std::max<std::size_t>(threads, 1)) : 1;
+    if (threads == 1) {
+      read_header_range(0, count);
+      return;
+    }
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<std::thread> workers;
+    workers.reserve(threads - 1);
+    const auto range = [&](std::size_t t) {
+      try {
+        read_header_range(count * t / threads, count * (t + 1) / threads);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    };
+    try {
+      for (std::size_t t = 1; t < threads; ++t) workers.emplace_back(range, t);
+    } catch (...) {  // no thread to be had: the rest in this one
+      for (std::size_t t = workers.size() + 1; t < threads; ++t) range(t);
+    }
+    range(0);
+    for (std::thread& worker : workers) worker.join();
+    for (const std::exception_ptr& error : errors)
+      if (error) std::rethrow_exception(error);
+  }
+
+  /// Reads and checks the local headers of entries [first, last), setting each one's data_offset.
+  void read_header_range(std::size_t first, std::size_t last) {
     using namespace zip_impl;
     const std::uint64_t size = size_;
     // With read_at_, one read covers this header and the following ones that lie within 64 KiB of it,
@@ -628,7 +669,7 @@ class ZipReader {
              window.size() - (offset - window_begin) >= length;
     };
     std::vector<std::byte> long_copy;
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
+    for (std::size_t i = first; i < last; ++i) {
       ZipEntry& entry = entries_[i];
       const std::uint64_t lho = entry.local_header_offset;
       if (lho > size || size - lho < local_header_size)
@@ -640,7 +681,7 @@ class ZipReader {
       } else {
         if (!covers(lho, local_header_size)) {
           std::uint64_t end = lho + std::min<std::uint64_t>(size - lho, header_bytes(i));
-          for (std::size_t j = i + 1; j < entries_.size(); ++j) {
+          for (std::size_t j = i + 1; j < last; ++j) {
             const std::uint64_t next = entries_[j].local_header_offset;
             if (next < lho || next > size || next > end + batch_gap) break;
             const std::uint64_t next_end = next + std::min<std::uint64_t>(size - next, header_bytes(j));

@@ -303,7 +303,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const ZipLimits limits{.max_entries = options.max_records};
+  const ZipLimits limits{.max_entries = options.max_records,
+                         .header_threads = options.read_threads != 0 ? options.read_threads : default_read_threads()};
   const ZipReader zip = archive.pread_only ? ZipReader::open_file(archive.size, archive.path, read_at, limits)
                                            : ZipReader::open(archive.bytes, archive.path, limits, read_at);
   const std::string prefix(zip.prefix());
