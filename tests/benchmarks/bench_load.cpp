@@ -61,6 +61,8 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
   tensorfile::LoadOptions options;
   if (mode == Mode::mmap) options.mmap = tensorfile::MapMode::copy_on_write;
   if (mode == Mode::meta) options.map_location = "meta";
+  // TENSORFILE_BENCH_READ_THREADS: LoadOptions.read_threads (unset: the library's default).
+  if (const char* threads = std::getenv("TENSORFILE_BENCH_READ_THREADS")) options.read_threads = std::stoul(threads);
   Timings t;
   Result r;
   long anon = -1;
