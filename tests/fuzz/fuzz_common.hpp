@@ -4,11 +4,20 @@
 
 #include <tensorfile/tensorfile.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 
 namespace tensorfile_fuzz {
 
@@ -67,6 +76,55 @@ std::optional<tensorfile::Value> try_load(Load&& load) {
     return v;
   } catch (const tensorfile::Error&) {
     return std::nullopt;
+  }
+}
+
+/// The input as a file, for the loaders' pread paths (a select load reads only what it keeps): a memfd
+/// reached by its /proc/self/fd path. Empty path() when the kernel gives no memfd.
+class InputFile {
+ public:
+  explicit InputFile(std::span<const std::byte> bytes) : fd_(::memfd_create("fuzz_input", MFD_CLOEXEC)) {
+    for (std::size_t done = 0; fd_ >= 0 && done < bytes.size();) {
+      const ssize_t wrote = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (wrote <= 0) std::abort();
+      done += static_cast<std::size_t>(wrote);
+    }
+  }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  ~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] std::filesystem::path path() const {
+    if (fd_ < 0) return {};
+    return "/proc/self/fd/" + std::to_string(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+/// Keeps about half the tensor paths, which half chosen by `seed` (the input's size, say).
+inline std::function<bool(std::string_view)> half_select(std::size_t seed) {
+  return [seed](std::string_view path) { return ((std::hash<std::string_view>{}(path) ^ seed) & 1) == 0; };
+}
+
+/// Traps unless `selected`, the same load as `full` with `select` (its unselected tensors meta, not dropped),
+/// has the same tensor paths in the same order, the same tensor at each path `select` keeps, and at the others
+/// the same tensor (its storage shared with a kept one) or a meta tensor of its dtype and shape.
+inline void check_selected(const tensorfile::Value& full, const tensorfile::Value& selected,
+                           const std::function<bool(std::string_view)>& select) {
+  const auto all = tensorfile::named_tensors(full);
+  const auto some = tensorfile::named_tensors(selected);
+  if (all.size() != some.size()) __builtin_trap();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& [path, tensor] = all[i];
+    const tensorfile::Tensor& got = some[i].second;
+    if (some[i].first != path) __builtin_trap();
+    if (tensorfile::Value(got) == tensorfile::Value(tensor)) continue;
+    const bool meta_stand_in = !select(path) && got.device().is_meta() && got.dtype() == tensor.dtype() &&
+                               std::ranges::equal(got.sizes(), tensor.sizes());
+    if (!meta_stand_in) __builtin_trap();
   }
 }
 

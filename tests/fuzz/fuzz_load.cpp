@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: load() from bytes end to end, in heap mode and in mmap mode (views of the input),
-// strict and permissive. When heap and mmap loads both succeed their results must be equal.
+// strict and permissive. When heap and mmap loads both succeed their results must be equal; a load of the
+// input as a file with `select` must then succeed too, with the same kept tensors.
 #include <tensorfile/tensorfile.hpp>
 
 #include "fuzz_common.hpp"
@@ -30,5 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       try_load(bytes, limited({.mmap = tensorfile::MapMode::read_only, .strict = true, .verify_crc = (size & 1) != 0}));
   if (heap && mapped && !(*heap == *mapped)) __builtin_trap();  // two modes, one meaning
   (void)try_load(bytes, limited({.strict = false}));
+  // The file path with `select`: records read one by one with pread, only the kept ones.
+  const tensorfile_fuzz::InputFile file(bytes);
+  if (heap && !file.path().empty()) {
+    tensorfile::LoadOptions options = limited({.strict = true});
+    options.select = tensorfile_fuzz::half_select(size);
+    const auto selected = tensorfile_fuzz::try_load([&] { return tensorfile::load(file.path(), options); });
+    if (!selected) __builtin_trap();  // reading less never fails where reading all succeeds
+    tensorfile_fuzz::check_selected(*heap, *selected, options.select);
+  }
   return 0;
 }

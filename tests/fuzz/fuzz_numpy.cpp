@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: load_npy() and load_npz() from bytes in heap, mmap (views of the input) and meta
 // modes. Every mode must agree on success (except views refused for big-endian data), heap and mapped
-// loads on every value, and a successful load must save back and load again to the same tensors.
+// loads on every value, and a successful load must save back and load again to the same tensors; a .npz load
+// of the input as a file with `select` must succeed too, with the same kept tensors.
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
 
@@ -51,6 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto npz_mapped = try_npz(bytes, {.mmap = tensorfile::MapMode::read_only});
   if (npz_heap && npz_mapped && !(*npz_heap == *npz_mapped)) __builtin_trap();
   if (npz_mapped && !npz_heap) __builtin_trap();  // a view never succeeds where a copy fails
+  const tensorfile_fuzz::InputFile file(bytes);   // the file path with `select`: unselected members' data unread
+  if (npz_heap && !file.path().empty()) {
+    const tensorfile::NpyLoadOptions options{.select = tensorfile_fuzz::half_select(size)};
+    const auto selected = tensorfile_fuzz::try_load([&] { return tensorfile::load_npz(file.path(), options); });
+    if (!selected) __builtin_trap();
+    tensorfile_fuzz::check_selected(*npz_heap, *selected, options.select);
+  }
   if (npz_heap) {
     try {
       const auto saved = tensorfile::save_npz_to_bytes(tensorfile::named_tensors(*npz_heap));
