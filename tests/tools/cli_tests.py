@@ -17,7 +17,8 @@ Suites (CTest runs each as cli.<suite>):
             (nor with scan --json)
   convert   torch -> torch (clean re-save) and torch -> tensordict -> torch round trips of every
             fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals; a lazy
-            (_PermutedTensorDict) tree: inspect names its op, convert materialises it
+            (_PermutedTensorDict) tree: inspect names its op, convert materialises it; --select to every
+            output kind, and a pattern matching nothing
   hostile   a torch file and a tensordict tree written here with keys, tags, class names and values
             holding terminal escapes, NUL, BEL, DEL and C1 controls: inspect, verify, convert and the
             error messages print them escaped (no raw control byte; golden/hostile/), inspect --json
@@ -581,6 +582,39 @@ def suite_convert(opts, failures):
         failures.check(os.path.isfile(meta) and "_PermutedTensorDict" not in open(meta).read() and
                        not os.path.exists(os.path.join(scratch, "lazy_tree", "_source")),
                        "convert of a permuted tree to a tree did not write a plain TensorDict")
+
+        # --select: only the tensors it names are written, with their values, to every output kind; a pattern
+        # that matches nothing is an error and writes nothing.
+        def tensor_hashes(path):
+            return {t["path"]: (t["shape"], t.get("sha256")) for t in describe(tool, path)["tensors"]}
+        selections = (
+            (os.path.join(opts.data, "torch", "state_dict_linear_bn.pt"), ["*.weight", "1.bias"],
+             {"/0.weight", "/1.weight", "/1.bias"}),
+            (os.path.join(opts.data, "tensordict", "s01_basic"), ["nested/deeper/*"], {"/nested/deeper/c"}),
+        )
+        for source, patterns, kept in selections:
+            original = tensor_hashes(source)
+            select_args = [arg for pattern in patterns for arg in ("--select", pattern)]
+            for out in ("sel.pt", "sel.safetensors", "sel_tree", "sel.npz"):
+                target = os.path.join(scratch, os.path.basename(source) + "_" + out)
+                result = run(tool, "convert", source, target, *select_args)
+                if not failures.check(result.returncode == 0, f"convert {source} {out} --select: {result.stderr}"):
+                    continue
+                got = tensor_hashes(target)
+                if out.endswith((".safetensors", ".npz")):  # flat names: the path's keys joined by "/" or "."
+                    got = {"/" + p.lstrip("/"): v for p, v in got.items()}
+                    want = {"/" + p.lstrip("/"): v for p, v in original.items() if p in kept}
+                    failures.check(sorted(v for v in got.values()) == sorted(want.values()) and len(got) == len(kept),
+                                   f"convert {source} {out} --select {patterns}: {sorted(got)}, expected {sorted(kept)}")
+                else:
+                    want = {p: v for p, v in original.items() if p in kept}
+                    failures.check(got == want, f"convert {source} {out} --select {patterns}: {got}, expected {want}")
+        source = os.path.join(opts.data, "torch", "state_dict_linear_bn.pt")
+        target = os.path.join(scratch, "typo.pt")
+        result = run(tool, "convert", source, target, "--select", "0.weight", "--select", "O.bias")
+        failures.check(result.returncode == 2 and "no tensor path of" in result.stderr and "'O.bias'" in result.stderr
+                       and "'0.weight'" not in result.stderr and not os.path.exists(target),
+                       f"convert --select with a pattern matching nothing: exit {result.returncode}: {result.stderr}")
 
 
 # ---- hostile text --------------------------------------------------------------------------------

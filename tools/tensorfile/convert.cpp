@@ -36,6 +36,10 @@ constexpr std::array convert_options{
     OptionSpec{"map-location", "WHERE",
                "where tensors load before they are written: a device (cpu, cuda:0), or for torch files tag remaps "
                "FROM=TO[,FROM=TO...]; default cpu"},
+    OptionSpec{"select", "PATTERN",
+               "write only the tensors whose path (keys joined by /, as inspect lists them) is PATTERN or matches it "
+               "as a glob (* and ?); repeatable; other data is kept",
+               true},
     OptionSpec{"quiet", "", "draw no progress bar"},
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
 };
@@ -192,7 +196,11 @@ const CommandSpec convert_spec{
         "and attributes that are not JSON are left out, each named on stderr.\n"
         "tensordict -> torch: TensorDicts become dicts (or what was recorded), lazy stacks lists, NonTensorData\n"
         "its value; pickled NonTensorData is never unpickled and is left out.\n"
-        "--strict turns every one of these losses into an error before anything is written.",
+        "--strict turns every one of these losses into an error before anything is written.\n"
+        "\n"
+        "--select keeps only the tensors it names, and only they are read from IN (the others' bytes are never\n"
+        "read: a few tensors of a large checkpoint convert in the time their bytes take). A pattern that matches\n"
+        "no tensor is an error, and nothing is written.",
 };
 
 int run_convert(const Args& args) {
@@ -225,9 +233,13 @@ int run_convert(const Args& args) {
     }
   };
 
+  const PathPatterns selection(args.values("select"));
+  const TensorSelect select = selection.select();
+  const bool select_drops = !selection.empty();
+
   const std::optional<StateDictLayout> layout = weights_layout(in);
   if (!layout && detect_format(in) == FileFormat::tensordict) {
-    MemmapLoadOptions options{.access = MapMode::read_only};
+    MemmapLoadOptions options{.access = MapMode::read_only, .select = select, .select_drops = select_drops};
     if (where) {
       Device device;
       try {
@@ -238,6 +250,7 @@ int run_convert(const Args& args) {
       if (!device.is_cpu()) options.device = device;
     }
     const TensorDict td = load_memmap(in, options);
+    selection.require_all_matched(in);
     if (output == Output::memmap) {
       write_memmap(td, out, quiet);
     } else {
@@ -254,7 +267,10 @@ int run_convert(const Args& args) {
     if (layout->sharded() || layout->format == FileFormat::safetensors) {
       const Value v =
           load_state_dict(in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
-                               .mmap = MapMode::copy_on_write});
+                               .mmap = MapMode::copy_on_write,
+                               .select = select,
+                               .select_drops = select_drops});
+      selection.require_all_matched(in);
       if (output == Output::pt) write_pt(v, out, quiet);
       if (output == Output::memmap) {
         const TensorDict td = to_tensordict(v, in, changed);
@@ -269,8 +285,11 @@ int run_convert(const Args& args) {
 
   const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
                             .mmap = MapMode::copy_on_write,
-                            .strict = false};
+                            .strict = false,
+                            .select = select,
+                            .select_drops = select_drops};
   const Value loaded = load(source, options);
+  selection.require_all_matched(source);
   const Value v = without_code(loaded, dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {
     throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",

@@ -4,11 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <tensorfile/core/text.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <system_error>
 
 #include "args.hpp"
@@ -91,6 +94,41 @@ std::uint64_t parse_size(std::string_view text, std::string_view option) {
     throw UsageError(fmt::format("--{} takes a size such as 5GB, 500MB, 2GiB or 1000000, got '{}'", option, text));
   }
   return value * found->second;
+}
+
+PathPatterns::PathPatterns(std::vector<std::string> patterns) : state_(std::make_shared<State>()) {
+  for (std::string& pattern : patterns) {
+    if (pattern.empty()) throw UsageError("--select: an empty pattern matches no tensor path");
+    state_->matchers.push_back(select_paths({pattern}));
+    state_->patterns.push_back(std::move(pattern));
+  }
+  state_->matched.assign(state_->patterns.size(), false);
+}
+
+TensorSelect PathPatterns::select() const {
+  if (empty()) return {};
+  return [state = state_](std::string_view path) {
+    bool keep = false;
+    for (std::size_t i = 0; i < state->matchers.size(); ++i) {
+      if (!state->matchers[i](path)) continue;
+      keep = true;
+      const std::lock_guard lock(state->mutex);
+      state->matched[i] = true;
+    }
+    return keep;
+  };
+}
+
+void PathPatterns::require_all_matched(const std::filesystem::path& in) const {
+  std::string unmatched;
+  const std::lock_guard lock(state_->mutex);
+  for (std::size_t i = 0; i < state_->patterns.size(); ++i) {
+    if (!state_->matched[i]) unmatched += (unmatched.empty() ? "'" : ", '") + state_->patterns[i] + "'";
+  }
+  if (!unmatched.empty()) {
+    throw UsageError(fmt::format("--select: no tensor path of {} matches {}; nothing was written",
+                                 escape_controls(in.string()), escape_controls(unmatched)));
+  }
 }
 
 }  // namespace tensorfile::cli

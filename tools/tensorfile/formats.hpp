@@ -4,11 +4,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <tensorfile/formats/format.hpp>  // detect_format and format_name, which every command uses
+#include <tensorfile/formats/select.hpp>
 #include <tensorfile/formats/torch/options.hpp>
 #include <tensorfile/state_dict.hpp>
 
@@ -31,5 +35,26 @@ namespace tensorfile::cli {
 /// max_shard_size: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), any case.
 /// Throws UsageError naming the option otherwise (zero included).
 [[nodiscard]] std::uint64_t parse_size(std::string_view text, std::string_view option);
+
+/// convert --select: the tensor paths to keep (names or globs, as select_paths() takes them). Remembers which
+/// patterns matched, so that one matching nothing (a typo) stops the conversion before anything is written.
+class PathPatterns {
+ public:
+  explicit PathPatterns(std::vector<std::string> patterns);
+  [[nodiscard]] bool empty() const noexcept { return state_->patterns.empty(); }
+  /// The loaders' `select` (unset without patterns); may be called from several threads.
+  [[nodiscard]] TensorSelect select() const;
+  /// Throws UsageError naming every pattern that no tensor path of `in` matched.
+  void require_all_matched(const std::filesystem::path& in) const;
+
+ private:
+  struct State {
+    std::vector<std::string> patterns;
+    std::vector<TensorSelect> matchers;  // one select_paths() per pattern
+    std::mutex mutex;
+    std::vector<bool> matched;
+  };
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace tensorfile::cli

@@ -31,7 +31,15 @@ Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoa
   if (kind == NumpyFile::npz) return load_npz(path, options);
   Dict dict;
   dict.ordered = true;
-  dict.set(path.stem().string(), load_npy(path, options));
+  const std::string name = path.stem().string();
+  NpyLoadOptions array_options = options;  // load_npy takes no select: its one array is kept or not here
+  array_options.select = {};
+  array_options.select_drops = false;
+  if (options.select && !options.select(name)) {
+    if (options.select_drops) return Value(std::move(dict));
+    array_options.map_location = "meta";
+  }
+  dict.set(name, load_npy(path, array_options));
   return Value(std::move(dict));
 }
 
@@ -121,17 +129,24 @@ std::optional<int> convert_numpy(const Args& args) {
 
   Value v;
   std::vector<Dropped> dropped;
+  const PathPatterns selection(args.values("select"));
+  const TensorSelect select = selection.select();
+  const bool select_drops = !selection.empty();
   if (in_kind) {
-    v = load_numpy(in, *in_kind, {.mmap = MapMode::copy_on_write});
+    v = load_numpy(in, *in_kind, {.mmap = MapMode::copy_on_write, .select = select, .select_drops = select_drops});
   } else if (std::filesystem::is_directory(in)) {  // a tensordict memmap tree
-    v = to_value(load_memmap(in, {.access = MapMode::read_only}), in, dropped);
+    v = to_value(load_memmap(in, {.access = MapMode::read_only, .select = select, .select_drops = select_drops}), in,
+                 dropped);
   } else {
     const std::optional<std::string> where = args.value("map-location");
     const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
                               .mmap = MapMode::copy_on_write,
-                              .strict = false};
+                              .strict = false,
+                              .select = select,
+                              .select_drops = select_drops};
     v = without_code(load(in, options), dropped);
   }
+  selection.require_all_matched(in);
   for (const Dropped& d : dropped) {
     fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
                d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
