@@ -41,7 +41,9 @@ Tensor at(const Value& v, const std::string& path) {
 }
 
 /// Whether the fake device tensor `t` holds the values of the host tensor `expected`.
-bool holds(const Tensor& t, const Tensor& expected) { return tensorfile_test::fake_device_copy(t, Device::cpu()).equal(expected); }
+bool holds(const Tensor& t, const Tensor& expected) {
+  return tensorfile_test::fake_device_copy(t, Device::cpu()).equal(expected);
+}
 
 /// Device bytes the fake engine has allocated so far.
 std::uint64_t allocated() {
@@ -150,12 +152,13 @@ TEST_CASE("into refuses a buffer on another device, or of another dtype or shape
     CHECK_THROWS_WITH(ring_load_torch<FakeCopyEngine>(file, options, small_ring),
                       Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
                           Catch::Matchers::Contains("state_dict_linear_bn.pt"));
-    CHECK(allocated() == start);  // refused before anything was streamed
+    CHECK(allocated() == start);                          // refused before anything was streamed
     CHECK_THROWS_AS(load(file, options), ArgumentError);  // load() refuses it too
   };
   refused("0.missing", device_buffer(weight), "the file holds no tensor at this path");
   refused("0.weight", host_buffer, "the file's tensor loads to cuda:0, the buffer is on cpu");
-  refused("0.weight", device_buffer(weight, Device::cuda(1)), "the file's tensor loads to cuda:0, the buffer is on cuda:1");
+  refused("0.weight", device_buffer(weight, Device::cuda(1)),
+          "the file's tensor loads to cuda:0, the buffer is on cuda:1");
   refused("0.weight", device_buffer(weight), "the file's tensor loads to cuda:1, the buffer is on cuda:0", "cuda:1");
   refused("0.weight", device_buffer(Tensor(heap_storage(48), DType::Float64, {2, 3})),
           "the file's tensor is float32, the buffer float64");
@@ -167,5 +170,6 @@ TEST_CASE("into refuses a buffer on another device, or of another dtype or shape
   // A device buffer in a load to the host: the tensor is not where the buffer is.
   LoadOptions to_host;
   to_host.into.emplace("0.weight", device_buffer(weight));
-  CHECK_THROWS_WITH(load(file, to_host), Catch::Matchers::Contains("the file's tensor loads to cpu, the buffer is on cuda:0"));
+  CHECK_THROWS_WITH(load(file, to_host),
+                    Catch::Matchers::Contains("the file's tensor loads to cpu, the buffer is on cuda:0"));
 }

@@ -83,8 +83,8 @@ struct ByteSpan {
 inline void cuda_write_tensor(const Tensor& source, const Tensor& target) {
   const std::size_t bytes = target.nbytes();
   if (!target.device().is_cuda() || !target.is_contiguous() || source.nbytes() != bytes) {
-    throw DeviceError("cannot write a " + std::to_string(source.nbytes()) + "-byte tensor on " +
-                      source.device().str() + " into " + std::to_string(bytes) + " bytes on " + target.device().str() +
+    throw DeviceError("cannot write a " + std::to_string(source.nbytes()) + "-byte tensor on " + source.device().str() +
+                      " into " + std::to_string(bytes) + " bytes on " + target.device().str() +
                       "; expected a contiguous CUDA tensor of the same size");
   }
   if (bytes == 0) return;

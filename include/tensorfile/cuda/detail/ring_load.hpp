@@ -231,8 +231,10 @@ template <class Resolve>
 /// file range); records that map_location sends to a CUDA device and that are stored raw are grouped
 /// by device (resolved by `resolve(Device) -> Device`) and handed to `stream(const FileHandle&, const
 /// RingGroup&, RingProgressState&) -> std::vector<Storage>`; pass 2 parses again and takes those
-/// storages as they are (the rest load as usual). The callable map_location form, meta, legacy files,
-/// and options that set their own storage_source load the usual way, through Tensor::to.
+/// storages as they are (the rest load as usual). A whole record that LoadOptions::into names a device
+/// buffer for is read straight into that buffer (checked first: a mismatch is refused before any read);
+/// pass 2 copies the other `into` tensors. The callable map_location form, meta, legacy files, and
+/// options that set their own storage_source load the usual way, through Tensor::to.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_torch(const FileHandle& file, const std::filesystem::path& path,
                                       const LoadOptions& options, const RingOptions& ring, const RingProgress& callback,

@@ -271,7 +271,8 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
 }
 
 /// The tensors of `v` at the paths `options.into` names (those it holds), by path.
-[[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v, const LoadOptions& options) {
+[[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
+                                                                             const LoadOptions& options) {
   std::map<std::string, Tensor, std::less<>> named;
   if (options.into.empty()) return named;
   auto found = [&](const std::string& path, const Tensor& t) {
@@ -322,8 +323,9 @@ inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::
     } else if (const auto write = device_copy_hook().write) {
       write(source, buffer);
     } else {
-      throw DeviceError("cannot write into a buffer on " + buffer.device().str() +
-                        ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
+      throw DeviceError(
+          "cannot write into a buffer on " + buffer.device().str() +
+          ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
     }
   }
   replace_storages(v, placed);
