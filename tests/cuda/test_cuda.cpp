@@ -59,6 +59,7 @@ TEST_CASE("without a device CUDA reports itself unavailable", "[no_device]") {
   INFO(reason);
   CHECK(starts_with(reason, "cudaGetDeviceCount: "));
   CHECK(detail::device_copy_hook().copy == &detail::cuda_copy_tensor);  // installed by the include
+  CHECK(detail::device_copy_hook().write == &detail::cuda_write_tensor);
   if (detail::CuFileApi::get() == nullptr) {  // absent or present, never a crash; when absent, the reason
     const std::string why = cuda::cufile_unavailable_reason();
     INFO(why);
