@@ -62,8 +62,12 @@ namespace tensorfile::cuda {
 
 /// Installs the CUDA copy behind Tensor::to (host to device, device to host, device to device),
 /// which load's map_location, load_memmap's device, save of device tensors and Tensor::zeros on a
-/// device use. Including this header already does it; calling it again does nothing new.
-inline void install() noexcept { detail::device_copy_hook().copy = &detail::cuda_copy_tensor; }
+/// device use, and the write into device memory that LoadOptions::into's CUDA buffers take.
+/// Including this header already does it; calling it again does nothing new.
+inline void install() noexcept {
+  detail::device_copy_hook().copy = &detail::cuda_copy_tensor;
+  detail::device_copy_hook().write = &detail::cuda_write_tensor;
+}
 
 /// Progress of a streamed load: bytes on the device so far, and in all.
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;

@@ -59,6 +59,7 @@ TEST_CASE("without a device CUDA reports itself unavailable", "[no_device]") {
   INFO(reason);
   CHECK(starts_with(reason, "cudaGetDeviceCount: "));
   CHECK(detail::device_copy_hook().copy == &detail::cuda_copy_tensor);  // installed by the include
+  CHECK(detail::device_copy_hook().write == &detail::cuda_write_tensor);
   if (detail::CuFileApi::get() == nullptr) {  // absent or present, never a crash; when absent, the reason
     const std::string why = cuda::cufile_unavailable_reason();
     INFO(why);
@@ -348,6 +349,52 @@ TEST_CASE("cuda::load gives each empty record its own storage", "[cuda]") {
     CHECK_NOTHROW(save(loaded, scratch / "again.pt"));
     CHECK(load(scratch / "again.pt", {.map_location = "cpu"}) == load(scratch / "empties.pt"));
   }
+}
+
+TEST_CASE("cuda::load with into reads records straight into the caller's device buffers", "[cuda]") {
+  const auto tensor_at = [](const Value& v, const std::string& path) {
+    for (auto& [name, t] : named_tensors(v)) {
+      if (name == path) return t;
+    }
+    FAIL("no tensor at " << path);
+    return Tensor();
+  };
+  const auto buffer_like = [](const Tensor& t) { return Tensor::zeros(t.sizes(), t.dtype(), Device::cuda(0)); };
+  const auto file = sample("state_dict_linear_bn.pt");
+  const Value plain = load(file);
+  for (const bool cufile : {false, true}) {
+    INFO("cufile " << cufile);
+    LoadOptions options{.map_location = "cuda:0"};
+    for (const auto& named : named_tensors(plain)) options.into.emplace(named.first, buffer_like(named.second));
+    const Value loaded = cuda::load(file, options, {.use_cufile = cufile});
+    CHECK(tensorfile_test::to_host(loaded) == plain);
+    for (const auto& [path, buffer] : options.into) {
+      INFO(path);
+      CHECK(buffer.to(Device::cpu()).equal(tensor_at(plain, path)));
+      CHECK(tensor_at(loaded, path).storage().data() == buffer.storage().data());
+    }
+  }
+  // Views and a storage two paths share: copied on the device; load() with map_location fills them too.
+  const auto views = sample("shared_views.pt");
+  const Value viewed = load(views);
+  LoadOptions options{.map_location = "cuda:0"};
+  LoadOptions plain_options{.map_location = "cuda:0"};
+  for (const char* path : {"base", "again", "row1", "t"}) {
+    options.into.emplace(path, buffer_like(tensor_at(viewed, path)));
+    plain_options.into.emplace(path, buffer_like(tensor_at(viewed, path)));
+  }
+  CHECK(tensorfile_test::to_host(cuda::load(views, options)) == viewed);
+  CHECK(tensorfile_test::to_host(load(views, plain_options)) == viewed);
+  for (const char* path : {"base", "again", "row1", "t"}) {
+    INFO(path);
+    CHECK(options.into.at(path).to(Device::cpu()).equal(tensor_at(viewed, path)));
+    CHECK(plain_options.into.at(path).to(Device::cpu()).equal(tensor_at(viewed, path)));
+  }
+  // A host buffer in a load to the device is refused: the result lives on the device.
+  LoadOptions host_buffer{.map_location = "cuda:0"};
+  host_buffer.into.emplace("0.weight", Tensor::zeros({2, 3}, DType::Float32));
+  CHECK_THROWS_WITH(cuda::load(file, host_buffer),
+                    Catch::Matchers::Contains("the file's tensor loads to cuda:0, the buffer is on cpu"));
 }
 
 TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {

@@ -168,9 +168,9 @@ TEST_CASE("into refuses a path the file lacks, a mismatch, and buffers it cannot
   refused("0.weight", buffers.like(DType::Float64, {2, 3}), "the file's tensor is float32, the buffer float64");
   refused("0.weight", buffers.like(DType::Float32, {3, 2}), "the file's tensor has shape (2, 3), the buffer (3, 2)");
   refused("0.weight", buffers.like(DType::Float32, {3, 2}).transpose(0, 1), "the buffer is not contiguous");
-  refused("0.weight", Tensor(), "expected a CPU tensor over the caller's memory, got an undefined tensor");
+  refused("0.weight", Tensor(), "expected a tensor over the caller's memory, got an undefined tensor");
   refused("0.weight", Tensor::zeros({2, 3}, DType::Float32, Device::meta()),
-          "expected a CPU tensor over the caller's memory, got one on meta");
+          "the file's tensor loads to cpu, the buffer is on meta");
   const std::vector<std::byte> constant(24);
   refused("0.weight", Tensor(Storage(BorrowedBackend(std::span<const std::byte>(constant))), DType::Float32, {2, 3}),
           "the buffer is read-only");

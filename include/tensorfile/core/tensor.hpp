@@ -35,6 +35,9 @@ namespace detail {
 /// Copies between devices other than CPU and meta; installed by <tensorfile/cuda.hpp>.
 struct DeviceCopyHook {
   Tensor (*copy)(const Tensor& source, Device target) = nullptr;
+  /// Writes the values of `source` (any layout, any device) into `target`, a contiguous tensor of the same dtype
+  /// and shape in device memory that already exists (LoadOptions::into's device buffers).
+  void (*write)(const Tensor& source, const Tensor& target) = nullptr;
 };
 [[nodiscard]] inline DeviceCopyHook& device_copy_hook() noexcept {
   static DeviceCopyHook hook;

@@ -61,7 +61,8 @@ struct FakeTracker {
   std::size_t copies = 0;
   std::size_t completed = 0;
   std::size_t reads = 0;
-  std::size_t violations = 0;  // reuse of a slot before its copies completed, etc.
+  std::uint64_t device_bytes = 0;  // allocated by allocate_device, in all
+  std::size_t violations = 0;      // reuse of a slot before its copies completed, etc.
   std::vector<std::string> violation_notes;
 
   void violation(std::string note) {
@@ -120,6 +121,10 @@ class FakeCopyEngine {
   }
 
   tensorfile::Storage allocate_device(std::size_t bytes) {
+    {
+      std::lock_guard lock(tracker_->mutex);
+      tracker_->device_bytes += bytes;
+    }
     return tensorfile::Storage(FakeDeviceBackend(bytes, device_));
   }
 
@@ -265,7 +270,17 @@ inline tensorfile::Tensor fake_device_copy(const tensorfile::Tensor& source, ten
           source.strides(), source.storage_offset(), source.requires_grad()};
 }
 
-/// Installs fake_device_copy as Tensor::to's device hook (once, before main).
-inline const bool fake_device_copy_installed = (tensorfile::detail::device_copy_hook().copy = &fake_device_copy, true);
+/// DeviceCopyHook::write for the fake devices: `source`'s values, in C order, into the contiguous `target`.
+inline void fake_device_write(const tensorfile::Tensor& source, const tensorfile::Tensor& target) {
+  const tensorfile::Tensor host =
+      source.device().is_cpu() ? source : fake_device_copy(source, tensorfile::Device::cpu());
+  host.copy_into(target.storage().mutable_data() +
+                 static_cast<std::size_t>(target.storage_offset()) * target.element_size());
+}
+
+/// Installs fake_device_copy and fake_device_write as the device hooks (once, before main).
+inline const bool fake_device_copy_installed =
+    (tensorfile::detail::device_copy_hook().copy = &fake_device_copy,
+     tensorfile::detail::device_copy_hook().write = &fake_device_write, true);
 
 }  // namespace tensorfile_test

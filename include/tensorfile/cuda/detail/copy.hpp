@@ -76,6 +76,34 @@ struct ByteSpan {
   return {std::move(out), source.dtype(), source.sizes(), std::move(strides), offset, source.requires_grad()};
 }
 
+/// DeviceCopyHook::write for CUDA (installed by <tensorfile/cuda.hpp>): the values of `source` into the existing
+/// contiguous CUDA tensor `target` (same dtype and shape): one device-to-device copy when `source` is a contiguous
+/// CUDA tensor, else through a contiguous host copy (there are no kernels here to gather a strided view on the
+/// device). Synchronous. Throws DeviceError naming the CUDA error.
+inline void cuda_write_tensor(const Tensor& source, const Tensor& target) {
+  const std::size_t bytes = target.nbytes();
+  if (!target.device().is_cuda() || !target.is_contiguous() || source.nbytes() != bytes) {
+    throw DeviceError("cannot write a " + std::to_string(source.nbytes()) + "-byte tensor on " + source.device().str() +
+                      " into " + std::to_string(bytes) + " bytes on " + target.device().str() +
+                      "; expected a contiguous CUDA tensor of the same size");
+  }
+  if (bytes == 0) return;
+  const Device to = target.device();
+  std::byte* const dst = target.storage().mutable_data() + viewed_bytes(target).first;
+  if (source.device().is_cuda() && source.is_contiguous()) {
+    const Device from = source.device();
+    cuda_check(cudaMemcpyPeer(dst, to.index, source.storage().data() + viewed_bytes(source).first, from.index, bytes),
+               "cudaMemcpyPeer of " + std::to_string(bytes) + " bytes from " + from.str() + " to " + to.str());
+    return;
+  }
+  const Tensor host = source.device().is_cpu() ? source : cuda_copy_tensor(source, Device::cpu());
+  const Storage packed = heap_storage(bytes, false);
+  host.copy_into(packed.mutable_data());
+  const CudaDeviceGuard guard(to.index);
+  cuda_check(cudaMemcpy(dst, packed.data(), bytes, cudaMemcpyHostToDevice),
+             "cudaMemcpy of " + std::to_string(bytes) + " bytes from the host to " + to.str());
+}
+
 /// Pinned buffers, streams and events that finished loads left for the next ones (CudaLoadOptions::keep_ring),
 /// per device; cuda::release_ring() frees them.
 struct CudaRingCache {

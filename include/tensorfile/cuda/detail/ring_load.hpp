@@ -57,8 +57,49 @@ struct RingOptions {
 struct RingGroup {
   Device device{};                ///< resolved device
   std::vector<RingRange> ranges;  ///< file ranges
-  RingLayout layout;              ///< plan_ring_layout(ranges)
+  /// Per range, or empty for none: memory on `device` that the caller owns and the range is read into
+  /// (LoadOptions::into), of the range's size; undefined: the range lands in memory the load allocates.
+  std::vector<Storage> destinations;
+  RingLayout layout;  ///< plan_group_layout(*this) (plan_ring_layout(ranges) when nothing has a destination)
 };
+
+/// Plans where `group`'s ranges land: plan_ring_layout of those without a destination, then each range
+/// with one as a target of its own, that memory (nothing allocated for it).
+inline void plan_group_layout(RingGroup& group, bool single_allocation) {
+  const auto has_destination = [&](std::size_t i) {
+    return i < group.destinations.size() && group.destinations[i].defined();
+  };
+  std::vector<RingRange> allocated;
+  std::vector<std::size_t> allocated_index;  // position in `allocated` -> range
+  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
+    if (has_destination(i)) continue;
+    allocated.push_back(group.ranges[i]);
+    allocated_index.push_back(i);
+  }
+  RingLayout planned = plan_ring_layout(allocated, single_allocation);
+  RingLayout& layout = group.layout;
+  layout.segments = std::move(planned.segments);
+  layout.target_bytes = std::move(planned.target_bytes);
+  layout.copied_bytes = planned.copied_bytes;
+  layout.range_targets.assign(group.ranges.size(), 0);
+  layout.range_offsets.assign(group.ranges.size(), 0);
+  for (std::size_t k = 0; k < allocated_index.size(); ++k) {
+    layout.range_targets[allocated_index[k]] = planned.range_targets[k];
+    layout.range_offsets[allocated_index[k]] = planned.range_offsets[k];
+  }
+  if (allocated.size() == group.ranges.size()) return;
+  for (std::size_t i = 0; i < group.ranges.size(); ++i) {
+    if (!has_destination(i)) continue;
+    const RingRange& range = group.ranges[i];
+    layout.range_targets[i] = layout.target_bytes.size();
+    layout.target_bytes.push_back(range.size);
+    if (range.size == 0) continue;
+    layout.segments.push_back({range.file_offset, range.size, layout.range_targets[i], 0});
+    layout.copied_bytes += range.size;
+  }
+  std::stable_sort(layout.segments.begin(), layout.segments.end(),
+                   [](const RingSegment& a, const RingSegment& b) { return a.file_offset < b.file_offset; });
+}
 
 /// Checks the ring options; throws ArgumentError.
 inline void check_ring_options(const RingOptions& options) {
@@ -74,14 +115,21 @@ struct GroupAllocations {
   std::vector<std::byte*> bases;  ///< their first bytes
 };
 
-/// Allocates `group`'s targets with `allocate(std::size_t bytes) -> Storage`.
+/// Allocates `group`'s targets with `allocate(std::size_t bytes) -> Storage`, except those that are a
+/// range's destination (the caller's memory, used as is).
 template <class Allocate>
 [[nodiscard]] GroupAllocations allocate_group(const RingGroup& group, Allocate&& allocate) {
+  const std::vector<std::uint64_t>& targets = group.layout.target_bytes;
+  std::vector<const Storage*> given(targets.size(), nullptr);
+  for (std::size_t i = 0; i < group.destinations.size(); ++i) {
+    if (group.destinations[i].defined()) given[group.layout.range_targets[i]] = &group.destinations[i];
+  }
   GroupAllocations out;
-  out.storages.reserve(group.layout.target_bytes.size());
-  out.bases.reserve(group.layout.target_bytes.size());
-  for (const std::uint64_t bytes : group.layout.target_bytes) {
-    out.storages.push_back(allocate(static_cast<std::size_t>(bytes)));
+  out.storages.reserve(targets.size());
+  out.bases.reserve(targets.size());
+  for (std::size_t target = 0; target < targets.size(); ++target) {
+    const std::uint64_t bytes = targets[target];
+    out.storages.push_back(given[target] != nullptr ? *given[target] : allocate(static_cast<std::size_t>(bytes)));
     out.bases.push_back(bytes == 0 ? nullptr : out.storages.back().mutable_data());
   }
   return out;
@@ -183,8 +231,10 @@ template <class Resolve>
 /// file range); records that map_location sends to a CUDA device and that are stored raw are grouped
 /// by device (resolved by `resolve(Device) -> Device`) and handed to `stream(const FileHandle&, const
 /// RingGroup&, RingProgressState&) -> std::vector<Storage>`; pass 2 parses again and takes those
-/// storages as they are (the rest load as usual). The callable map_location form, meta, legacy files,
-/// and options that set their own storage_source load the usual way, through Tensor::to.
+/// storages as they are (the rest load as usual). A whole record that LoadOptions::into names a device
+/// buffer for is read straight into that buffer (checked first: a mismatch is refused before any read);
+/// pass 2 copies the other `into` tensors. The callable map_location form, meta, legacy files, and
+/// options that set their own storage_source load the usual way, through Tensor::to.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_torch(const FileHandle& file, const std::filesystem::path& path,
                                       const LoadOptions& options, const RingOptions& ring, const RingProgress& callback,
@@ -211,23 +261,27 @@ template <class Resolve, class Stream>
     std::string location;
     RingRange range;
     bool raw = false;
+    Storage placeholder;  // what pass 1's tensors over this record hold
   };
   std::vector<Found> found;
   LoadOptions scan = options;  // pass 1: headers and data.pkl only, storages become meta placeholders
   scan.mmap = MapMode::copy_on_write;
   scan.verify_crc = false;
+  scan.into.clear();  // checked below against where the records go, then in pass 2
   scan.storage_source = [&found](const StorageRecord& record) -> std::optional<Storage> {
     found.push_back({std::string(record.key),
                      std::string(record.member),
                      std::string(record.location),
                      {record.file_offset, record.size},
-                     record.raw});
-    return meta_storage(static_cast<std::size_t>(record.size));
+                     record.raw,
+                     meta_storage(static_cast<std::size_t>(record.size))});
+    return found.back().placeholder;
   };
-  (void)load_torch_file(file, path, scan);
+  const Value outline = load_torch_file(file, path, scan);
 
   std::map<int, RingGroup> groups;
   std::map<int, std::vector<const Found*>> members;
+  std::unordered_map<const void*, std::pair<int, std::size_t>> streamed;  // placeholder -> (device, range)
   for (const Found& record : found) {
     if (!record.raw) continue;
     const std::optional<Device> device =
@@ -236,12 +290,30 @@ template <class Resolve, class Stream>
     if (!device) continue;
     RingGroup& group = groups[device->index];
     group.device = *device;
+    streamed.emplace(record.placeholder.owner(), std::pair{device->index, group.ranges.size()});
     group.ranges.push_back(record.range);
     members[device->index].push_back(&record);
   }
+  // `into` buffers of streamed records are checked now, before anything is read; a whole record is read
+  // straight into its buffer (a record two paths share: the first path's, as fill_into does). The rest are
+  // checked and copied in pass 2.
+  const auto outlined = into_tensors(outline, options);
+  for (const auto& [name, buffer] : options.into) {
+    const auto it = outlined.find(name);
+    if (it == outlined.end()) refuse_into(name, "the file holds no tensor at this path", path);
+    const Tensor& t = it->second;
+    const auto record = streamed.find(t.storage().owner());
+    if (record == streamed.end()) continue;
+    RingGroup& group = groups[record->second.first];
+    if (std::string why = into_mismatch(t, group.device, buffer); !why.empty()) refuse_into(name, why, path);
+    if (!whole_storage(t)) continue;
+    group.destinations.resize(group.ranges.size());
+    Storage& destination = group.destinations[record->second.second];
+    if (!destination.defined()) destination = buffer_of(buffer);
+  }
   RingProgressState progress{callback, 0, 0};
   for (auto& [ordinal, group] : groups) {
-    group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
+    plan_group_layout(group, ring.single_allocation);
     progress.total += group.layout.copied_bytes;
   }
   std::unordered_map<std::string, Storage> placed;

@@ -232,44 +232,67 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   return t.is_contiguous() && t.storage_offset() == 0 && t.nbytes() == t.storage().size_bytes() && t.nbytes() != 0;
 }
 
+/// The address of `t`'s first element on its device (raw_data() for host tensors only).
+[[nodiscard]] inline const std::byte* first_byte(const Tensor& t) noexcept {
+  const std::byte* const data = t.storage().data();
+  return data == nullptr ? nullptr : data + static_cast<std::size_t>(t.storage_offset()) * t.element_size();
+}
+
 /// The caller's bytes of an `into` tensor, as a storage.
 [[nodiscard]] inline Storage buffer_of(const Tensor& t) {
   return t.storage().slice(static_cast<std::size_t>(t.storage_offset()) * t.element_size(), t.nbytes());
+}
+
+/// Why `buffer` cannot take the values of the file's tensor `t` once loaded to `device` (LoadOptions::into); empty
+/// when it can.
+[[nodiscard]] inline std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer) {
+  if (!buffer.defined()) return "expected a tensor over the caller's memory, got an undefined tensor";
+  if (device.is_meta()) return "this load places the tensor on meta, where it has no values";
+  if (buffer.device() != device) {
+    return "the file's tensor loads to " + device.str() + ", the buffer is on " + buffer.device().str() +
+           " (a buffer must be where map_location puts its tensor)";
+  }
+  if (buffer.dtype() != t.dtype()) {
+    return "the file's tensor is " + std::string(dtype_name(t.dtype())) + ", the buffer " +
+           std::string(dtype_name(buffer.dtype()));
+  }
+  if (buffer.sizes() != t.sizes()) {
+    return "the file's tensor has shape " + shape_string(t.sizes()) + ", the buffer " + shape_string(buffer.sizes());
+  }
+  if (!buffer.is_contiguous()) return "the buffer is not contiguous";
+  if (!buffer.storage().writable()) return "the buffer is read-only";
+  return {};
+}
+
+/// Throws the ArgumentError of an `into` buffer that cannot be filled, naming its path and the file.
+[[noreturn]] inline void refuse_into(const std::string& path, const std::string& why,
+                                     const std::filesystem::path& file) {
+  throw ArgumentError("into[\"" + path + "\"]: " + why, {.file = file});
+}
+
+/// The tensors of `v` at the paths `options.into` names (those it holds), by path.
+[[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
+                                                                             const LoadOptions& options) {
+  std::map<std::string, Tensor, std::less<>> named;
+  if (options.into.empty()) return named;
+  auto found = [&](const std::string& path, const Tensor& t) {
+    if (options.into.contains(path)) named.emplace(path, t);
+  };
+  walk_tensors(v, "", found);
+  return named;
 }
 
 /// The loaded tensors that `options.into` names, by the same paths, after checking each buffer against its
 /// tensor; an ArgumentError names the path and the file.
 [[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_targets(const Value& v, const LoadOptions& options,
                                                                              const std::filesystem::path& file) {
-  std::map<std::string, Tensor, std::less<>> loaded;
-  if (options.into.empty()) return loaded;
-  auto found = [&](const std::string& path, const Tensor& t) {
-    if (options.into.contains(path)) loaded.emplace(path, t);
-  };
-  walk_tensors(v, "", found);
-  for (const auto& named : options.into) {
-    const std::string& path = named.first;  // not a structured binding: the lambda below captures it
-    const Tensor& buffer = named.second;
+  std::map<std::string, Tensor, std::less<>> loaded = into_tensors(v, options);
+  for (const auto& [path, buffer] : options.into) {
     const auto it = loaded.find(path);
-    const auto refuse = [&](const std::string& why) {
-      throw ArgumentError("into[\"" + path + "\"]: " + why, {.file = file});
-    };
-    if (it == loaded.end()) refuse("the file holds no tensor at this path");
-    const Tensor& t = it->second;
-    if (!buffer.defined() || !buffer.device().is_cpu()) {
-      refuse("expected a CPU tensor over the caller's memory, got " +
-             (buffer.defined() ? "one on " + buffer.device().str() : std::string("an undefined tensor")));
+    if (it == loaded.end()) refuse_into(path, "the file holds no tensor at this path", file);
+    if (std::string why = into_mismatch(it->second, it->second.device(), buffer); !why.empty()) {
+      refuse_into(path, why, file);
     }
-    if (buffer.dtype() != t.dtype()) {
-      refuse("the file's tensor is " + std::string(dtype_name(t.dtype())) + ", the buffer " +
-             std::string(dtype_name(buffer.dtype())));
-    }
-    if (buffer.sizes() != t.sizes()) {
-      refuse("the file's tensor has shape " + shape_string(t.sizes()) + ", the buffer " + shape_string(buffer.sizes()));
-    }
-    if (!buffer.is_contiguous()) refuse("the buffer is not contiguous");
-    if (!buffer.storage().writable()) refuse("the buffer is read-only");
-    if (t.device().is_meta()) refuse("this load places the tensor on meta, where it has no values");
   }
   return loaded;
 }
@@ -287,12 +310,23 @@ inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::
   }
   for (const auto& [path, buffer] : options.into) {
     const Tensor& t = loaded.at(path);
-    if (read_directly.contains(buffer.raw_data()) || t.nbytes() == 0) continue;
+    const std::byte* const first = first_byte(buffer);
+    // Skipped: buffers read straight from the file, and tensors already over their buffer (a device load
+    // streamed the record there).
+    if (read_directly.contains(first) || t.nbytes() == 0 || first_byte(t) == first) continue;
     // A storage read straight into another path's buffer was never read into its own bytes: copy from there.
     const auto it = placed.find(t.storage().data());
     const bool elsewhere = it != placed.end() && read_directly.contains(it->second.data());
     const Tensor source = elsewhere ? Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset()) : t;
-    (source.device().is_cpu() ? source : source.to(Device::cpu())).copy_into(buffer.mutable_raw_data());
+    if (buffer.device().is_cpu()) {
+      (source.device().is_cpu() ? source : source.to(Device::cpu())).copy_into(buffer.mutable_raw_data());
+    } else if (const auto write = device_copy_hook().write) {
+      write(source, buffer);
+    } else {
+      throw DeviceError(
+          "cannot write into a buffer on " + buffer.device().str() +
+          ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
+    }
   }
   replace_storages(v, placed);
 }

@@ -62,13 +62,14 @@ struct LoadOptions {
   /// Threads reading the records of a heap load of a large file (over 64 MiB) together, and the local
   /// headers of a file of many records (1 for one at a time); 0: min(4, cores).
   std::size_t read_threads = 0;
-  /// Tensors to load into buffers the caller owns, by path (as `select` names them): each a CPU tensor of the
-  /// file's dtype and shape, contiguous and writable (from_buffer over the caller's memory, a shared mapping...).
-  /// The values are written there: read from the file straight into the buffer where the file's tensor is a whole
-  /// stored record (every tensor of a torch.save state dict, in heap loads of zip files), copied otherwise. The
-  /// result then holds a tensor over the buffer at that path (for a view of a larger storage: its own copy). A
-  /// path the file does not hold, a mismatch, or a device tensor is an ArgumentError. Paths named here are read
-  /// even when `select` leaves them out.
+  /// Tensors to load into buffers the caller owns, by path (as `select` names them): each a tensor of the file's
+  /// dtype and shape, contiguous and writable, on the device the load puts that tensor (CPU: from_buffer over the
+  /// caller's memory, a shared mapping...; CUDA: with map_location sending it there, <tensorfile/cuda.hpp>). The
+  /// values are written there: read from the file straight into the buffer where the file's tensor is a whole
+  /// stored record (every tensor of a torch.save state dict, in heap loads of zip files, and in cuda::load's
+  /// streamed records), copied otherwise. The result then holds a tensor over the buffer at that path (for a view
+  /// of a larger storage: its own copy). A path the file does not hold, a mismatch, or a buffer on another device
+  /// than its tensor's is an ArgumentError. Paths named here are read even when `select` leaves them out.
   std::map<std::string, Tensor, std::less<>> into{};
 };
 
