@@ -381,8 +381,8 @@ class TorchHooks {
     Shape sizes = shape_arg(a[2], function, at);
     Shape strides = shape_arg(a[3], function, at);
     const bool requires_grad = fixed > 4 && bool_arg(a[4], function, at);
-    Tensor t =
-        make_tensor(storage.tensor.storage(), dtype, a[1].as_int(), std::move(sizes), std::move(strides), requires_grad, function, at);
+    Tensor t = make_tensor(storage.tensor.storage(), dtype, a[1].as_int(), std::move(sizes), std::move(strides),
+                           requires_grad, function, at);
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
     return Value(std::move(t));
