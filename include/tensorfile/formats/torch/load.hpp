@@ -462,8 +462,16 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     if (!reads.empty()) reads.run(*archive.file, read_threads);
   };
   hooks.before_reading_storages([&] { complete_reads(nullptr); });
-  PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
-  Value result = machine.run();
+  Value result;
+  std::size_t pickle_end = 0;
+  {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
+    PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
+    result = machine.run();
+    pickle_end = machine.end();
+  }
+  hooks.forget_storages();
+  const std::size_t pickle_size = pickle_bytes.size();
+  inflated = std::vector<std::byte>();
   // `into` tensors that are a whole record not read yet: the record is read into the caller's buffer instead.
   std::unordered_set<const std::byte*> read_directly;
   const auto into = into_targets(result, options, archive.path);  // selected, so select leaves them as they are
@@ -489,9 +497,9 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     complete_reads(nullptr);
   }
   fill_into(result, options, into, read_directly);
-  if (machine.end() != pickle_bytes.size()) {
-    throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
-                      {archive.path, pickle->name, machine.end()});
+  if (pickle_end != pickle_size) {
+    throw FormatError("data.pkl has " + std::to_string(pickle_size - pickle_end) + " bytes after STOP",
+                      {archive.path, pickle->name, pickle_end});
   }
   return result;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,6 +94,11 @@ class TorchHooks {
   /// Called before the hooks read storage bytes themselves (materializing conj/neg views), so that a
   /// loader that defers its reads until the pickle is done can complete them first.
   void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
+  /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
+  void forget_storages() noexcept {
+    numbered_storages_ = std::vector<StorageSlot>();
+    storages_ = std::unordered_map<std::string, StorageSlot>();
+  }
 
   Value find_class(std::string_view module, std::string_view name, std::uint64_t at) {
     if (module == "__builtin__") module = "builtins";  // protocol 2 spelling
@@ -244,9 +250,10 @@ class TorchHooks {
   std::optional<TensorRecord> recognize_call(const Value& callable, std::span<const std::byte> bytes, std::size_t pos,
                                              const Memo& memo) const {
     const Global& g = callable.as_global();
-    if (g.module != "torch._utils") return std::nullopt;
-    const bool v3 = g.name == "_rebuild_tensor_v3";
-    if (!v3 && g.name != "_rebuild_tensor_v2") return std::nullopt;
+    const std::string_view name = g.name;  // compared as views: inlined, no strlen per call
+    if (std::string_view(g.module) != "torch._utils") return std::nullopt;
+    const bool v3 = name == "_rebuild_tensor_v3";
+    if (!v3 && name != "_rebuild_tensor_v2") return std::nullopt;
     return match_tensor_record(bytes, pos, v3, memo);
   }
   /// Builds what the recognized call returns; errors name the same opcodes the general path would.
@@ -312,7 +319,7 @@ class TorchHooks {
     DType dtype = DType::UInt8;
     std::int64_t numel = 0;
     std::string location;
-    Value value;  // None until storage_value() makes it
+    std::unique_ptr<Value> value;  // made by storage_value() (a pointer: most slots never need one)
   };
 
   // One slot per storage key, so that views share it. The reference lasts until the next call.
@@ -339,10 +346,10 @@ class TorchHooks {
   }
   // The storage as a Value (a 1-d tensor of all its elements), made once so that every use shares it.
   static const Value& storage_value(StorageSlot& slot) {
-    if (slot.value.is_none()) {
-      slot.value = Value(StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), slot.location});
+    if (!slot.value) {
+      slot.value = std::make_unique<Value>(StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), slot.location});
     }
-    return slot.value;
+    return *slot.value;
   }
   // Decimal keys below twice the storages seen so far index a vector (it grows with what the file
   // holds, never with what a key claims); any other key goes to a map. A decimal key first seen
