@@ -12,7 +12,6 @@
 
 #include "hostile/hostile_outcome.hpp"
 #include "tensorfile_catch.hpp"
-#include "torch/load_helpers.hpp"
 #include "torch/torch_file_builder.hpp"
 
 namespace fs = std::filesystem;
@@ -63,7 +62,7 @@ tensorfile::LoadOptions options_for(const std::string& name, bool mmap) {
           .verify_crc = name.find("crc") != std::string::npos};
 }
 
-/// {span heap, span mmap, path heap, path mmap, path heap piece by piece}, paths replaced by <file>.
+/// {span heap, span mmap, path heap (records by pread), path mmap}, paths replaced by <file>.
 std::vector<Outcome> torch_outcomes(const std::string& name) {
   const fs::path file = hostile_dir() / "corpus" / (name + ".pt");
   const std::vector<std::byte> bytes = slurp(file);
@@ -77,10 +76,6 @@ std::vector<Outcome> torch_outcomes(const std::string& name) {
     o.second = replace_all(o.second, file.string(), "<file>");
     out.push_back(o);
   }
-  const tensorfile_test::PiecewiseHeapLoads piecewise;  // as a heap load of a file over 64 MiB reads it
-  auto o = outcome([&] { (void)tensorfile::load(file, options_for(name, false)); });
-  o.second = replace_all(o.second, file.string(), "<file>");
-  out.push_back(o);
   return out;
 }
 
@@ -111,8 +106,7 @@ TEST_CASE("Hostile corpus: every input raises its exact error in every load mode
       CHECK(got[1] == Outcome{row.error_class, row.message});  // load(span, {.mmap = copy_on_write})
       CHECK(got[2] == path_expected);                          // load(path)
       CHECK(got[3] == path_expected);                          // load(path, {.mmap = copy_on_write})
-      CHECK(got[4] == path_expected);                          // load(path) of a file over 64 MiB
-      tried += 5;
+      tried += 4;
     } else {
       REQUIRE(row.kind == "tensordict");
       CHECK(tree_outcome(hostile_dir() / "tensordict" / row.name) == Outcome{row.error_class, row.message});

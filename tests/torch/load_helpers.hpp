@@ -1,27 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Test helpers for loads: the piece-by-piece heap path on small files, and a body run in a child process.
+// Test helpers for loads: a body run in a child process.
 #pragma once
 
 #include <sys/wait.h>
 #include <unistd.h>
-#include <tensorfile/formats/torch/load.hpp>
 
-#include <cstdint>
 #include <exception>
 
 namespace tensorfile_test {
-
-/// While alive, heap loads of every zip file take the path of files over 64 MiB (pread piece by piece).
-class PiecewiseHeapLoads {
- public:
-  PiecewiseHeapLoads() { tensorfile::detail::whole_read_limit = 0; }
-  PiecewiseHeapLoads(const PiecewiseHeapLoads&) = delete;
-  PiecewiseHeapLoads& operator=(const PiecewiseHeapLoads&) = delete;
-  ~PiecewiseHeapLoads() { tensorfile::detail::whole_read_limit = saved_; }
-
- private:
-  std::uint64_t saved_ = tensorfile::detail::whole_read_limit;
-};
 
 /// Runs `body` (returning an exit code) in a forked child killed after `seconds`; returns its exit code,
 /// or 128 + the signal that ended it (a crash or a hang does not take the test program with it).

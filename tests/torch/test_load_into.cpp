@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "tensorfile_catch.hpp"
-#include "torch/load_helpers.hpp"
 #include "torch/torch_file_builder.hpp"
 
 using namespace tensorfile;
@@ -55,10 +54,7 @@ TEST_CASE("into fills the caller's buffers with a torch state dict's tensors and
   const auto file = sample("torch", "state_dict_linear_bn.pt");  // written by torch 1.13
   const Value plain = load(file);
   const std::vector<std::string> paths = {"0.weight", "1.running_var", "1.num_batches_tracked"};
-  for (const bool piecewise : {false, true}) {
-    INFO((piecewise ? "records by pread into an arena" : "small file"));
-    std::optional<tensorfile_test::PiecewiseHeapLoads> pread_path;
-    if (piecewise) pread_path.emplace();
+  {
     Buffers buffers;
     LoadOptions options;
     for (const std::string& path : paths) options.into.emplace(path, buffers.like(at(plain, path)));
@@ -84,7 +80,6 @@ TEST_CASE("into a large file's records reads them into the buffers, with select 
   }
   const Value expected(dict);
   save(expected, dir / "big.pt");
-  const tensorfile_test::PiecewiseHeapLoads piecewise;
   for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
     Buffers buffers;
     LoadOptions options{.read_threads = threads};
@@ -110,9 +105,7 @@ TEST_CASE("into a large file's records reads them into the buffers, with select 
 TEST_CASE("into copies views and tied tensors, and works for mapped, legacy and in-memory loads", "[load][into]") {
   const auto views = sample("torch", "shared_views.pt");  // base and again share a storage; row1, tail, t are views
   const Value plain = load(views);
-  for (const bool piecewise : {false, true}) {
-    std::optional<tensorfile_test::PiecewiseHeapLoads> pread_path;
-    if (piecewise) pread_path.emplace();
+  {
     Buffers buffers;
     LoadOptions options;
     for (const char* path : {"base", "again", "row1", "t"}) options.into.emplace(path, buffers.like(at(plain, path)));

@@ -139,7 +139,10 @@ class Tensor {
 
   /// A contiguous (row-major) tensor over `storage`, starting at its first byte.
   Tensor(Storage storage, DType dtype, Shape sizes)
-      : Tensor(std::move(storage), dtype, sizes, detail::contiguous_strides(sizes)) {}
+      : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(detail::contiguous_strides(sizes_)),
+        dtype_(dtype) {
+    check_bounds();
+  }
 
   /// A new zero-filled contiguous tensor on `device` (cpu or meta; cuda with <tensorfile/cuda.hpp>).
   [[nodiscard]] static Tensor zeros(Shape sizes, DType dtype, Device device = Device::cpu()) {

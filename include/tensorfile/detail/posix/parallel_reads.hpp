@@ -49,7 +49,10 @@ class ParallelReads {
   void run(const FileHandle& file, std::size_t threads) {
     std::vector<Request> requests = std::move(requests_);
     requests_.clear();
-    std::sort(requests.begin(), requests.end(), [](const Request& a, const Request& b) { return a.offset < b.offset; });
+    const auto by_offset = [](const Request& a, const Request& b) { return a.offset < b.offset; };
+    if (!std::is_sorted(requests.begin(), requests.end(), by_offset)) {  // records in file order usually are
+      std::sort(requests.begin(), requests.end(), by_offset);
+    }
     // Groups of neighbouring requests, each one preadv call: [begin, end) indices into requests.
     std::vector<std::pair<std::size_t, std::size_t>> groups;
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -112,14 +115,28 @@ class ParallelReads {
     }
     gap_bytes.resize(static_cast<std::size_t>(gaps));  // the gaps are read over one scratch buffer
     parts.clear();
+    // Destinations that follow each other in memory (records of one arena) are populated in one call.
+    std::span<std::byte> adjoining;
+    const auto populate = [&] {  // best effort: else faulted by the read
+      if (!adjoining.empty()) populate_for_write(adjoining.data(), adjoining.size());
+    };
     for (std::size_t i = 0; i < group.size(); ++i) {
       if (i != 0) {
         const auto gap = static_cast<std::size_t>(group[i].offset - group[i - 1].offset - group[i - 1].out.size());
         if (gap != 0) parts.emplace_back(gap_bytes.data(), gap);
       }
-      populate_for_write(group[i].out.data(), group[i].out.size());  // best effort: else faulted by the read
-      parts.push_back(group[i].out);
+      const std::span<std::byte> out = group[i].out;
+      const auto start = reinterpret_cast<std::uintptr_t>(adjoining.data());
+      const auto at = reinterpret_cast<std::uintptr_t>(out.data());
+      if (!adjoining.empty() && at >= start + adjoining.size() && at - (start + adjoining.size()) < 64) {
+        adjoining = {adjoining.data(), at + out.size() - start};
+      } else {
+        populate();
+        adjoining = out;
+      }
+      parts.push_back(out);
     }
+    populate();
     try {
       file.read_scattered(group.front().offset, parts);
     } catch (const FormatError&) {

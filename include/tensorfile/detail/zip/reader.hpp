@@ -662,11 +662,12 @@ class ZipReader {
     // A header is read for its fixed part and its name (checked against the central directory's); the
     // extra field is skipped by its length, so it is not read.
     const auto header_bytes = [&](std::size_t j) { return local_header_size + entries_[j].name.size(); };
-    std::vector<std::byte> window;
+    std::vector<std::byte> window;  // only grows: its first window_size bytes are the window
+    std::size_t window_size = 0;
     std::uint64_t window_begin = 0;
     const auto covers = [&](std::uint64_t offset, std::uint64_t length) {
-      return offset >= window_begin && offset - window_begin <= window.size() &&
-             window.size() - (offset - window_begin) >= length;
+      return offset >= window_begin && offset - window_begin <= window_size &&
+             window_size - (offset - window_begin) >= length;
     };
     std::vector<std::byte> long_copy;
     for (std::size_t i = first; i < last; ++i) {
@@ -689,8 +690,9 @@ class ZipReader {
             end = std::max(end, next_end);
           }
           window_begin = lho;
-          window.resize(static_cast<std::size_t>(end - lho));
-          read_at_(lho, window);
+          window_size = static_cast<std::size_t>(end - lho);
+          if (window.size() < window_size) window.resize(window_size);
+          read_at_(lho, {window.data(), window_size});
         }
         h = window.data() + (lho - window_begin);
       }

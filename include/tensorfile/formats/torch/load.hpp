@@ -40,11 +40,6 @@ namespace tensorfile {
 
 namespace detail {
 
-/// Heap loads of files up to this size read the whole file at once; larger zip files are read piece by
-/// piece with pread (never mapped). A variable only so that tests can lower it (as the truncation stress
-/// test does) to reach the piecewise path with small files; nothing else changes it.
-inline std::uint64_t whole_read_limit = std::uint64_t{64} << 20;
-
 /// The bytes of a whole torch file and the ways storage bytes may be taken from it.
 struct TorchArchive {
   std::filesystem::path path;        ///< for messages; empty for memory input
@@ -56,7 +51,8 @@ struct TorchArchive {
   std::uint64_t size = 0;            ///< with `pread_only`, the file's size when opened
 };
 
-/// The stored records of a zip file read with pread, grouped into batches of neighbours that are read
+/// The stored records of a zip file read with pread while the pickle runs (those not deferred into the arena:
+/// bound for another device or a map_location function), grouped into batches of neighbours that are read
 /// once each: a file of many tiny tensors costs a read and a buffer per batch, not one per tensor.
 /// Storages are slices of their batch's buffer, as they are of the one buffer of a small file.
 class RecordBatches {
@@ -365,32 +361,54 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
 
   // data/<n> records by n, so that thousands of storages are found without a search each.
   std::vector<const ZipEntry*> numbered_records(zip.entries().size());
+  std::vector<bool> data_record(zip.entries().size());  // per entry: whether it is a data/ record
   for (const ZipEntry& entry : zip.entries()) {
     const std::string_view name(entry.name);
     if (!name.starts_with(prefix) || name.substr(prefix.size()).substr(0, 6) != "/data/") continue;
+    data_record[static_cast<std::size_t>(&entry - zip.entries().data())] = true;
     if (const auto n = decimal_key(name.substr(prefix.size() + 6)); n && *n < numbered_records.size()) {
       numbered_records[*n] = &entry;
     }
   }
-  std::optional<RecordBatches> batches;
-  // Larger records bound for the host are slices of one arena, a huge-page advised mapping that costs
-  // nothing until a record is read into it; they are read after the pickle, together (ParallelReads).
+  // Stored records bound for the host are slices of one arena (holding the records alone, not the zip's
+  // headers, padding and pickle), read after the pickle, together (ParallelReads: neighbours share a preadv).
   Storage arena;
   std::vector<std::uint64_t> arena_slot;  // per entry: its offset in the arena, or no_slot
-  std::vector<bool> arena_requested;      // per entry: its read is already in `deferred`
   static constexpr std::uint64_t no_slot = UINT64_MAX;
-  std::unordered_map<std::byte*, const ZipEntry*> unread;  // arena slices not read yet, by first byte
+  // Per entry: whether its arena slice was handed out, and whether it was read. Walked in entry order, which
+  // is file order in the files torch writes: the reads need no sorting.
+  enum class Slice : std::uint8_t { unused, unread, read };
+  std::vector<Slice> arena_slice;
+  const auto arena_bytes_of = [&](std::size_t entry) { return arena.mutable_data() + arena_slot[entry]; };
+  // Deferred only when place_storage hands the host bytes back unread (no map_location function); asked
+  // once per location tag in a row, as files name the same tag for every storage.
+  std::optional<std::pair<std::string, bool>> host_tag;  // the last tag asked about, and the answer
+  const auto stays_on_host = [&](const std::string& location) {
+    if (host_tag && host_tag->first == location) return host_tag->second;
+    bool on_host = false;
+    if (options.map_location.function() == nullptr) {
+      try {
+        on_host = Device::parse(options.map_location.target_tag(location)).is_cpu();
+      } catch (const ArgumentError&) {
+      }
+    }
+    host_tag.emplace(location, on_host);
+    return on_host;
+  };
+  std::optional<RecordBatches> batches;  // made when a record is first read during the pickle
+  const bool each_on_its_own = options.select || !options.into.empty();  // only some records may be read
+  const auto batch_slice = [&](const ZipEntry& record) -> std::optional<Storage> {
+    if (!archive.pread_only || big_endian || each_on_its_own) return std::nullopt;
+    if (!batches) batches.emplace(zip.entries(), *archive.file);
+    return batches->slice(record);
+  };
   if (archive.pread_only && !big_endian) {
-    const bool each_on_its_own = options.select || !options.into.empty();  // only some records may be read
-    if (!each_on_its_own) batches.emplace(zip.entries(), *archive.file);
     arena_slot.assign(zip.entries().size(), no_slot);
-    arena_requested.assign(zip.entries().size(), false);
+    arena_slice.assign(zip.entries().size(), Slice::unused);
     std::uint64_t arena_bytes = 0;
     for (std::size_t i = 0; i < zip.entries().size(); ++i) {
       const ZipEntry& entry = zip.entries()[i];
-      if (entry.method != 0 || entry.size == 0 || (entry.size <= RecordBatches::small_record && !each_on_its_own)) {
-        continue;
-      }
+      if (entry.method != 0 || entry.size == 0 || !data_record[i]) continue;
       arena_slot[i] = arena_bytes;
       arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
     }
@@ -430,26 +448,16 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         return *std::move(given);
       }
     }
-    // Deferred only when place_storage hands the host bytes back unread (no map_location function).
-    const auto stays_on_host = [&] {
-      if (options.map_location.function() != nullptr) return false;
-      try {
-        return Device::parse(options.map_location.target_tag(location)).is_cpu();
-      } catch (const ArgumentError&) {
-        return false;
-      }
-    };
     const auto read = [&]() -> Storage {
       Storage cpu;
       const auto size = static_cast<std::size_t>(record->size);
       const auto index = static_cast<std::size_t>(record - zip.entries().data());
-      if (arena.defined() && arena_slot[index] != no_slot && stays_on_host()) {
+      if (arena.defined() && arena_slot[index] != no_slot && stays_on_host(location)) {
         cpu = arena.slice(static_cast<std::size_t>(arena_slot[index]), size);
-        if (!arena_requested[index]) unread.emplace(cpu.mutable_data(), record);
-        arena_requested[index] = true;
+        if (arena_slice[index] == Slice::unused) arena_slice[index] = Slice::unread;
       } else if (record->method == 0 && archive.views.defined() && !big_endian) {
         cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
-      } else if (std::optional<Storage> batched = batches ? batches->slice(*record) : std::nullopt) {
+      } else if (std::optional<Storage> batched = batch_slice(*record)) {
         cpu = *std::move(batched);
       } else {
         cpu = heap_storage(size, false);
@@ -475,28 +483,44 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
     ParallelReads reads;
-    for (const auto& [data, record] : unread) {
-      if (wanted == nullptr || wanted->contains(data)) {
+    for (std::size_t i = 0; i < arena_slice.size(); ++i) {
+      std::byte* const data = arena_slice[i] == Slice::unread ? arena_bytes_of(i) : nullptr;
+      if (data != nullptr && (wanted == nullptr || wanted->contains(data))) {
+        const ZipEntry& record = zip.entries()[i];
         const auto buffer = read_into.find(data);
-        reads.add(record->data_offset,
-                  {buffer != read_into.end() ? buffer->second : data, static_cast<std::size_t>(record->size)},
-                  record->name);
+        reads.add(record.data_offset,
+                  {buffer != read_into.end() ? buffer->second : data, static_cast<std::size_t>(record.size)},
+                  record.name);
+        if (wanted == nullptr) arena_slice[i] = Slice::read;
       }
     }
     if (!reads.empty()) reads.run(*archive.file, read_threads);
-    if (wanted == nullptr) unread.clear();
   };
   hooks.before_reading_storages([&] { complete_reads(nullptr); });
-  PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
-  Value result = machine.run();
+  Value result;
+  std::size_t pickle_end = 0;
+  {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
+    PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
+    result = machine.run();
+    pickle_end = machine.end();
+  }
+  hooks.forget_storages();
+  const std::size_t pickle_size = pickle_bytes.size();
+  inflated = std::vector<std::byte>();
   // `into` tensors that are a whole record not read yet: the record is read into the caller's buffer instead.
   std::unordered_set<const std::byte*> read_directly;
   const auto into = into_targets(result, options, archive.path);  // selected, so select leaves them as they are
+  std::unordered_set<const std::byte*> unread_slices;
+  if (!into.empty()) {
+    for (std::size_t i = 0; i < arena_slice.size(); ++i) {
+      if (arena_slice[i] == Slice::unread) unread_slices.insert(arena_bytes_of(i));
+    }
+  }
   for (const auto& [path, t] : into) {
-    const auto slice = unread.find(const_cast<std::byte*>(t.storage().data()));
-    if (slice != unread.end() && whole_storage(t) && !read_into.contains(slice->first)) {
+    const std::byte* const slice = t.storage().data();
+    if (unread_slices.contains(slice) && whole_storage(t) && !read_into.contains(slice)) {
       std::byte* const buffer = options.into.find(path)->second.mutable_raw_data();
-      read_into.emplace(slice->first, buffer);
+      read_into.emplace(slice, buffer);
       read_directly.insert(buffer);
     }
   }
@@ -508,9 +532,9 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     complete_reads(nullptr);
   }
   fill_into(result, options, into, read_directly);
-  if (machine.end() != pickle_bytes.size()) {
-    throw FormatError("data.pkl has " + std::to_string(pickle_bytes.size() - machine.end()) + " bytes after STOP",
-                      {archive.path, pickle->name, machine.end()});
+  if (pickle_end != pickle_size) {
+    throw FormatError("data.pkl has " + std::to_string(pickle_size - pickle_end) + " bytes after STOP",
+                      {archive.path, pickle->name, pickle_end});
   }
   return result;
 }
@@ -659,23 +683,21 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
   const std::uint64_t size = file.size();
   if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = path});
   if (!options.mmap) {
-    // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS.
+    // Heap loads map nothing, so that a file truncated meanwhile is an error, never SIGBUS. A zip file's
+    // index, pickle and records are read with pread, the records alone kept (see load_zip).
     std::array<std::byte, format_sniff_bytes> head{};
-    // select and into: only some records are read, into: some into the caller's buffers.
-    if (size > whole_read_limit || options.select || !options.into.empty()) {
-      const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
-      file.read_exact(0, {head.data(), head_size});
-      archive.bytes = {head.data(), head_size};
-      const FileFormat format = detect_format(archive.bytes);
-      if (format == FileFormat::torch_zip) {
-        archive.file = &file;  // the index, the pickle and the records by pread
-        archive.pread_only = true;
-        archive.size = size;
-        return load_archive(archive, options);
-      }
-      if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
+    const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
+    file.read_exact(0, {head.data(), head_size});
+    archive.bytes = {head.data(), head_size};
+    const FileFormat format = detect_format(archive.bytes);
+    if (format == FileFormat::torch_zip) {
+      archive.file = &file;
+      archive.pread_only = true;
+      archive.size = size;
+      return load_archive(archive, options);
     }
-    // Small files (and legacy ones): one pread into one buffer the tensors share; no call per record.
+    if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
+    // Legacy files: one pread into one buffer the tensors share; no call per record.
     Storage whole = heap_storage(static_cast<std::size_t>(size), false);
     file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
     archive.bytes = {whole.data(), whole.size_bytes()};
@@ -693,9 +715,9 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
 
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
-/// memory (files up to 64 MiB in one read into one buffer the tensors share; larger zip files piece
-/// by piece with pread, small neighbouring records in shared batches of up to 1 MiB; larger legacy
-/// files whole), or with `.mmap` set become views into one mapping of the file in that MapMode.
+/// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
+/// each; legacy files in one read into one buffer), or with `.mmap` set become views into one mapping
+/// of the file in that MapMode.
 /// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
 /// of a file that another process truncates can die of SIGBUS (as any mapping can).
 /// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile

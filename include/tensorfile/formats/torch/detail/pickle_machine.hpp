@@ -80,6 +80,7 @@ class PickleMachine {
     Value result = std::move(stack_.back());
     stack_.clear();
     memo_.clear();
+    memo_values_.clear();
     sparse_memo_.clear();
     return result;
   }
@@ -267,7 +268,7 @@ class PickleMachine {
       return false;
     }
     const auto memo = [this](std::uint64_t index) -> const Value* {
-      if (index < memo_.size()) return &memo_[static_cast<std::size_t>(index)];
+      if (index < memo_.size()) return &memo_entry(static_cast<std::size_t>(index));
       auto it = sparse_memo_.find(index);
       return it == sparse_memo_.end() ? nullptr : &it->second;
     };
@@ -294,11 +295,12 @@ class PickleMachine {
   }
   void memo_store(std::uint64_t index, const Value& v) {
     if (index < memo_.size()) {
-      memo_[index] = v;
+      set_memo_entry(static_cast<std::size_t>(index), v);
     } else if (index == memo_.size()) {
       if (memo_.size() >= limits_.max_memo)
         over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
-      memo_.push_back(v);
+      memo_.push_back(0);
+      set_memo_entry(memo_.size() - 1, v);
     } else {
       if (sparse_memo_.size() + memo_.size() >= limits_.max_memo) {
         over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
@@ -309,9 +311,25 @@ class PickleMachine {
   void memo_get(std::uint64_t index) {
     if (!read_anywhere(index))
       fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
-    if (index < memo_.size()) return push(memo_[index]);
+    if (index < memo_.size()) return push(memo_entry(static_cast<std::size_t>(index)));
     if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
     fail("memo index " + std::to_string(index) + " was never stored");
+  }
+
+  // The dense memo entry at `index`: the placeholder, or the Value it holds.
+  const Value& memo_entry(std::size_t index) const noexcept {
+    return memo_[index] == 0 ? placeholder_ : memo_values_[memo_[index] - 1];
+  }
+  void set_memo_entry(std::size_t index, const Value& v) {
+    if (&v == &placeholder_) {
+      memo_[index] = 0;  // a slot it held stays unused: slots are bounded by the puts, as entries are
+    } else if (memo_[index] != 0) {
+      memo_values_[memo_[index] - 1] = v;
+    } else {
+      if (memo_values_.size() >= UINT32_MAX) over("pickle memo exceeds " + std::to_string(UINT32_MAX) + " entries");
+      memo_values_.push_back(v);
+      memo_[index] = static_cast<std::uint32_t>(memo_values_.size());
+    }
   }
 
   // ---- structure checks: no cycles, bounded depth, bounded sizes ---------------------------
@@ -678,7 +696,10 @@ class PickleMachine {
   std::size_t op_at_ = 0;
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<Value> memo_;
+  // Per dense memo index: 0 for the placeholder, else 1 + the index of its Value in memo_values_. Four bytes
+  // per put rather than a Value: torch files memoize nearly every object and read back only a few.
+  std::vector<std::uint32_t> memo_;
+  std::vector<Value> memo_values_;
   std::unordered_map<std::uint64_t, Value> sparse_memo_;
   std::vector<bool> memo_reads_;  // indices some GET names (from scan_memo_reads)
   bool reads_unknown_ = true;     // the scan could not finish: keep every memo entry

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,6 +94,11 @@ class TorchHooks {
   /// Called before the hooks read storage bytes themselves (materializing conj/neg views), so that a
   /// loader that defers its reads until the pickle is done can complete them first.
   void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
+  /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
+  void forget_storages() noexcept {
+    numbered_storages_ = std::vector<StorageSlot>();
+    storages_ = std::unordered_map<std::string, StorageSlot>();
+  }
 
   Value find_class(std::string_view module, std::string_view name, std::uint64_t at) {
     if (module == "__builtin__") module = "builtins";  // protocol 2 spelling
@@ -232,7 +238,7 @@ class TorchHooks {
     if (!p[2].is_string()) bad_arg("storage id", "a string key", p[2], at);
     if (!p[3].is_string()) bad_arg("storage id", "a location string", p[3], at);
     if (!p[4].is_int() || p[4].as_int() < 0) bad_arg("storage id", "a non-negative element count", p[4], at);
-    const Value& storage = storage_for(p[2].as_string(), *dtype, p[3].as_string(), p[4].as_int(), at);
+    const Value& storage = storage_value(storage_for(p[2].as_string(), *dtype, p[3].as_string(), p[4].as_int(), at));
     if (p.size() == 6 && !p[5].is_none()) return legacy_view(storage.as_storage(), p[5], at);
     return storage;
   }
@@ -244,15 +250,16 @@ class TorchHooks {
   std::optional<TensorRecord> recognize_call(const Value& callable, std::span<const std::byte> bytes, std::size_t pos,
                                              const Memo& memo) const {
     const Global& g = callable.as_global();
-    if (g.module != "torch._utils") return std::nullopt;
-    const bool v3 = g.name == "_rebuild_tensor_v3";
-    if (!v3 && g.name != "_rebuild_tensor_v2") return std::nullopt;
+    const std::string_view name = g.name;  // compared as views: inlined, no strlen per call
+    if (std::string_view(g.module) != "torch._utils") return std::nullopt;
+    const bool v3 = name == "_rebuild_tensor_v3";
+    if (!v3 && name != "_rebuild_tensor_v2") return std::nullopt;
     return match_tensor_record(bytes, pos, v3, memo);
   }
   /// Builds what the recognized call returns; errors name the same opcodes the general path would.
   Value finish_call(TensorRecord& r) {
-    const StorageValue& storage = storage_for(r.key, r.storage_dtype, r.location, r.numel, r.storage_at).as_storage();
-    return Value(make_tensor(storage, r.dtype.value_or(storage.tensor.dtype()), r.offset, std::move(r.sizes),
+    const StorageSlot& storage = storage_for(r.key, r.storage_dtype, r.location, r.numel, r.storage_at);
+    return Value(make_tensor(storage.storage, r.dtype.value_or(storage.dtype), r.offset, std::move(r.sizes),
                              std::move(r.strides), r.requires_grad,
                              r.dtype ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2", r.call_at));
   }
@@ -304,30 +311,50 @@ class TorchHooks {
     return out;
   }
 
-  // One Value per storage key, so that views share it. The reference lasts until the next call.
-  const Value& storage_for(std::string_view key, DType dtype, std::string_view location, std::int64_t numel,
+  // One storage key of the file: its bytes, and its Value once a general path asks for one. Recognized
+  // tensor calls take the bytes alone, so a file of plain tensors builds no 1-d tensor or box per storage.
+  struct StorageSlot {
+    bool loaded = false;
+    Storage storage;
+    DType dtype = DType::UInt8;
+    std::int64_t numel = 0;
+    std::string location;
+    std::unique_ptr<Value> value;  // made by storage_value() (a pointer: most slots never need one)
+  };
+
+  // One slot per storage key, so that views share it. The reference lasts until the next call.
+  StorageSlot& storage_for(std::string_view key, DType dtype, std::string_view location, std::int64_t numel,
                            std::uint64_t at) {
-    Value& slot = storage_slot(key);
-    if (slot.is_none()) {
+    StorageSlot& slot = storage_slot(key);
+    if (!slot.loaded) {
       const std::string name(key);
-      const std::string tag(location);
-      Storage storage = load_storage_(name, dtype, numel, tag, at);
-      slot = Value(StorageValue{Tensor(std::move(storage), dtype, {numel}), tag});
+      std::string tag(location);
+      slot.storage = load_storage_(name, dtype, numel, tag, at);
+      slot.dtype = dtype;
+      slot.numel = numel;
+      slot.location = std::move(tag);
+      slot.loaded = true;
       ++storage_count_;
       return slot;
     }
-    if (slot.as_storage().tensor.dtype() != dtype) {
-      throw FormatError("storage " + std::string(key) + " is used as " +
-                            std::string(dtype_name(slot.as_storage().tensor.dtype())) + " and as " +
-                            std::string(dtype_name(dtype)) + "; expected one dtype per storage",
+    if (slot.dtype != dtype) {
+      throw FormatError("storage " + std::string(key) + " is used as " + std::string(dtype_name(slot.dtype)) +
+                            " and as " + std::string(dtype_name(dtype)) + "; expected one dtype per storage",
                         at_(at));
     }
     return slot;
   }
+  // The storage as a Value (a 1-d tensor of all its elements), made once so that every use shares it.
+  static const Value& storage_value(StorageSlot& slot) {
+    if (!slot.value) {
+      slot.value = std::make_unique<Value>(StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), slot.location});
+    }
+    return *slot.value;
+  }
   // Decimal keys below twice the storages seen so far index a vector (it grows with what the file
   // holds, never with what a key claims); any other key goes to a map. A decimal key first seen
   // out of the vector's reach stays in the map, so the map is asked first whenever it holds any.
-  Value& storage_slot(std::string_view key) {
+  StorageSlot& storage_slot(std::string_view key) {
     if (!storages_.empty()) {
       if (auto it = storages_.find(std::string(key)); it != storages_.end()) return it->second;
     }
@@ -338,10 +365,10 @@ class TorchHooks {
     return storages_[std::string(key)];
   }
 
-  Tensor make_tensor(const StorageValue& storage, DType dtype, std::int64_t offset, Shape sizes, Shape strides,
+  Tensor make_tensor(const Storage& storage, DType dtype, std::int64_t offset, Shape sizes, Shape strides,
                      bool requires_grad, std::string_view function, std::uint64_t at) const {
     try {
-      return Tensor(storage.tensor.storage(), dtype, std::move(sizes), std::move(strides), offset, requires_grad);
+      return Tensor(storage, dtype, std::move(sizes), std::move(strides), offset, requires_grad);
     } catch (const ArgumentError& error) {
       throw FormatError(std::string(function) + ": " + error.reason(), at_(at));
     }
@@ -361,8 +388,8 @@ class TorchHooks {
     Shape sizes = shape_arg(a[2], function, at);
     Shape strides = shape_arg(a[3], function, at);
     const bool requires_grad = fixed > 4 && bool_arg(a[4], function, at);
-    Tensor t =
-        make_tensor(storage, dtype, a[1].as_int(), std::move(sizes), std::move(strides), requires_grad, function, at);
+    Tensor t = make_tensor(storage.tensor.storage(), dtype, a[1].as_int(), std::move(sizes), std::move(strides),
+                           requires_grad, function, at);
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
     return Value(std::move(t));
@@ -499,8 +526,8 @@ class TorchHooks {
   ErrorLocation where_;
   LoadStorage load_storage_;
   std::function<void()> complete_reads_;
-  std::vector<Value> numbered_storages_;
-  std::unordered_map<std::string, Value> storages_;
+  std::vector<StorageSlot> numbered_storages_;
+  std::unordered_map<std::string, StorageSlot> storages_;
   std::size_t storage_count_ = 0;
 };
 
