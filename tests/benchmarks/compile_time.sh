@@ -33,6 +33,13 @@ headers=(
   tensorfile/formats/tensordict/tensordict.hpp
   tensorfile/formats/tensordict/load_memmap.hpp
   tensorfile/formats/tensordict/save_memmap.hpp
+  tensorfile/formats/safetensors/load.hpp
+  tensorfile/formats/safetensors/save.hpp
+  tensorfile/formats/numpy/npy.hpp
+  tensorfile/formats/numpy/npz.hpp
+  tensorfile/state_dict.hpp
+  tensorfile/scan.hpp
+  tensorfile/verify.hpp
 )
 
 # Prints "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1.
