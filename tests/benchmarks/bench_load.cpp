@@ -63,6 +63,13 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
   if (mode == Mode::meta) options.map_location = "meta";
   // TENSORFILE_BENCH_READ_THREADS: LoadOptions.read_threads (unset: the library's default).
   if (const char* threads = std::getenv("TENSORFILE_BENCH_READ_THREADS")) options.read_threads = std::stoul(threads);
+  // TENSORFILE_BENCH_DIRECT_READS=always|never: LoadOptions.direct_reads (unset: automatic).
+  if (const char* direct = std::getenv("TENSORFILE_BENCH_DIRECT_READS")) {
+    const std::string_view how(direct);
+    options.direct_reads = how == "always"  ? tensorfile::DirectReads::always
+                           : how == "never" ? tensorfile::DirectReads::never
+                                            : tensorfile::DirectReads::automatic;
+  }
   Timings t;
   Result r;
   long anon = -1;

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Tests of the heap load's pooled path (issue 17): a zip file's records read after the pickle into one arena
 // (huge-page advised when large) by a few threads with preadv, and the heap backend's mapped large blocks.
+#include <tensorfile/backends/borrowed.hpp>
 #include <tensorfile/core/heap_backend.hpp>
+#include <tensorfile/detail/posix/direct_reads.hpp>
 #include <tensorfile/detail/posix/parallel_reads.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <numeric>
@@ -115,6 +120,118 @@ TEST_CASE("ParallelReads gathers neighbours, and a file ending early names the f
         CHECK(error.offset() == content.size());
       }
     }
+  }
+}
+
+namespace {
+
+// Drops the file's pages from the page cache (written back first, so that they are clean and can go).
+void evict_from_page_cache(const std::filesystem::path& path) {
+  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
+  REQUIRE(::fdatasync(file.fd()) == 0);
+  REQUIRE(::posix_fadvise(file.fd(), 0, 0, POSIX_FADV_DONTNEED) == 0);
+}
+
+double cached_fraction_of(const std::filesystem::path& path) {
+  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
+  return detail::cached_fraction(file, 0, file.size());
+}
+
+}  // namespace
+
+TEST_CASE("ParallelReads reads groups that land in a FileMirror around the page cache", "[load][parallel][direct]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "bytes.bin";
+  std::string content(6 << 20, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>((i * 131) >> 7);
+  tensorfile_test::write_text(path, content);
+  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
+  const std::optional<detail::FileHandle> direct = detail::open_direct(file);
+  if (!direct) WARN("the file system of " << dir.path() << " refuses O_DIRECT: only the fallback is checked");
+  // The file from byte 4096 on, mirrored in huge-page aligned memory; ranges at unaligned offsets with gaps.
+  HeapBackend memory(content.size() - 4096, true);
+  const detail::FileMirror mirror{direct ? &*direct : nullptr, {memory.data(), memory.size_bytes()}, 4096};
+  const std::pair<std::uint64_t, std::size_t> ranges[] = {
+      {4096 + 100, 5000}, {4096 + 5100 + 64, 3 << 20}, {(4 << 20) + 7, (1 << 20) + 3}, {(5 << 20) + 3000, 100}};
+  const auto run = [&](std::size_t threads) {
+    detail::ParallelReads reads;
+    for (const auto& [offset, size] : ranges) reads.add(offset, {memory.data() + (offset - 4096), size}, "member");
+    reads.run(file, threads, &mirror);
+    for (const auto& [offset, size] : ranges) {
+      INFO("range at " << offset);
+      CHECK(std::memcmp(memory.data() + (offset - 4096), content.data() + offset, size) == 0);
+    }
+  };
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+    INFO(threads << " threads");
+    std::fill(memory.data(), memory.data() + memory.size_bytes(), std::byte{0});
+    evict_from_page_cache(path);
+    REQUIRE(cached_fraction_of(path) < 0.01);
+    run(threads);
+    // Read directly, the ranges leave at most their unaligned first and last pages in the cache.
+    if (direct) CHECK(cached_fraction_of(path) < 0.01);
+  }
+  SECTION("destinations outside the mirror are read through the cache") {
+    evict_from_page_cache(path);
+    std::vector<std::byte> elsewhere(2 << 20);
+    detail::ParallelReads reads;
+    reads.add(8192, elsewhere, "member");
+    reads.run(file, 2, &mirror);
+    CHECK(std::memcmp(elsewhere.data(), content.data() + 8192, elsewhere.size()) == 0);
+    CHECK(cached_fraction_of(path) > 0.3);
+  }
+  SECTION("a file ending inside a mirrored group names the member and the offset") {
+    HeapBackend longer(content.size() + (1 << 20), true);
+    const detail::FileMirror past_end{mirror.direct, {longer.data(), longer.size_bytes()}, 0};
+    detail::ParallelReads reads;
+    reads.add(8192, {longer.data() + 8192, content.size()}, "archive/data/9");
+    try {
+      reads.run(file, 1, &past_end);
+      FAIL("no error");
+    } catch (const FormatError& error) {
+      CHECK(error.path() == path);
+      CHECK(error.member() == "archive/data/9");
+      CHECK(error.offset() == content.size());
+    }
+  }
+}
+
+TEST_CASE("DirectReads: heap loads read records around the page cache when told or when cold and large",
+          "[load][parallel][direct]") {
+  const tensorfile_test::ScratchDir dir;
+  const Value dict = mixed_dict();
+  save(dict, dir / "mixed.pt");
+  const auto path = dir / "mixed.pt";
+  const bool direct_possible = detail::open_direct(detail::FileHandle::open(path, detail::OpenMode::read)).has_value();
+  if (!direct_possible) WARN("the file system of " << dir.path() << " refuses O_DIRECT: only the fallback is checked");
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
+    INFO(threads << " threads");
+    evict_from_page_cache(path);
+    const Value loaded = load(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    CHECK(loaded == dict);
+    // The index, the pickle and the small records went through the cache; the 2.4 MB record did not.
+    if (direct_possible) CHECK(cached_fraction_of(path) < 0.5);
+    const Storage& big = loaded["layer4.weight"].as_tensor().storage();
+    CHECK(big.shares_owner_with(loaded["layer0.weight"].as_tensor().storage()));
+    CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % HeapBackend::alignment == 0);
+  }
+  SECTION("never, and automatic on a file under 64 MiB of records, read through the cache") {
+    for (const DirectReads how : {DirectReads::never, DirectReads::automatic}) {
+      evict_from_page_cache(path);
+      CHECK(load(path, {.direct_reads = how}) == dict);
+      CHECK(cached_fraction_of(path) > 0.9);
+    }
+  }
+  SECTION("select and into still apply") {
+    evict_from_page_cache(path);
+    const Value one = load(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});
+    CHECK(one["layer4.weight"] == dict["layer4.weight"]);
+    CHECK(one["layer1.weight"].as_tensor().device().is_meta());
+    std::vector<float> buffer(600000);
+    const Tensor target(Storage(BorrowedBackend(std::as_writable_bytes(std::span(buffer)))), DType::Float32, {600000});
+    const Value into = load(path, {.direct_reads = DirectReads::always, .into = {{"layer4.weight", target}}});
+    CHECK(into == dict);
+    CHECK(buffer[12345] == dict["layer4.weight"].as_tensor().data<float>()[12345]);
   }
 }
 

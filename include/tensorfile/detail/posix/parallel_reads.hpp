@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Many reads of one file into their destinations, gathered and spread over a few threads: neighbouring
 // ranges become one preadv, destinations are populated just before their read, and each thread faults
-// in the memory it is about to fill while the others copy.
+// in the memory it is about to fill while the others copy. Groups landing in a FileMirror are read with
+// O_DIRECT, bypassing the page cache.
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/posix/populate.hpp"
 
@@ -45,8 +50,9 @@ class ParallelReads {
   [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
 
   /// Performs every read added so far with up to `threads` threads, then forgets them. A file that ends
-  /// early is a FormatError naming the file, the member and the offset of the first missing byte.
-  void run(const FileHandle& file, std::size_t threads) {
+  /// early is a FormatError naming the file, the member and the offset of the first missing byte. With a
+  /// `mirror`, the page-aligned middle of each group whose destinations all lie in it is read directly.
+  void run(const FileHandle& file, std::size_t threads, const FileMirror* mirror = nullptr) {
     std::vector<Request> requests = std::move(requests_);
     requests_.clear();
     const auto by_offset = [](const Request& a, const Request& b) { return a.offset < b.offset; };
@@ -81,7 +87,7 @@ class ParallelReads {
       for (std::size_t g = next++; g < groups.size() && !failed; g = next++) {
         try {
           read_group(file, std::span(requests).subspan(groups[g].first, groups[g].second - groups[g].first), gap_bytes,
-                     parts);
+                     parts, mirror);
         } catch (...) {
           const std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -107,8 +113,60 @@ class ParallelReads {
     std::string_view member;
   };
 
+  /// Fewest page-aligned bytes a group must span to be read directly: below it the cache's path costs less
+  /// than the extra calls for the unaligned head and tail.
+  static constexpr std::uint64_t min_direct_bytes = std::uint64_t{256} << 10;
+
+  // Where `group` lies in `mirror` at its file positions: the mirror's bytes from the group's first to
+  // its last byte; empty when some destination is elsewhere.
+  static std::span<std::byte> mirrored(std::span<const Request> group, const FileMirror& mirror) {
+    const std::uint64_t start = group.front().offset;
+    const std::uint64_t end = group.back().offset + group.back().out.size();
+    if (start < mirror.offset || end - mirror.offset > mirror.memory.size()) return {};
+    for (const Request& request : group) {
+      if (request.out.data() != mirror.memory.data() + (request.offset - mirror.offset)) return {};
+    }
+    return mirror.memory.subspan(static_cast<std::size_t>(start - mirror.offset),
+                                 static_cast<std::size_t>(end - start));
+  }
+
+  // Reads the page-aligned middle of a mirrored group with O_DIRECT and its unaligned head and tail through
+  // the cache. False (nothing lost: the caller reads the group as usual) when the group is too small, the
+  // mirror is not aligned like the file, the file system refuses the request, or the file ends inside it.
+  static bool read_direct(const FileHandle& file, std::span<const Request> group, const FileMirror& mirror) {
+    const std::span<std::byte> out = mirrored(group, mirror);
+    if (out.empty()) return false;
+    const std::uint64_t start = group.front().offset;
+    const std::uint64_t end = start + out.size();
+    const std::uint64_t middle = (start + direct_alignment - 1) / direct_alignment * direct_alignment;
+    const std::uint64_t tail = end / direct_alignment * direct_alignment;
+    const auto at = [&](std::uint64_t offset) { return out.data() + (offset - start); };
+    if (tail < middle || tail - middle < min_direct_bytes ||
+        reinterpret_cast<std::uintptr_t>(at(middle)) % direct_alignment != 0) {
+      return false;
+    }
+    populate_for_write(out.data(), out.size());  // best effort, as for the cache's path
+    for (std::uint64_t done = middle; done < tail;) {
+      const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(tail - done, std::uint64_t{1} << 30));
+      const ssize_t got = ::pread(mirror.direct->fd(), at(done), chunk, static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EINVAL) return false;  // alignment refused: the cache's path reads it all
+      if (got < 0) throw IoError("cannot read", errno, {.file = file.path(), .offset = done});
+      if (got == 0) return false;  // the file ends early: the cache's path names the record cut
+      done += static_cast<std::uint64_t>(got);
+    }
+    try {
+      file.read_exact(start, {at(start), static_cast<std::size_t>(middle - start)});
+      file.read_exact(tail, {at(tail), static_cast<std::size_t>(end - tail)});
+    } catch (const FormatError&) {
+      return false;  // as above
+    }
+    return true;
+  }
+
   static void read_group(const FileHandle& file, std::span<const Request> group, std::vector<std::byte>& gap_bytes,
-                         std::vector<std::span<std::byte>>& parts) {
+                         std::vector<std::span<std::byte>>& parts, const FileMirror* mirror) {
+    if (mirror != nullptr && mirror->direct != nullptr && read_direct(file, group, *mirror)) return;
     std::uint64_t gaps = 0;
     for (std::size_t i = 1; i < group.size(); ++i) {
       gaps = std::max(gaps, group[i].offset - group[i - 1].offset - group[i - 1].out.size());

@@ -25,6 +25,7 @@
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/hex.hpp"
@@ -327,6 +328,10 @@ inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::
   replace_storages(v, placed);
 }
 
+/// Fewest record bytes a heap load reads around the page cache with DirectReads::automatic: below it the
+/// cold read is short anyway, and a warm cache is the likelier case.
+inline constexpr std::uint64_t direct_read_bytes = std::uint64_t{64} << 20;
+
 /// Reads the zip format.
 inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   ZipReader::HeaderReader read_at;
@@ -379,6 +384,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   // is file order in the files torch writes: the reads need no sorting.
   enum class Slice : std::uint8_t { unused, unread, read };
   std::vector<Slice> arena_slice;
+  std::optional<FileHandle> direct;  // the file opened O_DIRECT, when the arena mirrors it
+  std::optional<FileMirror> mirror;
   const auto arena_bytes_of = [&](std::size_t entry) { return arena.mutable_data() + arena_slot[entry]; };
   // Deferred only when place_storage hands the host bytes back unread (no map_location function); asked
   // once per location tag in a row, as files name the same tag for every storage.
@@ -406,14 +413,37 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     arena_slot.assign(zip.entries().size(), no_slot);
     arena_slice.assign(zip.entries().size(), Slice::unused);
     std::uint64_t arena_bytes = 0;
+    std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
+    std::uint64_t last = 0;
+    bool aligned = true;
     for (std::size_t i = 0; i < zip.entries().size(); ++i) {
       const ZipEntry& entry = zip.entries()[i];
       if (entry.method != 0 || entry.size == 0 || !data_record[i]) continue;
       arena_slot[i] = arena_bytes;
       arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
+      first = std::min(first, entry.data_offset);
+      last = std::max(last, entry.data_offset + entry.size);
+      aligned = aligned && entry.data_offset % HeapBackend::alignment == 0;
+    }
+    // Records read around the page cache need an arena laid out as the file (headers and padding included,
+    // a few percent for large records), so that they can be read in whole pages straight into it.
+    if (arena_bytes != 0 && aligned && archive.file != nullptr) {
+      const std::uint64_t start = first / direct_alignment * direct_alignment;
+      const bool direct_wins =
+          options.direct_reads == DirectReads::always ||
+          (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes &&
+           last - start <= arena_bytes + arena_bytes / 16 && cached_fraction(*archive.file, start, last - start) < 0.5);
+      if (direct_wins) direct = open_direct(*archive.file);
+      if (direct) {
+        arena = heap_storage(static_cast<std::size_t>(last - start), false);
+        for (std::size_t i = 0; i < zip.entries().size(); ++i) {
+          if (arena_slot[i] != no_slot) arena_slot[i] = zip.entries()[i].data_offset - start;
+        }
+        mirror = FileMirror{&*direct, {arena.mutable_data(), static_cast<std::size_t>(last - start)}, start};
+      }
     }
     // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
-    if (arena_bytes != 0) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+    if (arena_bytes != 0 && !arena.defined()) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
   }
   const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
   std::uint64_t total_bytes = 0;
@@ -494,7 +524,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         if (wanted == nullptr) arena_slice[i] = Slice::read;
       }
     }
-    if (!reads.empty()) reads.run(*archive.file, read_threads);
+    if (!reads.empty()) reads.run(*archive.file, read_threads, mirror ? &*mirror : nullptr);
   };
   hooks.before_reading_storages([&] { complete_reads(nullptr); });
   Value result;

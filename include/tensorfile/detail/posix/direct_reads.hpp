@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// Reading around the page cache: O_DIRECT reads of a file that is not cached go from the device straight
+// into the destination (no copy through the cache, which is left clean of them), about twice the
+// throughput of buffered reads on a cold cache. They need page-aligned offsets, lengths and memory.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorfile/detail/posix/file.hpp"
+
+namespace tensorfile::detail {
+
+/// The alignment O_DIRECT reads are made with (file offset, length and memory): the page size, which
+/// covers every logical block size (512 or 4096) a Linux block device has.
+inline constexpr std::uint64_t direct_alignment = 4096;
+
+/// A second descriptor of `file`'s open file description's inode, opened O_DIRECT (reopened through
+/// /proc/self/fd, so that it is the same file even if the path changed). Nullopt when the file system
+/// refuses O_DIRECT (tmpfs, some FUSE) or /proc is not mounted: the caller then reads through the cache.
+[[nodiscard]] inline std::optional<FileHandle> open_direct(const FileHandle& file) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(file.fd());
+  FileHandle direct = FileHandle::try_open_at(AT_FDCWD, proc.c_str(), O_RDONLY | O_DIRECT, 0, file.path());
+  if (!direct.valid()) return std::nullopt;
+  return direct;
+}
+
+/// The fraction (0 to 1) of the pages of [offset, offset + bytes) of `file` that the page cache holds
+/// (mincore over a mapping that is never touched, so nothing is faulted in). 1 when it cannot tell, so that
+/// a caller choosing direct reads for uncached files keeps the cache's path.
+[[nodiscard]] inline double cached_fraction(const FileHandle& file, std::uint64_t offset, std::uint64_t bytes) {
+  const std::uint64_t first = offset / direct_alignment * direct_alignment;
+  const std::uint64_t length = offset + bytes - first;
+  if (bytes == 0 || length > SIZE_MAX) return 1.0;
+  void* const mapped =
+      ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, file.fd(), static_cast<off_t>(first));
+  if (mapped == MAP_FAILED) return 1.0;
+  const std::size_t pages = static_cast<std::size_t>((length + direct_alignment - 1) / direct_alignment);
+  std::vector<unsigned char> resident(pages);
+  double fraction = 1.0;
+  if (::mincore(mapped, static_cast<std::size_t>(length), resident.data()) == 0) {
+    std::size_t cached = 0;
+    for (const unsigned char page : resident) cached += page & 1u;
+    fraction = static_cast<double>(cached) / static_cast<double>(pages);
+  }
+  ::munmap(mapped, static_cast<std::size_t>(length));
+  return fraction;
+}
+
+/// Memory laid out as a file from `offset` on (memory[i] holds file byte offset + i) and aligned alike
+/// modulo direct_alignment, with a descriptor of that file opened O_DIRECT: reads whose destinations lie in
+/// it at their file positions are made directly, and may fill the bytes between them (file bytes too).
+struct FileMirror {
+  const FileHandle* direct = nullptr;  ///< from open_direct()
+  std::span<std::byte> memory;         ///< the mirror
+  std::uint64_t offset = 0;            ///< the file offset of memory[0]
+};
+
+}  // namespace tensorfile::detail
