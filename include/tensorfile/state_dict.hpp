@@ -54,6 +54,7 @@ struct StateDictLoadOptions {
   /// out (their dtype and shape are known only by reading its pickle). select_paths() makes one.
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of the result (else: meta)
+  DirectReads direct_reads = DirectReads::automatic;  ///< heap loads of torch and safetensors files (load()'s)
 };
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
@@ -230,7 +231,8 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
           .mmap = options.mmap,
           .strict = options.strict,
           .select = options.select,
-          .select_drops = options.select_drops};
+          .select_drops = options.select_drops,
+          .direct_reads = options.direct_reads};
 }
 
 /// Loads one file already open, by its format; `format` unknown gets load()'s refusal.
@@ -241,7 +243,8 @@ inline Value load_one_file(const FileHandle& file, const std::filesystem::path& 
                                  {.map_location = options.map_location,
                                   .mmap = options.mmap,
                                   .select = options.select,
-                                  .select_drops = options.select_drops});
+                                  .select_drops = options.select_drops,
+                                  .direct_reads = options.direct_reads});
   }
   return load_torch_file(file, path, torch_file_options(options));
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "page_cache.hpp"
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
 
@@ -119,6 +120,28 @@ TEST_CASE("load_npy reads NumPy's files") {
                           "structured.npy: descr is a structured dtype (a list of fields); only plain numeric dtypes "
                           "are read (at byte 20)");
     CHECK_THROWS_AS(load_npy(fixture("unicode.npy")), UnsupportedError);
+  }
+}
+
+TEST_CASE("load_npy of a path reads the data by several threads, around the page cache when asked", "[numpy][direct]") {
+  const tensorfile_test::ScratchDir scratch;
+  Tensor t(heap_storage(1000 * 1000 * 4), DType::Float32, {1000, 1000});
+  for (std::int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = static_cast<float>(k);
+  const auto path = scratch / "big.npy";
+  save_npy(t, path);
+  const bool direct_possible = tensorfile_test::direct_reads_possible(path);
+  if (!direct_possible)
+    WARN("the file system of " << scratch.path() << " refuses O_DIRECT: only the fallback is checked");
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
+    INFO(threads << " threads");
+    tensorfile_test::evict_from_page_cache(path);
+    const Tensor loaded = load_npy(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    CHECK(loaded.equal(t));
+    CHECK(reinterpret_cast<std::uintptr_t>(loaded.raw_data()) % HeapBackend::alignment == 0);
+    if (direct_possible) CHECK(tensorfile_test::cached_fraction_of(path) < 0.1);
+    tensorfile_test::evict_from_page_cache(path);
+    CHECK(load_npy(path, {.read_threads = threads, .direct_reads = DirectReads::never}).equal(t));
+    CHECK(tensorfile_test::cached_fraction_of(path) > 0.9);
   }
 }
 

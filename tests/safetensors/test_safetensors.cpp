@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "page_cache.hpp"
 #include "tensorfile_catch.hpp"
 #include "torch/torch_file_builder.hpp"
 
@@ -137,6 +138,44 @@ TEST_CASE("Heap loads share one buffer; mmap loads are views of one mapping; sha
   for (const auto& [key, value] : heap.as_dict()) {
     const Tensor& t = value.as_tensor();
     CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % t.element_size() == 0);
+  }
+}
+
+TEST_CASE("Heap loads of a path read the data by several threads, around the page cache when asked",
+          "[safetensors][load][direct]") {
+  const tensorfile_test::ScratchDir scratch;
+  Dict dict;
+  for (int i = 0; i < 3; ++i) {  // 3 x 1.2 MB, with an odd-sized int8 tensor between: data larger than 2 MiB
+    Tensor t(heap_storage(300000 * 4), DType::Float32, {300000});
+    for (std::int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = static_cast<float>(i * 1000000 + k);
+    dict.set(Value("w" + std::to_string(i)), Value(t));
+    Tensor odd(heap_storage(3), DType::Int8, {3});
+    dict.set(Value("b" + std::to_string(i)), Value(odd));
+  }
+  const Value expected(dict);
+  const auto path = scratch / "big.safetensors";
+  save_safetensors(expected, path);
+  const bool direct_possible = tensorfile_test::direct_reads_possible(path);
+  if (!direct_possible)
+    WARN("the file system of " << scratch.path() << " refuses O_DIRECT: only the fallback is checked");
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+    INFO(threads << " threads");
+    tensorfile_test::evict_from_page_cache(path);
+    // Saved sorted (by dtype, then name): compared by name.
+    const auto same_tensors = [&](const Value& loaded) {
+      REQUIRE(loaded.as_dict().size() == expected.as_dict().size());
+      for (const auto& [key, value] : expected.as_dict()) CHECK(loaded[key.as_string()] == value);
+    };
+    const Value loaded = load_safetensors(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    same_tensors(loaded);
+    if (direct_possible) CHECK(tensorfile_test::cached_fraction_of(path) < 0.1);
+    for (const auto& [key, value] : loaded.as_dict()) {
+      const Tensor& t = value.as_tensor();
+      CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % t.element_size() == 0);
+    }
+    tensorfile_test::evict_from_page_cache(path);
+    same_tensors(load_safetensors(path, {.read_threads = threads, .direct_reads = DirectReads::never}));
+    CHECK(tensorfile_test::cached_fraction_of(path) > 0.9);
   }
 }
 

@@ -8,13 +8,11 @@
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <numeric>
 #include <sstream>
 
+#include "page_cache.hpp"
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -123,21 +121,8 @@ TEST_CASE("ParallelReads gathers neighbours, and a file ending early names the f
   }
 }
 
-namespace {
-
-// Drops the file's pages from the page cache (written back first, so that they are clean and can go).
-void evict_from_page_cache(const std::filesystem::path& path) {
-  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
-  REQUIRE(::fdatasync(file.fd()) == 0);
-  REQUIRE(::posix_fadvise(file.fd(), 0, 0, POSIX_FADV_DONTNEED) == 0);
-}
-
-double cached_fraction_of(const std::filesystem::path& path) {
-  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
-  return detail::cached_fraction(file, 0, file.size());
-}
-
-}  // namespace
+using tensorfile_test::cached_fraction_of;
+using tensorfile_test::evict_from_page_cache;
 
 TEST_CASE("ParallelReads reads groups that land in a FileMirror around the page cache", "[load][parallel][direct]") {
   const tensorfile_test::ScratchDir dir;
@@ -202,7 +187,7 @@ TEST_CASE("DirectReads: heap loads read records around the page cache when told 
   const Value dict = mixed_dict();
   save(dict, dir / "mixed.pt");
   const auto path = dir / "mixed.pt";
-  const bool direct_possible = detail::open_direct(detail::FileHandle::open(path, detail::OpenMode::read)).has_value();
+  const bool direct_possible = tensorfile_test::direct_reads_possible(path);
   if (!direct_possible) WARN("the file system of " << dir.path() << " refuses O_DIRECT: only the fallback is checked");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
     INFO(threads << " threads");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Reading around the page cache: O_DIRECT reads of a file that is not cached go from the device straight
-// into the destination (no copy through the cache, which is left clean of them), about twice the
-// throughput of buffered reads on a cold cache. They need page-aligned offsets, lengths and memory.
+// Reading around the page cache (the public DirectReads, and the means): O_DIRECT reads of a file that is not cached go
+// from the device straight into the destination (no copy through the cache, which is left clean of them), about twice
+// the throughput of buffered reads on a cold cache. They need page-aligned offsets, lengths and memory.
 #pragma once
 
 #include <fcntl.h>
@@ -16,6 +16,19 @@
 #include <vector>
 
 #include "tensorfile/detail/posix/file.hpp"
+
+namespace tensorfile {
+
+/// Whether a heap load reads its data around the page cache (O_DIRECT); public API, taken by load(),
+/// load_safetensors(), load_npy() and load_state_dict(). On a cold cache direct reads are about twice as fast
+/// and leave the cache clean of what they read; on a warm one the cache is faster.
+enum class DirectReads {
+  automatic,  ///< when the data is large (64 MiB or more) and mostly not in the page cache
+  always,     ///< whenever the file system allows it (else through the cache, as `never`)
+  never,      ///< always through the page cache
+};
+
+}  // namespace tensorfile
 
 namespace tensorfile::detail {
 

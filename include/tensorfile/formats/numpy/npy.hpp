@@ -21,6 +21,7 @@
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/select.hpp"
@@ -41,7 +42,9 @@ struct NpyLoadOptions {
   /// left out, nothing of them read. CRCs are checked for kept members only. load_npy (one array) refuses it
   /// (ArgumentError). select_paths() makes one.
   TensorSelect select{};
-  bool select_drops = false;  ///< with `select`: unselected arrays are left out of the dict (else: meta)
+  bool select_drops = false;     ///< with `select`: unselected arrays are left out of the dict (else: meta)
+  std::size_t read_threads = 0;  ///< load_npy of a path, heap: threads reading the data (0: min(4, cores))
+  DirectReads direct_reads = DirectReads::automatic;  ///< load_npy of a path, heap: whether around the page cache
 };
 
 /// Options of save_npy() (save_npz() takes NpzSaveOptions).
@@ -252,9 +255,9 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
                               size, options.max_header_bytes, path, {});
   return detail::place_npy(header, options, false,
                            [&]() -> Storage {
-                             Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
-                             file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
-                             return data;
+                             return detail::read_to_heap(
+                                 file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
+                                 options.read_threads, options.direct_reads, HeapBackend::alignment);
                            },
                            path, {});
 }

@@ -18,6 +18,7 @@
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
@@ -133,8 +134,9 @@ inline Value load_safetensors_file(const FileHandle& file, const std::filesystem
     return read_selected_safetensors(header, options, path,
                                      [&](std::uint64_t at, std::span<std::byte> out) { file.read_exact(at, out); });
   }
-  Storage data = heap_storage(static_cast<std::size_t>(header.data_bytes), false);
-  file.read_exact(header.data_offset, {data.mutable_data(), data.size_bytes()});
+  // Tensors need their element size's alignment at most (8; a 16-byte complex128 is copied if need be).
+  const Storage data = read_to_heap(file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
+                                    options.read_threads, options.direct_reads, 8);
   return build_safetensors_dict(header, data, true, options, path);
 }
 

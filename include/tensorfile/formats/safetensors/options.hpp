@@ -2,13 +2,15 @@
 // Options of safetensors loading and saving.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/detail/posix/file.hpp"  // MapMode
+#include "tensorfile/detail/posix/direct_reads.hpp"  // DirectReads
+#include "tensorfile/detail/posix/file.hpp"          // MapMode
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 
@@ -26,7 +28,9 @@ struct SafetensorsLoadOptions {
   /// each; mmap: only they become views). The others become meta tensors of the same dtype and shape, or with
   /// `select_drops` are left out. The header is still validated whole. select_paths() makes one.
   TensorSelect select{};
-  bool select_drops = false;  ///< with `select`: unselected tensors are left out of the dict (else: meta)
+  bool select_drops = false;     ///< with `select`: unselected tensors are left out of the dict (else: meta)
+  std::size_t read_threads = 0;  ///< heap loads of a path: threads reading the data (0: min(4, cores))
+  DirectReads direct_reads = DirectReads::automatic;  ///< heap loads of a path: whether around the page cache
 };
 
 /// Options of save_safetensors(); use designated initializers: `save_safetensors(t, path, {.metadata =

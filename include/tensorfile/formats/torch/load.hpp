@@ -31,6 +31,7 @@
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/stream_input.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
@@ -328,10 +329,6 @@ inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::
   replace_storages(v, placed);
 }
 
-/// Fewest record bytes a heap load reads around the page cache with DirectReads::automatic: below it the
-/// cold read is short anyway, and a warm cache is the likelier case.
-inline constexpr std::uint64_t direct_read_bytes = std::uint64_t{64} << 20;
-
 /// Reads the zip format.
 inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   ZipReader::HeaderReader read_at;
@@ -429,11 +426,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     // a few percent for large records), so that they can be read in whole pages straight into it.
     if (arena_bytes != 0 && aligned && archive.file != nullptr) {
       const std::uint64_t start = first / direct_alignment * direct_alignment;
-      const bool direct_wins =
-          options.direct_reads == DirectReads::always ||
-          (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes &&
-           last - start <= arena_bytes + arena_bytes / 16 && cached_fraction(*archive.file, start, last - start) < 0.5);
-      if (direct_wins) direct = open_direct(*archive.file);
+      direct = direct_reads_for(options.direct_reads, *archive.file, start, last - start, arena_bytes);
       if (direct) {
         arena = heap_storage(static_cast<std::size_t>(last - start), false);
         for (std::size_t i = 0; i < zip.entries().size(); ++i) {

@@ -16,7 +16,8 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/file.hpp"  // MapMode
+#include "tensorfile/detail/posix/direct_reads.hpp"  // DirectReads
+#include "tensorfile/detail/posix/file.hpp"          // MapMode
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 
@@ -31,14 +32,6 @@ struct StorageRecord {
   std::uint64_t file_offset = 0;  ///< offset of the record's first byte in the file
   std::uint64_t size = 0;         ///< bytes in the record
   bool raw = false;               ///< stored uncompressed and little-endian: the file bytes are the storage as is
-};
-
-/// Whether a heap load of a zip file reads its records around the page cache (O_DIRECT): on a cold cache
-/// that is about twice as fast, and leaves the cache clean of them; on a warm one the cache is faster.
-enum class DirectReads {
-  automatic,  ///< when the records are large (64 MiB or more together) and mostly not in the page cache
-  always,     ///< whenever the file system allows it (else through the cache, as `never`)
-  never,      ///< always through the page cache
 };
 
 /// Options of load(); use designated initializers: `load(path, {.map_location = "cpu", .mmap =
