@@ -12,8 +12,11 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string>
 #include <thread>
@@ -130,9 +133,28 @@ class ParallelReads {
                                  static_cast<std::size_t>(end - start));
   }
 
-  // Reads the page-aligned middle of a mirrored group with O_DIRECT and its unaligned head and tail through
-  // the cache. False (nothing lost: the caller reads the group as usual) when the group is too small, the
-  // mirror is not aligned like the file, the file system refuses the request, or the file ends inside it.
+  // Reads up to `count` bytes at `offset` of the O_DIRECT descriptor `direct` (all aligned) into `out`: the
+  // bytes read (fewer at the end of the file), or -1 when the file system refuses the request.
+  static std::int64_t read_direct_at(const FileHandle& file, const FileHandle& direct, std::byte* out,
+                                     std::size_t count, std::uint64_t offset) {
+    std::size_t done = 0;
+    while (done < count) {
+      const std::size_t chunk = std::min<std::size_t>(count - done, std::size_t{1} << 30);
+      const ssize_t got = ::pread(direct.fd(), out + done, chunk, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EINVAL) return -1;
+      if (got < 0) throw IoError("cannot read", errno, {.file = file.path(), .offset = offset + done});
+      if (got == 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    return static_cast<std::int64_t>(done);
+  }
+
+  // Reads a mirrored group with O_DIRECT: its page-aligned middle straight into the mirror, its partial first
+  // and last pages whole into a page of their own, copied from there (read through the cache, they would bring
+  // their neighbours in by readahead). False (nothing lost: the caller reads the group through the cache) when
+  // the group is small, the mirror is not aligned like the file, the file system refuses, or the file ends
+  // inside the group (the cache's path then names the record cut).
   static bool read_direct(const FileHandle& file, std::span<const Request> group, const FileMirror& mirror) {
     const std::span<std::byte> out = mirrored(group, mirror);
     if (out.empty()) return false;
@@ -146,22 +168,27 @@ class ParallelReads {
       return false;
     }
     populate_for_write(out.data(), out.size());  // best effort, as for the cache's path
-    for (std::uint64_t done = middle; done < tail;) {
-      const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(tail - done, std::uint64_t{1} << 30));
-      const ssize_t got = ::pread(mirror.direct->fd(), at(done), chunk, static_cast<off_t>(done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0 && errno == EINVAL) return false;  // alignment refused: the cache's path reads it all
-      if (got < 0) throw IoError("cannot read", errno, {.file = file.path(), .offset = done});
-      if (got == 0) return false;  // the file ends early: the cache's path names the record cut
-      done += static_cast<std::uint64_t>(got);
+    const auto middle_bytes = static_cast<std::size_t>(tail - middle);
+    if (read_direct_at(file, *mirror.direct, at(middle), middle_bytes, middle) !=
+        static_cast<std::int64_t>(middle_bytes)) {
+      return false;
     }
-    try {
-      file.read_exact(start, {at(start), static_cast<std::size_t>(middle - start)});
-      file.read_exact(tail, {at(tail), static_cast<std::size_t>(end - tail)});
-    } catch (const FormatError&) {
-      return false;  // as above
-    }
-    return true;
+    struct FreePage {
+      void operator()(std::byte* page) const { ::operator delete (page, std::align_val_t{direct_alignment}); }
+    };
+    const std::unique_ptr<std::byte, FreePage> page(
+        static_cast<std::byte*>(::operator new (direct_alignment, std::align_val_t{direct_alignment})));
+    // Copies file bytes [from, to), which lie in the page at `page_offset`.
+    const auto partial_page = [&](std::uint64_t page_offset, std::uint64_t from, std::uint64_t to) {
+      if (from == to) return true;
+      if (read_direct_at(file, *mirror.direct, page.get(), direct_alignment, page_offset) <
+          static_cast<std::int64_t>(to - page_offset)) {
+        return false;
+      }
+      std::memcpy(at(from), page.get() + (from - page_offset), static_cast<std::size_t>(to - from));
+      return true;
+    };
+    return partial_page(middle - direct_alignment, start, middle) && partial_page(tail, tail, end);
   }
 
   static void read_group(const FileHandle& file, std::span<const Request> group, std::vector<std::byte>& gap_bytes,
