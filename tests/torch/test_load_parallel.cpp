@@ -207,6 +207,11 @@ TEST_CASE("DirectReads: heap loads read records around the page cache when told 
       CHECK(cached_fraction_of(path) > 0.9);
     }
   }
+  SECTION("legacy files are read whole the same way") {
+    const auto legacy = tensorfile_test::data_dir() / "torch" / "legacy_format.pt";
+    CHECK(load(legacy, {.read_threads = 3, .direct_reads = DirectReads::always}) ==
+          load(legacy, {.direct_reads = DirectReads::never}));
+  }
   SECTION("select and into still apply") {
     evict_from_page_cache(path);
     const Value one = load(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});

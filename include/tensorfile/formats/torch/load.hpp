@@ -720,9 +720,10 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
       return load_archive(archive, options);
     }
     if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
-    // Legacy files: one pread into one buffer the tensors share; no call per record.
-    Storage whole = heap_storage(static_cast<std::size_t>(size), false);
-    file.read_exact(0, {whole.mutable_data(), whole.size_bytes()});
+    // Legacy files: read whole into one buffer the tensors share (by read_threads threads, around the page
+    // cache as direct_reads says); no call per record.
+    const Storage whole =
+        read_to_heap(file, 0, static_cast<std::size_t>(size), options.read_threads, options.direct_reads, 1);
     archive.bytes = {whole.data(), whole.size_bytes()};
     archive.views = whole;
     return load_archive(archive, options);
@@ -739,7 +740,7 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
 /// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
-/// each; legacy files in one read into one buffer), or with `.mmap` set become views into one mapping
+/// each; legacy files whole into one buffer), or with `.mmap` set become views into one mapping
 /// of the file in that MapMode.
 /// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
 /// of a file that another process truncates can die of SIGBUS (as any mapping can).

@@ -60,10 +60,10 @@ struct LoadOptions {
   /// select_paths() makes one from names and glob patterns.
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of their dicts (elsewhere: meta)
-  /// Threads reading the records of a heap load of a zip file together, and the local headers of a file of
-  /// many records (1 for one at a time); 0: min(4, cores).
+  /// Threads reading the records of a heap load of a zip file together (a legacy file: its bytes), and the
+  /// local headers of a file of many records (1 for one at a time); 0: min(4, cores).
   std::size_t read_threads = 0;
-  DirectReads direct_reads = DirectReads::automatic;  ///< how records of heap loads of zip files are read
+  DirectReads direct_reads = DirectReads::automatic;  ///< whether heap loads of a path read around the page cache
   /// Tensors to load into buffers the caller owns, by path (as `select` names them): each a tensor of the file's
   /// dtype and shape, contiguous and writable, on the device the load puts that tensor (CPU: from_buffer over the
   /// caller's memory, a shared mapping...; CUDA: with map_location sending it there, <tensorfile/cuda.hpp>). The
