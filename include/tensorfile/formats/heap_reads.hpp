@@ -3,6 +3,7 @@
 // around the page cache (O_DIRECT) when the bytes are many and not cached, where that is about twice as fast.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
