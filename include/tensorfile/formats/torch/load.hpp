@@ -473,6 +473,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       }
       return cpu;
     };
+    if (stays_on_host(location)) return read();  // what place_storage would do, asked once per tag
     return place_storage(options.map_location, static_cast<std::size_t>(record->size), location, read, [&] {
       return ErrorLocation{archive.path, record->name};
     });

@@ -124,11 +124,12 @@ class RecordCursor {
     out.clear();
     if (op(Op::empty_tuple)) return true;  // the empty tuple is never memoized
     const bool marked = op(Op::mark);
-    std::int64_t v = 0;
-    while (out.size() < TensorRecord::max_dims && integer(v)) out.push_back(v);
-    if (marked ? !op(Op::tuple) : !(out.size() >= 1 && out.size() <= 3 && op(tuple_op(out.size())))) {
-      return false;
-    }
+    // Read into a local array first: the shape is then allocated once, at its size.
+    std::array<std::int64_t, TensorRecord::max_dims> values;
+    std::size_t count = 0;
+    while (count < values.size() && integer(values[count])) ++count;
+    if (marked ? !op(Op::tuple) : !(count >= 1 && count <= 3 && op(tuple_op(count)))) return false;
+    out.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
     return optional_put(r);
   }
 
