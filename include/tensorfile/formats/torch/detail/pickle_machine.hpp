@@ -3,6 +3,7 @@
 // ids go to hooks (TorchHooks in torch_hooks.hpp).
 #pragma once
 
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cstdint>
@@ -134,6 +135,30 @@ class PickleMachine {
   }
 
   // ---- memo scan: which memo indices does any GET read? ---------------------------------------
+  // Per byte: the opcode and its argument's bytes when the scan only skips it (a run opcode with a fixed-width
+  // argument that reads no memo entry), else 0; and whether it writes a memo entry.
+  static constexpr std::array<std::uint8_t, 256> scan_skips = [] {
+    std::array<std::uint8_t, 256> skips{};
+    for (std::size_t i = 0; i < skips.size(); ++i) {
+      const OpInfo& info = op_info[i];
+      if (!info.runs || i == static_cast<std::uint8_t>(Op::stop) || info.memo == OpMemo::read) continue;
+      switch (info.arg) {
+        case OpArg::none: skips[i] = 1; break;
+        case OpArg::fixed1: skips[i] = 2; break;
+        case OpArg::fixed2: skips[i] = 3; break;
+        case OpArg::fixed4: skips[i] = 5; break;
+        case OpArg::fixed8: skips[i] = 9; break;
+        default: break;
+      }
+    }
+    return skips;
+  }();
+  static constexpr std::array<std::uint8_t, 256> scan_puts = [] {
+    std::array<std::uint8_t, 256> puts{};
+    for (std::size_t i = 0; i < puts.size(); ++i) puts[i] = scan_skips[i] != 0 && op_info[i].memo == OpMemo::write;
+    return puts;
+  }();
+
   bool read_anywhere(std::uint64_t index) const noexcept {
     return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
   }
@@ -178,10 +203,19 @@ class PickleMachine {
     std::string_view text;
     std::size_t puts = 0;
     while (at < bytes_.size()) {
+      const auto byte = std::to_integer<std::uint8_t>(bytes_[at]);
+      // Most opcodes only need skipping: one table load and a well-predicted branch rather than a dispatch. A
+      // skip cut off by the end leaves the loop with reads_unknown_ set, as the checked skips below do.
+      if (const std::uint8_t width = scan_skips[byte]; width != 0) {
+        at += width;
+        puts += scan_puts[byte];
+        continue;
+      }
+      ++at;
       bool ok = true;
       std::int64_t text_index = -1;
       // One dispatch on (argument layout, memo effect); every width below is a constant.
-      switch (op_shapes[std::to_integer<std::uint8_t>(bytes_[at++])]) {
+      switch (op_shapes[byte]) {
         case op_shape_stop:
           reads_unknown_ = false;
           memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
