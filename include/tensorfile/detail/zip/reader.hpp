@@ -509,8 +509,8 @@ class ZipReader {
       if (directory_end - pos - central_header_size < name_length + extra_length + comment_length)
         fail("a central directory header runs past the end of the central directory", pos);
 
-      ZipEntry entry;
-      entry.name.assign(reinterpret_cast<const char*>(h + central_header_size), static_cast<std::size_t>(name_length));
+      ZipEntry entry{std::string(reinterpret_cast<const char*>(h + central_header_size),
+                                 static_cast<std::size_t>(name_length))};  // made at its size, not assigned
       entry.method = method;
       entry.crc32 = u32(h + 16);
       entry.compressed_size = u32(h + 20);

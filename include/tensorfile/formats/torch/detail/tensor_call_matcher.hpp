@@ -178,7 +178,9 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   std::string_view tag;
   if (!in.op(Op::mark) || !in.text(tag, r) || tag != "storage") return std::nullopt;
   const Global* storage_class = in.global();
-  if (storage_class == nullptr || storage_class->module != "torch") return std::nullopt;
+  // Compared as views: the literals' lengths are known, so no strlen per tensor.
+  using namespace std::string_view_literals;
+  if (storage_class == nullptr || std::string_view(storage_class->module) != "torch"sv) return std::nullopt;
   const auto storage_dtype = storage_type_dtype(storage_class->name);
   if (!storage_dtype) return std::nullopt;
   r.storage_dtype = *storage_dtype;
@@ -193,7 +195,10 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
     return std::nullopt;
   }
   const Global* hooks = in.global();
-  if (hooks == nullptr || hooks->module != "collections" || hooks->name != "OrderedDict") return std::nullopt;
+  if (hooks == nullptr || std::string_view(hooks->module) != "collections"sv ||
+      std::string_view(hooks->name) != "OrderedDict"sv) {
+    return std::nullopt;
+  }
   if (!in.op(Op::empty_tuple) || !in.op(Op::reduce) || !in.optional_put(r)) return std::nullopt;
   if (v3 && !(r.dtype = in.dtype())) return std::nullopt;
   if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;
