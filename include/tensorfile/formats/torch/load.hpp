@@ -480,6 +480,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  hooks.expect_storages(zip.entries().size());
   // Reads the unread slices that `wanted` accepts (all when null).
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {

@@ -95,6 +95,8 @@ class TorchHooks {
   /// Called before the hooks read storage bytes themselves (materializing conj/neg views), so that a
   /// loader that defers its reads until the pickle is done can complete them first.
   void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
+  /// Makes room for `count` numbered storages (a zip file's record count: bounded by the file, unlike a key).
+  void expect_storages(std::size_t count) { numbered_storages_.reserve(count); }
   /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
   void forget_storages() noexcept {
     numbered_storages_ = std::vector<StorageSlot>();
