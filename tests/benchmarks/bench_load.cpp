@@ -42,9 +42,11 @@ struct Result {
 
 enum class Mode { heap, mmap, meta, select };
 
+// Walks the tensors in place (named_tensors would copy every tensor into a list, and the peak RSS reported is
+// meant to be the load's).
 Result checksum_of(const tensorfile::Value& value, Mode mode) {
   Result r;
-  for (const auto& [name, tensor] : tensorfile::named_tensors(value)) {
+  auto visit = [&](const std::string&, const tensorfile::Tensor& tensor) {
     ++r.tensors;
     if (mode == Mode::meta || mode == Mode::select || tensor.numel() == 0) {
       r.checksum += static_cast<std::uint64_t>(tensor.numel());
@@ -53,7 +55,8 @@ Result checksum_of(const tensorfile::Value& value, Mode mode) {
     } else {
       r.checksum += std::to_integer<std::uint64_t>(*tensor.raw_data());
     }
-  }
+  };
+  tensorfile::detail::walk_tensors(value, "", visit);
   return r;
 }
 

@@ -19,14 +19,12 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/shape.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor_view.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile {
-
-/// Sizes or strides of a tensor, in elements.
-using Shape = std::vector<std::int64_t>;
 
 class Tensor;
 

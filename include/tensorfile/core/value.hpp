@@ -663,7 +663,7 @@ class Dict {
   [[nodiscard]] const Value* found(std::size_t position) const noexcept {
     return position == npos ? nullptr : &index_[position].second;
   }
-  void set_unchecked(Value key, Value value) {
+  void set_unchecked(Value&& key, Value&& value) {  // references: a file's dict insertions move each Value once less
     auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
     if (!inserted) item.second = std::move(value);
   }

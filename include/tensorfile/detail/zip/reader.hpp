@@ -509,8 +509,8 @@ class ZipReader {
       if (directory_end - pos - central_header_size < name_length + extra_length + comment_length)
         fail("a central directory header runs past the end of the central directory", pos);
 
-      ZipEntry entry;
-      entry.name.assign(reinterpret_cast<const char*>(h + central_header_size), static_cast<std::size_t>(name_length));
+      ZipEntry entry{std::string(reinterpret_cast<const char*>(h + central_header_size),
+                                 static_cast<std::size_t>(name_length))};  // made at its size, not assigned
       entry.method = method;
       entry.crc32 = u32(h + 16);
       entry.compressed_size = u32(h + 20);
@@ -725,6 +725,9 @@ class ZipReader {
   void index_names(const std::vector<std::uint64_t>& header_offsets) {
     by_name_.resize(entries_.size());
     for (std::size_t i = 0; i < by_name_.size(); ++i) by_name_[i] = i;
+    // torch writes its records in name order: names already strictly increasing need no sort and hold no duplicate.
+    const auto not_increasing = [&](std::size_t a, std::size_t b) { return !(entries_[a].name < entries_[b].name); };
+    if (std::adjacent_find(by_name_.begin(), by_name_.end(), not_increasing) == by_name_.end()) return;
     // Stable, so that of two equal names the later one is reported.
     std::stable_sort(by_name_.begin(), by_name_.end(),
                      [&](std::size_t a, std::size_t b) { return entries_[a].name < entries_[b].name; });
@@ -742,7 +745,10 @@ class ZipReader {
     extents.reserve(entries_.size());
     for (std::size_t i = 0; i < entries_.size(); ++i)
       extents.push_back({entries_[i].local_header_offset, entries_[i].data_offset + entries_[i].compressed_size, i});
-    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+    // Entries usually come in file order; strictly increasing offsets sort to themselves.
+    const auto not_increasing = [](const Extent& a, const Extent& b) { return a.begin >= b.begin; };
+    if (std::adjacent_find(extents.begin(), extents.end(), not_increasing) != extents.end())
+      std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
 
     const auto describe = [](const Extent& x) {
       return "(bytes " + std::to_string(x.begin) + " to " + std::to_string(x.end) + ")";

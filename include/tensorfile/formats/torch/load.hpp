@@ -496,12 +496,14 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       }
       return cpu;
     };
+    if (stays_on_host(location)) return read();  // what place_storage would do, asked once per tag
     return place_storage(options.map_location, static_cast<std::size_t>(record->size), location, read, [&] {
       return ErrorLocation{archive.path, record->name};
     });
   };
 
   TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  hooks.expect_storages(zip.entries().size());
   // Reads the unread slices that `wanted` accepts (all when null).
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {

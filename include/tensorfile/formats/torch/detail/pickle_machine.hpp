@@ -3,6 +3,7 @@
 // ids go to hooks (TorchHooks in torch_hooks.hpp).
 #pragma once
 
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cstdint>
@@ -134,6 +135,30 @@ class PickleMachine {
   }
 
   // ---- memo scan: which memo indices does any GET read? ---------------------------------------
+  // Per byte: the opcode and its argument's bytes when the scan only skips it (a run opcode with a fixed-width
+  // argument that reads no memo entry), else 0; and whether it writes a memo entry.
+  static constexpr std::array<std::uint8_t, 256> scan_skips = [] {
+    std::array<std::uint8_t, 256> skips{};
+    for (std::size_t i = 0; i < skips.size(); ++i) {
+      const OpInfo& info = op_info[i];
+      if (!info.runs || i == static_cast<std::uint8_t>(Op::stop) || info.memo == OpMemo::read) continue;
+      switch (info.arg) {
+        case OpArg::none: skips[i] = 1; break;
+        case OpArg::fixed1: skips[i] = 2; break;
+        case OpArg::fixed2: skips[i] = 3; break;
+        case OpArg::fixed4: skips[i] = 5; break;
+        case OpArg::fixed8: skips[i] = 9; break;
+        default: break;
+      }
+    }
+    return skips;
+  }();
+  static constexpr std::array<std::uint8_t, 256> scan_puts = [] {
+    std::array<std::uint8_t, 256> puts{};
+    for (std::size_t i = 0; i < puts.size(); ++i) puts[i] = scan_skips[i] != 0 && op_info[i].memo == OpMemo::write;
+    return puts;
+  }();
+
   bool read_anywhere(std::uint64_t index) const noexcept {
     return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
   }
@@ -178,10 +203,19 @@ class PickleMachine {
     std::string_view text;
     std::size_t puts = 0;
     while (at < bytes_.size()) {
+      const auto byte = std::to_integer<std::uint8_t>(bytes_[at]);
+      // Most opcodes only need skipping: one table load and a well-predicted branch rather than a dispatch. A
+      // skip cut off by the end leaves the loop with reads_unknown_ set, as the checked skips below do.
+      if (const std::uint8_t width = scan_skips[byte]; width != 0) {
+        at += width;
+        puts += scan_puts[byte];
+        continue;
+      }
+      ++at;
       bool ok = true;
       std::int64_t text_index = -1;
       // One dispatch on (argument layout, memo effect); every width below is a constant.
-      switch (op_shapes[std::to_integer<std::uint8_t>(bytes_[at++])]) {
+      switch (op_shapes[byte]) {
         case op_shape_stop:
           reads_unknown_ = false;
           memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
@@ -246,10 +280,16 @@ class PickleMachine {
     stack_.resize(stack_.size() - n);
     return items;
   }
-  List pop_mark() {
+  // Closes the innermost MARK and returns its stack position: the items above it stay on the stack for the
+  // caller to use in place, and then to drop with stack_.resize(mark).
+  std::size_t close_mark() {
     if (marks_.empty()) fail("opcode needs a MARK but none is open");
     const std::size_t mark = marks_.back();
     marks_.pop_back();
+    return mark;
+  }
+  List pop_mark() {
+    const std::size_t mark = close_mark();
     List items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
                std::make_move_iterator(stack_.end()));
     stack_.resize(mark);
@@ -279,7 +319,7 @@ class PickleMachine {
     }
     // finish_call first: the call's strings may be views into memo entries, which memo_store may move.
     Value result = hooks_.finish_call(*call);
-    for (std::size_t i = 0; i < call->put_count; ++i) memo_store(call->puts[i], placeholder_);
+    for (std::size_t i = 0; i < call->put_count; ++i) memo_forget(call->puts[i]);
     stack_.back() = made(std::move(result));
     pos_ = call->end;
     return true;
@@ -291,7 +331,19 @@ class PickleMachine {
   // die as soon as they are used instead of living until the end of the load.
   void memo_put(std::uint64_t index) {
     const Value& stored = top();  // checks the stack even when only a placeholder is kept
-    memo_store(index, read_anywhere(index) ? stored : placeholder_);
+    if (read_anywhere(index)) {
+      memo_store(index, stored);
+    } else {
+      memo_forget(index);
+    }
+  }
+  // memo_store(index, placeholder_), with the common case first: the next dense index.
+  void memo_forget(std::uint64_t index) {
+    if (index == memo_.size() && memo_.size() < limits_.max_memo) {
+      memo_.push_back(0);
+    } else {
+      memo_store(index, placeholder_);
+    }
   }
   void memo_store(std::uint64_t index, const Value& v) {
     if (index < memo_.size()) {
@@ -428,7 +480,7 @@ class PickleMachine {
       list.push_back(std::move(item));
     }
   }
-  void set_items(Value& target, List items) {
+  void set_items(Value& target, std::span<Value> items) {
     if (!target.is_dict()) fail("SETITEM on a " + std::string(Value::kind_name(target.kind())) + "; expected a dict");
     if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
     check_open(target);
@@ -583,19 +635,24 @@ class PickleMachine {
       case Op::empty_dict: push(made(Value(Dict{}))); return;
       case Op::dict: {
         Value dict = made(Value(Dict{}));
-        set_items(dict, pop_mark());
+        const std::size_t mark = close_mark();
+        set_items(dict, std::span(stack_).subspan(mark));
+        stack_.resize(mark);
         push(std::move(dict));
         return;
       }
       case Op::setitem: {
         Value value = pop();
         Value key = pop();
-        set_items(top(), List{std::move(key), std::move(value)});
+        std::array<Value, 2> item{std::move(key), std::move(value)};
+        set_items(top(), item);
         return;
       }
-      case Op::setitems: {
-        List items = pop_mark();
-        set_items(top(), std::move(items));
+      case Op::setitems: {  // the items are taken where they lie on the stack: a batch of 1,000 is not copied
+        const std::size_t mark = close_mark();
+        if (mark <= floor()) fail("pickle stack underflow");
+        set_items(stack_[mark - 1], std::span(stack_).subspan(mark));
+        stack_.resize(mark);
         return;
       }
       case Op::empty_set: push(made(Value(Set{}))); return;

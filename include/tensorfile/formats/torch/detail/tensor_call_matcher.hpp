@@ -124,11 +124,12 @@ class RecordCursor {
     out.clear();
     if (op(Op::empty_tuple)) return true;  // the empty tuple is never memoized
     const bool marked = op(Op::mark);
-    std::int64_t v = 0;
-    while (out.size() < TensorRecord::max_dims && integer(v)) out.push_back(v);
-    if (marked ? !op(Op::tuple) : !(out.size() >= 1 && out.size() <= 3 && op(tuple_op(out.size())))) {
-      return false;
-    }
+    // Read into a local array first: the shape is then allocated once, at its size.
+    std::array<std::int64_t, TensorRecord::max_dims> values;
+    std::size_t count = 0;
+    while (count < values.size() && integer(values[count])) ++count;
+    if (marked ? !op(Op::tuple) : !(count >= 1 && count <= 3 && op(tuple_op(count)))) return false;
+    out.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
     return optional_put(r);
   }
 
@@ -177,7 +178,9 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   std::string_view tag;
   if (!in.op(Op::mark) || !in.text(tag, r) || tag != "storage") return std::nullopt;
   const Global* storage_class = in.global();
-  if (storage_class == nullptr || storage_class->module != "torch") return std::nullopt;
+  // Compared as views: the literals' lengths are known, so no strlen per tensor.
+  using namespace std::string_view_literals;
+  if (storage_class == nullptr || std::string_view(storage_class->module) != "torch"sv) return std::nullopt;
   const auto storage_dtype = storage_type_dtype(storage_class->name);
   if (!storage_dtype) return std::nullopt;
   r.storage_dtype = *storage_dtype;
@@ -192,7 +195,10 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
     return std::nullopt;
   }
   const Global* hooks = in.global();
-  if (hooks == nullptr || hooks->module != "collections" || hooks->name != "OrderedDict") return std::nullopt;
+  if (hooks == nullptr || std::string_view(hooks->module) != "collections"sv ||
+      std::string_view(hooks->name) != "OrderedDict"sv) {
+    return std::nullopt;
+  }
   if (!in.op(Op::empty_tuple) || !in.op(Op::reduce) || !in.optional_put(r)) return std::nullopt;
   if (v3 && !(r.dtype = in.dtype())) return std::nullopt;
   if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;

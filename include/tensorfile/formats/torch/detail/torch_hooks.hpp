@@ -3,6 +3,7 @@
 // and storage ids (the machine itself is pickle_machine.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -94,6 +95,8 @@ class TorchHooks {
   /// Called before the hooks read storage bytes themselves (materializing conj/neg views), so that a
   /// loader that defers its reads until the pickle is done can complete them first.
   void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
+  /// Makes room for `count` numbered storages (a zip file's record count: bounded by the file, unlike a key).
+  void expect_storages(std::size_t count) { numbered_storages_.reserve(count); }
   /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
   void forget_storages() noexcept {
     numbered_storages_ = std::vector<StorageSlot>();
@@ -313,12 +316,13 @@ class TorchHooks {
 
   // One storage key of the file: its bytes, and its Value once a general path asks for one. Recognized
   // tensor calls take the bytes alone, so a file of plain tensors builds no 1-d tensor or box per storage.
+  // Kept small (a file may hold millions of storages): the location tag is an index into locations_.
   struct StorageSlot {
     bool loaded = false;
-    Storage storage;
     DType dtype = DType::UInt8;
+    std::uint32_t location = 0;
+    Storage storage;
     std::int64_t numel = 0;
-    std::string location;
     std::unique_ptr<Value> value;  // made by storage_value() (a pointer: most slots never need one)
   };
 
@@ -332,7 +336,7 @@ class TorchHooks {
       slot.storage = load_storage_(name, dtype, numel, tag, at);
       slot.dtype = dtype;
       slot.numel = numel;
-      slot.location = std::move(tag);
+      slot.location = location_index(std::move(tag));
       slot.loaded = true;
       ++storage_count_;
       return slot;
@@ -345,11 +349,25 @@ class TorchHooks {
     return slot;
   }
   // The storage as a Value (a 1-d tensor of all its elements), made once so that every use shares it.
-  static const Value& storage_value(StorageSlot& slot) {
+  const Value& storage_value(StorageSlot& slot) const {
     if (!slot.value) {
-      slot.value = std::make_unique<Value>(StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), slot.location});
+      slot.value = std::make_unique<Value>(
+          StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), locations_[slot.location]});
     }
     return *slot.value;
+  }
+  // The index of `tag` in locations_, added when new; files name one or a few tags, the last one nearly always.
+  std::uint32_t location_index(std::string tag) {
+    if (!locations_.empty() && locations_[last_location_] == tag) return last_location_;
+    const auto found = std::find(locations_.begin(), locations_.end(), tag);
+    if (found == locations_.end()) {
+      if (locations_.size() >= UINT32_MAX) throw LimitError("too many storage location tags", where_);
+      locations_.push_back(std::move(tag));
+      last_location_ = static_cast<std::uint32_t>(locations_.size() - 1);
+    } else {
+      last_location_ = static_cast<std::uint32_t>(found - locations_.begin());
+    }
+    return last_location_;
   }
   // Decimal keys below twice the storages seen so far index a vector (it grows with what the file
   // holds, never with what a key claims); any other key goes to a map. A decimal key first seen
@@ -529,6 +547,8 @@ class TorchHooks {
   std::vector<StorageSlot> numbered_storages_;
   std::unordered_map<std::string, StorageSlot> storages_;
   std::size_t storage_count_ = 0;
+  std::vector<std::string> locations_;  // every location tag seen, by StorageSlot::location
+  std::uint32_t last_location_ = 0;
 };
 
 }  // namespace tensorfile::detail

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+// Shape: a tensor's sizes or strides, a vector of int64 that keeps up to five of them inline (no allocation).
+#pragma once
+
+#include <algorithm>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <iterator>
+#include <new>
+#include <span>
+#include <vector>
+
+namespace tensorfile {
+
+/// Sizes or strides of a tensor, in elements. Reads and changes as std::vector<std::int64_t> does (size, [],
+/// range-for, push_back, insert, erase, resize...), converts to and from std::vector<std::int64_t> and to
+/// std::span<const std::int64_t>, and compares equal to a vector of the same values. Up to `inline_capacity`
+/// values live inside the object, so that the shapes of nearly every tensor cost no allocation; iterators are
+/// pointers, invalidated as a vector's are (and by moving or swapping a Shape that holds its values inline).
+class Shape {
+ public:
+  using value_type = std::int64_t;                                       ///< element type
+  using size_type = std::size_t;                                         ///< index type
+  using difference_type = std::ptrdiff_t;                                ///< iterator distance
+  using reference = std::int64_t&;                                       ///< element reference
+  using const_reference = const std::int64_t&;                           ///< element reference
+  using pointer = std::int64_t*;                                         ///< element pointer
+  using const_pointer = const std::int64_t*;                             ///< element pointer
+  using iterator = std::int64_t*;                                        ///< contiguous iterator
+  using const_iterator = const std::int64_t*;                            ///< contiguous iterator
+  using reverse_iterator = std::reverse_iterator<iterator>;              ///< reverse iterator
+  using const_reverse_iterator = std::reverse_iterator<const_iterator>;  ///< reverse iterator
+  /// Values held without allocating.
+  static constexpr std::size_t inline_capacity = 5;
+
+  Shape() noexcept {}  ///< empty (a 0-d tensor's shape)
+  /// `count` values of `value` (zeros by default), as std::vector's (count, value).
+  explicit Shape(size_type count, std::int64_t value = 0) { assign(count, value); }
+  /// The values listed: `Shape{2, 3}`.
+  Shape(std::initializer_list<std::int64_t> values) { assign(values.begin(), values.end()); }
+  /// The values in [first, last).
+  template <std::input_iterator It>
+  Shape(It first, It last) {
+    assign(first, last);
+  }
+  /// The values of `values`.
+  Shape(const std::vector<std::int64_t>& values) { assign(values.begin(), values.end()); }
+  /// The values of `values` (explicit: a span says nothing about ownership).
+  explicit Shape(std::span<const std::int64_t> values) { assign(values.begin(), values.end()); }
+  /// Copies the values.
+  Shape(const Shape& other) {
+    if (other.heap()) {
+      assign(other.begin(), other.end());
+    } else {
+      copy_inline(other);
+    }
+  }
+  /// Takes `other`'s values, leaving it empty.
+  Shape(Shape&& other) noexcept { take(other); }
+  Shape& operator=(const Shape& other) {  ///< copies the values
+    if (this == &other) return *this;
+    if (!other.heap() && !heap()) {
+      copy_inline(other);
+    } else {
+      assign(other.begin(), other.end());
+    }
+    return *this;
+  }
+  /// Takes `other`'s values, leaving it empty.
+  Shape& operator=(Shape&& other) noexcept {
+    if (this != &other) {
+      release();
+      take(other);
+    }
+    return *this;
+  }
+  Shape& operator=(std::initializer_list<std::int64_t> values) {  ///< replaces the values
+    assign(values.begin(), values.end());
+    return *this;
+  }
+  ~Shape() { release(); }  ///< frees what was allocated
+
+  /// The values as a std::vector.
+  operator std::vector<std::int64_t>() const { return std::vector<std::int64_t>(begin(), end()); }
+
+  [[nodiscard]] size_type size() const noexcept { return size_; }                   ///< number of values
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }                  ///< no value
+  [[nodiscard]] size_type capacity() const noexcept { return capacity_; }           ///< values held without growing
+  [[nodiscard]] std::int64_t* data() noexcept { return heap() ? heap_ : inline_; }  ///< first value
+  [[nodiscard]] const std::int64_t* data() const noexcept { return heap() ? heap_ : inline_; }  ///< first value
+  [[nodiscard]] iterator begin() noexcept { return data(); }                                    ///< first value
+  [[nodiscard]] const_iterator begin() const noexcept { return data(); }                        ///< first value
+  [[nodiscard]] iterator end() noexcept { return data() + size_; }                              ///< past the last value
+  [[nodiscard]] const_iterator end() const noexcept { return data() + size_; }                  ///< past the last value
+  [[nodiscard]] const_iterator cbegin() const noexcept { return begin(); }                      ///< first value
+  [[nodiscard]] const_iterator cend() const noexcept { return end(); }                          ///< past the last value
+  [[nodiscard]] reverse_iterator rbegin() noexcept { return reverse_iterator(end()); }          ///< last value
+  [[nodiscard]] const_reverse_iterator rbegin() const noexcept { return const_reverse_iterator(end()); }
+  [[nodiscard]] reverse_iterator rend() noexcept { return reverse_iterator(begin()); }  ///< before the first
+  [[nodiscard]] const_reverse_iterator rend() const noexcept { return const_reverse_iterator(begin()); }
+  /// Value `i` (< size(), unchecked).
+  [[nodiscard]] std::int64_t& operator[](size_type i) noexcept { return data()[i]; }
+  [[nodiscard]] const std::int64_t& operator[](size_type i) const noexcept { return data()[i]; }
+  [[nodiscard]] std::int64_t& front() noexcept { return data()[0]; }                     ///< first value (not empty)
+  [[nodiscard]] const std::int64_t& front() const noexcept { return data()[0]; }         ///< first value (not empty)
+  [[nodiscard]] std::int64_t& back() noexcept { return data()[size_ - 1]; }              ///< last value (not empty)
+  [[nodiscard]] const std::int64_t& back() const noexcept { return data()[size_ - 1]; }  ///< last value
+
+  /// Makes room for `count` values.
+  void reserve(size_type count) {
+    if (count > capacity_) grow_to(count);
+  }
+  /// Removes every value (the capacity stays).
+  void clear() noexcept { size_ = 0; }
+  /// Replaces the values with those in [first, last).
+  template <std::input_iterator It>
+  void assign(It first, It last) {
+    clear();
+    if constexpr (std::forward_iterator<It>) {
+      const auto count = static_cast<size_type>(std::distance(first, last));
+      reserve(count);
+      std::int64_t* out = data();
+      for (; first != last; ++first) *out++ = static_cast<std::int64_t>(*first);
+      size_ = static_cast<std::uint32_t>(count);
+    } else {
+      for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
+    }
+  }
+  /// Replaces the values with `count` copies of `value`.
+  void assign(size_type count, std::int64_t value) {
+    clear();
+    resize(count, value);
+  }
+  /// Appends `value`.
+  void push_back(std::int64_t value) {
+    if (size_ == capacity_) grow_to(capacity_ * 2);
+    data()[size_++] = value;
+  }
+  /// Appends `value` and returns it.
+  std::int64_t& emplace_back(std::int64_t value) {
+    push_back(value);
+    return back();
+  }
+  /// Removes the last value (not empty).
+  void pop_back() noexcept { --size_; }
+  /// Keeps the first `count` values, or appends copies of `value` up to `count`.
+  void resize(size_type count, std::int64_t value = 0) {
+    reserve(count);
+    for (size_type i = size_; i < count; ++i) data()[i] = value;
+    size_ = static_cast<std::uint32_t>(count);
+  }
+  /// Inserts `value` before `position`; returns where it now is.
+  iterator insert(const_iterator position, std::int64_t value) {
+    const auto at = static_cast<size_type>(position - begin());
+    push_back(value);
+    std::rotate(begin() + at, end() - 1, end());
+    return begin() + at;
+  }
+  /// Inserts the values in [first, last) (not from this shape) before `position`; returns where the first now is.
+  template <std::input_iterator It>
+  iterator insert(const_iterator position, It first, It last) {
+    const auto at = static_cast<size_type>(position - begin());
+    const size_type old_size = size_;
+    for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
+    std::rotate(begin() + at, begin() + old_size, end());
+    return begin() + at;
+  }
+  /// Removes the value at `position`; returns what follows it.
+  iterator erase(const_iterator position) noexcept { return erase(position, position + 1); }
+  /// Removes the values in [first, last); returns what follows them.
+  iterator erase(const_iterator first, const_iterator last) noexcept {
+    const auto at = static_cast<size_type>(first - begin());
+    const auto count = static_cast<size_type>(last - first);
+    std::copy(begin() + at + count, end(), begin() + at);
+    size_ -= static_cast<std::uint32_t>(count);
+    return begin() + at;
+  }
+  /// Exchanges the values of two shapes.
+  void swap(Shape& other) noexcept {
+    Shape held(std::move(other));
+    other = std::move(*this);
+    *this = std::move(held);
+  }
+
+  /// Same values in the same order.
+  friend bool operator==(const Shape& a, const Shape& b) noexcept {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  /// Lexicographic order, as std::vector's.
+  friend auto operator<=>(const Shape& a, const Shape& b) noexcept {
+    return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+  }
+  /// Same values as `b`, without converting it.
+  friend bool operator==(const Shape& a, const std::vector<std::int64_t>& b) noexcept {
+    return a.size_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  [[nodiscard]] bool heap() const noexcept { return capacity_ > inline_capacity; }
+  // Moves the values to an allocation of at least `count` (and at least twice the inline capacity).
+  void grow_to(size_type count) {
+    count = std::max<size_type>(count, 2 * inline_capacity);
+    if (count > UINT32_MAX) throw std::bad_alloc();
+    auto* bigger = new std::int64_t[count];
+    if (size_ != 0) std::memcpy(bigger, data(), size_ * sizeof(std::int64_t));
+    release();
+    heap_ = bigger;
+    capacity_ = static_cast<std::uint32_t>(count);
+  }
+  // Copies the inline values of `other` into *this, which holds no allocation.
+  void copy_inline(const Shape& other) noexcept {
+    std::memcpy(inline_, other.inline_, sizeof inline_);
+    size_ = other.size_;
+  }
+  void release() noexcept {
+    if (heap()) delete[] heap_;
+    capacity_ = inline_capacity;
+  }
+  // Takes `other`'s values into *this, which holds no allocation; `other` is left empty and inline.
+  void take(Shape& other) noexcept {
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    if (other.heap()) {
+      heap_ = other.heap_;
+    } else {
+      std::memcpy(inline_, other.inline_, sizeof inline_);  // a fixed size: a few moves, no call
+    }
+    other.size_ = 0;
+    other.capacity_ = inline_capacity;
+  }
+
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = inline_capacity;
+  union {
+    std::int64_t inline_[inline_capacity] = {};
+    std::int64_t* heap_;
+  };
+};
+
+}  // namespace tensorfile
