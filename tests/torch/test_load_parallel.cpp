@@ -8,6 +8,7 @@
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <sstream>
@@ -123,6 +124,26 @@ TEST_CASE("ParallelReads gathers neighbours, and a file ending early names the f
 
 using tensorfile_test::cached_fraction_of;
 using tensorfile_test::evict_from_page_cache;
+
+TEST_CASE("cached_fraction tells how much of a range the page cache holds, every page or by samples",
+          "[load][parallel][direct]") {
+  const tensorfile_test::ScratchDir dir;
+  const auto path = dir / "half.bin";
+  tensorfile_test::write_text(path, std::string(std::size_t{8} << 20, 'x'));  // 2,048 pages
+  evict_from_page_cache(path);
+  const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
+  CHECK(detail::cached_fraction(file, 0, file.size(), 4096) < 0.01);
+  std::vector<std::byte> first_half(std::size_t{4} << 20);
+  file.read_exact(0, first_half);  // through the cache (readahead may bring in some of the rest)
+  CHECK(detail::cached_fraction(file, 0, std::size_t{4} << 20) > 0.99);
+  const double every_page = detail::cached_fraction(file, 0, file.size(), 4096);
+  CHECK(every_page >= 0.5);
+  for (const std::size_t sampled : {std::size_t{1024}, std::size_t{64}}) {
+    INFO(sampled << " pages asked at most");
+    CHECK(std::abs(detail::cached_fraction(file, 0, file.size(), sampled) - every_page) < 0.1);
+  }
+  CHECK(detail::cached_fraction(file, 0, 0) == 1.0);  // nothing to tell
+}
 
 TEST_CASE("ParallelReads reads groups that land in a FileMirror around the page cache", "[load][parallel][direct]") {
   const tensorfile_test::ScratchDir dir;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,25 +48,36 @@ inline constexpr std::uint64_t direct_alignment = 4096;
 }
 
 /// The fraction (0 to 1) of the pages of [offset, offset + bytes) of `file` that the page cache holds
-/// (mincore over a mapping that is never touched, so nothing is faulted in). 1 when it cannot tell, so that
-/// a caller choosing direct reads for uncached files keeps the cache's path.
-[[nodiscard]] inline double cached_fraction(const FileHandle& file, std::uint64_t offset, std::uint64_t bytes) {
+/// (mincore over a mapping that is never touched, so nothing is faulted in). A range of more than
+/// `sampled_pages` pages is judged by that many, in 64 windows spread evenly over it: asking about every page
+/// of a cached 1 GiB file takes about 30 ms, the samples well under 1. 1 when it cannot tell, so that a caller
+/// choosing direct reads for uncached files keeps the cache's path.
+[[nodiscard]] inline double cached_fraction(const FileHandle& file, std::uint64_t offset, std::uint64_t bytes,
+                                            std::size_t sampled_pages = 1024) {
   const std::uint64_t first = offset / direct_alignment * direct_alignment;
   const std::uint64_t length = offset + bytes - first;
   if (bytes == 0 || length > SIZE_MAX) return 1.0;
   void* const mapped =
       ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, file.fd(), static_cast<off_t>(first));
   if (mapped == MAP_FAILED) return 1.0;
-  const std::size_t pages = static_cast<std::size_t>((length + direct_alignment - 1) / direct_alignment);
-  std::vector<unsigned char> resident(pages);
-  double fraction = 1.0;
-  if (::mincore(mapped, static_cast<std::size_t>(length), resident.data()) == 0) {
-    std::size_t cached = 0;
-    for (const unsigned char page : resident) cached += page & 1u;
-    fraction = static_cast<double>(cached) / static_cast<double>(pages);
+  const auto pages = static_cast<std::size_t>((length + direct_alignment - 1) / direct_alignment);
+  const std::size_t windows = pages <= sampled_pages ? 1 : 64;
+  const std::size_t window_pages = pages <= sampled_pages ? pages : std::max<std::size_t>(sampled_pages / 64, 1);
+  std::vector<unsigned char> resident(window_pages);
+  std::size_t asked = 0;
+  std::size_t cached = 0;
+  for (std::size_t w = 0; w < windows; ++w) {
+    const std::size_t page = windows == 1 ? 0 : (pages - window_pages) * w / (windows - 1);
+    auto* const at = static_cast<std::byte*>(mapped) + page * direct_alignment;
+    const std::size_t span = std::min<std::size_t>(window_pages * direct_alignment,
+                                                   static_cast<std::size_t>(length) - page * direct_alignment);
+    if (::mincore(at, span, resident.data()) != 0) continue;
+    const std::size_t counted = (span + direct_alignment - 1) / direct_alignment;
+    asked += counted;
+    for (std::size_t i = 0; i < counted; ++i) cached += resident[i] & 1u;
   }
   ::munmap(mapped, static_cast<std::size_t>(length));
-  return fraction;
+  return asked == 0 ? 1.0 : static_cast<double>(cached) / static_cast<double>(asked);
 }
 
 /// Memory laid out as a file from `offset` on (memory[i] holds file byte offset + i) and aligned alike
