@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <string_view>
 
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/storage.hpp"
@@ -37,10 +36,9 @@ inline constexpr std::uint64_t direct_read_bytes = std::uint64_t{64} << 20;
 /// A heap Storage of the `bytes` bytes at `offset` of `file`, read by `threads` threads (0: the default) in
 /// pieces of ParallelReads::group_bytes, around the page cache when direct_reads_for(`how`) says so and
 /// `offset` is a multiple of `alignment`: the Storage then starts at the file's offset modulo 4096 in its
-/// mapping (so aligned to `alignment`, not to the heap's 64 bytes). `member` names the bytes in errors.
+/// mapping (so aligned to `alignment`, not to the heap's 64 bytes).
 [[nodiscard]] inline Storage read_to_heap(const FileHandle& file, std::uint64_t offset, std::size_t bytes,
-                                          std::size_t threads, DirectReads how, std::size_t alignment,
-                                          std::string_view member = {}) {
+                                          std::size_t threads, DirectReads how, std::size_t alignment) {
   std::optional<FileHandle> direct;
   if (offset % alignment == 0) direct = direct_reads_for(how, file, offset, bytes, bytes);
   const auto lead = direct ? static_cast<std::size_t>(offset % direct_alignment) : std::size_t{0};
@@ -48,7 +46,7 @@ inline constexpr std::uint64_t direct_read_bytes = std::uint64_t{64} << 20;
   ParallelReads reads;
   for (std::size_t done = 0; done < bytes; done += ParallelReads::group_bytes) {
     const std::size_t piece = std::min<std::size_t>(bytes - done, ParallelReads::group_bytes);
-    reads.add(offset + done, {block.mutable_data() + lead + done, piece}, member);
+    reads.add(offset + done, {block.mutable_data() + lead + done, piece}, {});
   }
   const FileMirror mirror{direct ? &*direct : nullptr, {block.mutable_data(), block.size_bytes()}, offset - lead};
   reads.run(file, threads != 0 ? threads : default_read_threads(), direct ? &mirror : nullptr);
