@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+// Header-only (the default) or separately compiled: where the bodies of tensorfile's heavy functions are compiled.
+#pragma once
+
+// A public header declares its heavy functions (the loaders, the savers, printing, conversion kernels) with
+// TENSORFILE_ENTRY and defines them further down, under `#if TENSORFILE_DEFINITIONS`, after the includes only
+// those bodies need. Header-only, every TU parses the bodies and TENSORFILE_ENTRY is `inline`.
+//
+// With TENSORFILE_SEPARATE_COMPILATION defined in every TU of a program (the tensorfile::compiled CMake target
+// sets it for its users), a TU sees the declarations only, which is what makes including the umbrella header
+// cheap; the bodies are compiled once, in include/tensorfile/separate_compilation.cpp, which defines
+// TENSORFILE_COMPILING_DEFINITIONS. Mixing the two modes in one program breaks the one-definition rule.
+#if defined(TENSORFILE_SEPARATE_COMPILATION)
+#define TENSORFILE_ENTRY
+#if defined(TENSORFILE_COMPILING_DEFINITIONS)
+#define TENSORFILE_DEFINITIONS 1
+#else
+#define TENSORFILE_DEFINITIONS 0
+#endif
+#else
+#define TENSORFILE_ENTRY inline
+#define TENSORFILE_DEFINITIONS 1
+#endif
