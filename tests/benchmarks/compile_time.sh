@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # What including tensorfile costs a translation unit: CPU time (user + sys) and peak memory of compiling a TU that
 # includes only <tensorfile/tensorfile.hpp>, one per capability header, and a baseline TU with only <fmt/format.h>,
-# <string>, <vector> and <map>; each compiled several times, the fastest run kept. Target: the umbrella header at
-# most 2.5x the baseline.
+# <string>, <vector> and <map>; each compiled several times, the fastest run kept. Each header is measured
+# header-only and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled: declarations only), and the library's
+# own TU (include/tensorfile/separate_compilation.cpp, compiled once per build) is shown too. Target: the umbrella
+# header at most 2.5x the baseline.
 # Usage: tests/benchmarks/compile_time.sh [runs (default 3)] [compiler (default g++)] [extra flags...]
 #   e.g. tests/benchmarks/compile_time.sh 5 clang++ -O2
 set -euo pipefail
@@ -42,11 +44,13 @@ headers=(
   tensorfile/verify.hpp
 )
 
-# Prints "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1.
+# Prints "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1 (further arguments: extra flags).
 measure() {
+  local unit=$1
+  shift
   local best_cpu="" best_rss="" cpu rss
   for ((i = 0; i < runs; ++i)); do
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$compiler" "${flags[@]}" -Iinclude -c "$1" -o "$work/unit.o"
+    /usr/bin/time -f '%U %S %M' -o "$work/time" "$compiler" "${flags[@]}" "$@" -Iinclude -c "$unit" -o "$work/unit.o"
     read -r user sys rss < "$work/time"
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
     if [[ -z $best_cpu ]] || awk -v a="$cpu" -v b="$best_cpu" 'BEGIN { exit !(a < b) }'; then
@@ -60,13 +64,18 @@ measure() {
 printf '#include <fmt/format.h>\n#include <map>\n#include <string>\n#include <vector>\n' > "$work/baseline.cpp"
 read -r base_cpu base_rss < <(measure "$work/baseline.cpp")
 
-echo "$compiler ${flags[*]}, fastest of $runs runs"
-printf '%-48s %8s %9s %8s\n' "TU includes only" "CPU s" "peak MiB" "x base"
-printf '%-48s %8s %9s %8s\n' "<fmt/format.h> <string> <vector> <map>" "$base_cpu" "$base_rss" "1.00"
+echo "$compiler ${flags[*]}, fastest of $runs runs; compiled = -DTENSORFILE_SEPARATE_COMPILATION"
+printf '%-48s %9s %9s %7s %9s %9s %7s\n' "TU includes only" "CPU s" "peak MiB" "x base" "compiled" "peak MiB" "x base"
+printf '%-48s %9s %9s %7s\n' "<fmt/format.h> <string> <vector> <map>" "$base_cpu" "$base_rss" "1.00"
+ratio() { awk -v c="$1" -v b="$base_cpu" 'BEGIN { printf "%.2f", c / b }'; }
 for header in "${headers[@]}"; do
   [[ -f include/$header ]] || continue
   printf '#include <%s>\n' "$header" > "$work/unit.cpp"
   read -r cpu rss < <(measure "$work/unit.cpp")
-  ratio=$(awk -v c="$cpu" -v b="$base_cpu" 'BEGIN { printf "%.2f", c / b }')
-  printf '%-48s %8s %9s %8s\n' "<$header>" "$cpu" "$rss" "$ratio"
+  read -r compiled_cpu compiled_rss < <(measure "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION)
+  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "<$header>" "$cpu" "$rss" "$(ratio "$cpu")" \
+    "$compiled_cpu" "$compiled_rss" "$(ratio "$compiled_cpu")"
 done
+read -r library_cpu library_rss < <(measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION)
+printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, once)" "" "" "" \
+  "$library_cpu" "$library_rss" "$(ratio "$library_cpu")"

@@ -13,7 +13,7 @@ Layers, low to high (a header may include its own layer and the layers below it)
   cuda/                           the device backend and streaming loader
   tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp and state_dict.hpp,
                                   which span every format
-  version.hpp                     includes nothing, included by anyone
+  version.hpp, config.hpp         include nothing, included by anyone
 
 Forwarding headers (kept at moved public paths for one release) are exempt as includers.
 
@@ -43,7 +43,7 @@ def classify(header):
         return None
     rest = parts[1:]
     if len(rest) == 1:
-        if rest[0] == "version.hpp":
+        if rest[0] in ("version.hpp", "config.hpp"):
             return (None, "version")
         if rest[0] in ("tensorfile.hpp", "cuda.hpp", "verify.hpp", "state_dict.hpp", "scan.hpp"):
             return (UMBRELLA, rest[0])
@@ -77,7 +77,7 @@ def rule_broken(includer, included):
         return f"{included} is in no layer (detail/, core/, backends/, io/, formats/<X>/, cuda/ or the root)"
     (src_rank, src_group), (dst_rank, dst_group) = src, dst
     if src_group == "version":
-        return "version.hpp includes nothing"
+        return "version.hpp and config.hpp include nothing"
     if dst_group == "version":
         return None
     if src_rank == DETAIL:

@@ -3,23 +3,11 @@
 // Tensor::to(DType).
 #pragma once
 
-#include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <string>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/scalar_types.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#include <immintrin.h>
-#define TENSORFILE_CONVERT_X86 1
-#endif
 
 // The rules, as torch 1.13 applies them on x86 (tests/core/test_convert_torch checks each against real torch):
 // - float -> integer truncates toward zero. Out of range, NaN and inf give what x86's cvtt instructions give:
@@ -40,6 +28,45 @@
 //   -0; e8m0fnu rounds the exponent to nearest (ties to even), gives 0xFF for NaN, inf, negatives and zero.
 // - uint16/32/64 and float8 sources do not exist in torch 1.13; they follow the same rules as their neighbours.
 // - Quantized dtypes are refused (UnsupportedError): their values need a scale and zero point.
+
+namespace tensorfile {
+
+namespace detail {
+
+/// Whether conversion from and to `dtype` is supported (every dtype except the quantized ones).
+[[nodiscard]] constexpr bool convertible(DType dtype) noexcept {
+  return dtype_info(dtype).kind != DTypeKind::quantized;
+}
+
+/// Throws UnsupportedError unless elements of `from` can be converted to `to`.
+TENSORFILE_ENTRY void check_convertible(DType from, DType to);
+
+}  // namespace detail
+
+/// Converts `count` elements of dtype `from` at `src` (`src_stride` elements apart) to dtype `to`, written
+/// densely at `dst`, with torch's results (the rules at the top of this header). Borrows both buffers; the caller
+/// guarantees `src` holds the strided elements and `dst` count * element_size(to) bytes. Same dtype copies the
+/// bytes. Throws UnsupportedError for quantized dtypes.
+TENSORFILE_ENTRY void convert_elements(DType from, const std::byte* src, std::int64_t src_stride, DType to,
+                                       std::byte* dst, std::int64_t count);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/scalar_types.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define TENSORFILE_CONVERT_X86 1
+#endif
 
 namespace tensorfile {
 
@@ -142,11 +169,6 @@ inline std::int32_t x86_truncate_i32(double v) noexcept {
 inline std::int64_t x86_truncate_i64(double v) noexcept {
   if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return std::numeric_limits<std::int64_t>::min();
   return static_cast<std::int64_t>(v);
-}
-
-/// Whether conversion from and to `dtype` is supported (every dtype except the quantized ones).
-[[nodiscard]] constexpr bool convertible(DType dtype) noexcept {
-  return dtype_info(dtype).kind != DTypeKind::quantized;
 }
 
 /// Reads part `imag ? 1 : 0` of the element at `p` (the imaginary part of a real dtype is its zero).
@@ -433,8 +455,7 @@ inline bool convert_contiguous_fast(DType from, const std::byte* src, DType to, 
   return true;
 }
 
-/// Throws UnsupportedError unless elements of `from` can be converted to `to`.
-inline void check_convertible(DType from, DType to) {
+TENSORFILE_ENTRY void check_convertible(DType from, DType to) {
   for (const DType dtype : {from, to}) {
     if (!convertible(dtype)) {
       std::string reason = "cannot convert ";
@@ -449,12 +470,8 @@ inline void check_convertible(DType from, DType to) {
 
 }  // namespace detail
 
-/// Converts `count` elements of dtype `from` at `src` (`src_stride` elements apart) to dtype `to`, written
-/// densely at `dst`, with torch's results (the rules at the top of this header). Borrows both buffers; the caller
-/// guarantees `src` holds the strided elements and `dst` count * element_size(to) bytes. Same dtype copies the
-/// bytes. Throws UnsupportedError for quantized dtypes.
-inline void convert_elements(DType from, const std::byte* src, std::int64_t src_stride, DType to, std::byte* dst,
-                             std::int64_t count) {
+TENSORFILE_ENTRY void convert_elements(DType from, const std::byte* src, std::int64_t src_stride, DType to,
+                                       std::byte* dst, std::int64_t count) {
   detail::check_convertible(from, to);
   if (count <= 0) return;
   const auto in_step = static_cast<std::int64_t>(element_size(from));
@@ -482,3 +499,5 @@ inline void convert_elements(DType from, const std::byte* src, std::int64_t src_
 }
 
 }  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS

@@ -4,15 +4,12 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
-#include <complex>
-#include <cstring>
+#include <cstdint>
+#include <iosfwd>
 #include <optional>
-#include <ostream>
 #include <string>
-#include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 
 namespace tensorfile {
@@ -25,6 +22,59 @@ struct PrintOptions {
   std::int64_t linewidth = 80;     ///< characters per line before 1-d rows and suffixes wrap
   std::optional<bool> sci_mode{};  ///< force scientific (true) or positional (false); chosen per tensor when empty
 };
+
+/// torch's repr of `t` (torch 1.13, default dtype float32): values wrapped at `linewidth`, summarized
+/// above `threshold` elements, and the device, size, dtype and requires_grad suffixes torch shows.
+/// Tensors on a device without a host copy hook print "..." with their size. Throws ArgumentError for
+/// negative precision or edgeitems.
+[[nodiscard]] TENSORFILE_ENTRY std::string to_string(const Tensor& t, const PrintOptions& options = {});
+
+/// A tensor paired with print options, for streams and fmt: `out << tensorfile::printed(t, {.precision = 2})`.
+struct PrintedTensor {
+  const Tensor& tensor;  ///< borrowed; must outlive this object
+  PrintOptions options;  ///< how to print it
+};
+
+/// Pairs `t` with `options` for operator<< or fmt::format; borrows `t`.
+[[nodiscard]] inline PrintedTensor printed(const Tensor& t, const PrintOptions& options = {}) { return {t, options}; }
+
+/// Writes to_string(t) with default options.
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Tensor& t);
+
+/// Writes to_string(p.tensor, p.options).
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const PrintedTensor& p);
+
+}  // namespace tensorfile
+
+/// fmt support: `fmt::format("{}", tensor)`.
+template <>
+struct fmt::formatter<tensorfile::Tensor> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const tensorfile::Tensor& t, Context& ctx) const {
+    const std::string text = tensorfile::to_string(t);
+    return fmt::formatter<std::string_view>::format(text, ctx);
+  }
+};
+
+/// fmt support: `fmt::format("{}", tensorfile::printed(t, {.precision = 2}))`.
+template <>
+struct fmt::formatter<tensorfile::PrintedTensor> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const tensorfile::PrintedTensor& p, Context& ctx) const {
+    const std::string text = tensorfile::to_string(p.tensor, p.options);
+    return fmt::formatter<std::string_view>::format(text, ctx);
+  }
+};
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <ostream>
+#include <vector>
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -292,11 +342,7 @@ inline void check_print_options(const PrintOptions& options) {
 
 }  // namespace detail
 
-/// torch's repr of `t` (torch 1.13, default dtype float32): values wrapped at `linewidth`, summarized
-/// above `threshold` elements, and the device, size, dtype and requires_grad suffixes torch shows.
-/// Tensors on a device without a host copy hook print "..." with their size. Throws ArgumentError for
-/// negative precision or edgeitems.
-[[nodiscard]] inline std::string to_string(const Tensor& t, const PrintOptions& options = {}) {
+TENSORFILE_ENTRY std::string to_string(const Tensor& t, const PrintOptions& options) {
   detail::check_print_options(options);
   if (!t.defined()) return "tensor(undefined)";
   constexpr std::size_t indent = 7;  // "tensor("
@@ -327,41 +373,12 @@ inline void check_print_options(const PrintOptions& options) {
   return detail::add_suffixes(std::move(text), suffixes, indent, options.linewidth);
 }
 
-/// A tensor paired with print options, for streams and fmt: `out << tensorfile::printed(t, {.precision = 2})`.
-struct PrintedTensor {
-  const Tensor& tensor;  ///< borrowed; must outlive this object
-  PrintOptions options;  ///< how to print it
-};
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << to_string(t); }
 
-/// Pairs `t` with `options` for operator<< or fmt::format; borrows `t`.
-[[nodiscard]] inline PrintedTensor printed(const Tensor& t, const PrintOptions& options = {}) { return {t, options}; }
-
-/// Writes to_string(t) with default options.
-inline std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << to_string(t); }
-
-/// Writes to_string(p.tensor, p.options).
-inline std::ostream& operator<<(std::ostream& out, const PrintedTensor& p) {
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const PrintedTensor& p) {
   return out << to_string(p.tensor, p.options);
 }
 
 }  // namespace tensorfile
 
-/// fmt support: `fmt::format("{}", tensor)`.
-template <>
-struct fmt::formatter<tensorfile::Tensor> : fmt::formatter<std::string_view> {
-  template <class Context>
-  auto format(const tensorfile::Tensor& t, Context& ctx) const {
-    const std::string text = tensorfile::to_string(t);
-    return fmt::formatter<std::string_view>::format(text, ctx);
-  }
-};
-
-/// fmt support: `fmt::format("{}", tensorfile::printed(t, {.precision = 2}))`.
-template <>
-struct fmt::formatter<tensorfile::PrintedTensor> : fmt::formatter<std::string_view> {
-  template <class Context>
-  auto format(const tensorfile::PrintedTensor& p, Context& ctx) const {
-    const std::string text = tensorfile::to_string(p.tensor, p.options);
-    return fmt::formatter<std::string_view>::format(text, ctx);
-  }
-};
+#endif  // TENSORFILE_DEFINITIONS

@@ -16,10 +16,10 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
@@ -100,7 +100,7 @@ struct Nesting {
   bool sealed = false;
 };
 /// The bookkeeping of a container value; null for other kinds.
-Nesting* nesting_of(const Value& v) noexcept;
+TENSORFILE_ENTRY Nesting* nesting_of(const Value& v) noexcept;
 struct ValueAccess;
 }  // namespace detail
 
@@ -420,7 +420,7 @@ class Value {
 namespace detail {
 /// Throws ArgumentError when putting `item` into the container whose contents live at `container` (a List, or a
 /// Dict) would make that container hold itself; `kind` names it in the message.
-void refuse_cycle(const Value& item, const void* container, std::string_view kind);
+TENSORFILE_ENTRY void refuse_cycle(const Value& item, const void* container, std::string_view kind);
 }  // namespace detail
 
 /// Python list (and tuple) contents: a vector of Values whose mutating members refuse cycles. Reading is as
@@ -727,23 +727,6 @@ struct Value::ObjectBox {
   detail::Nesting nesting;
 };
 
-inline Value::Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}
-inline Value Value::tuple(List items) {
-  return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
-}
-inline Value::Value(Dict v) : Value(Kind::dict, std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
-inline Value::Value(Set v) : Value(Kind::set, std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
-inline Value::Value(Object v) : Value(Kind::object, std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
-inline Value::Value(StorageValue v) : Value(Kind::storage, std::make_shared<StorageValue>(std::move(v))) {}
-inline const List& Value::as_tuple() const { return expect(Kind::tuple).box<TupleBox>().items; }
-inline const List& Value::as_list() const { return expect(Kind::list).box<ListBox>().items; }
-inline List& Value::as_list() { return expect(Kind::list).box<ListBox>().items; }
-inline const Dict& Value::as_dict() const { return expect(Kind::dict).box<DictBox>().dict; }
-inline Dict& Value::as_dict() { return expect(Kind::dict).box<DictBox>().dict; }
-inline const Set& Value::as_set() const { return expect(Kind::set).box<SetBox>().set; }
-inline Set& Value::as_set() { return expect(Kind::set).box<SetBox>().set; }
-inline const Object& Value::as_object() const { return expect(Kind::object).box<ObjectBox>().object; }
-
 namespace detail {
 
 /// The loader's access to containers. It builds trees bottom up and refuses cycles itself (pickle_machine's
@@ -775,7 +758,65 @@ struct ValueAccess {
   }
 };
 
-inline void refuse_cycle(const Value& item, const void* container, std::string_view kind) {
+/// Equality as Value's operator== sees it: floats are the same when equal or both NaN; tensors when their dtype,
+/// shape and bytes are; lists item by item.
+TENSORFILE_ENTRY bool same_float(double a, double b);
+TENSORFILE_ENTRY bool same_tensor(const Tensor& a, const Tensor& b);
+TENSORFILE_ENTRY bool same_items(const List& a, const List& b);
+
+}  // namespace detail
+
+template <DictKey Key>
+const Value& Dict::at(const Key& key) const {
+  if (const Value* value = find(key)) return *value;
+  if constexpr (std::is_convertible_v<const Key&, std::string_view>) {
+    throw ArgumentError("key \"" + std::string(std::string_view(key)) + "\" is not in the dict");
+  } else {
+    const Value shown(key);
+    throw ArgumentError(
+        "key " + (shown.is_int() ? std::to_string(shown.as_int()) : std::string(Value::kind_name(shown.kind()))) +
+        " is not in the dict");
+  }
+}
+
+template <DictKey Key>
+bool Value::contains(const Key& key) const {
+  return as_dict().contains(key);
+}
+
+template <DictKey Key>
+Value Value::get(const Key& key, Value fallback) const {
+  return as_dict().get(key, std::move(fallback));
+}
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <unordered_set>
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY Value::Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}
+TENSORFILE_ENTRY Value Value::tuple(List items) {
+  return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));
+}
+TENSORFILE_ENTRY Value::Value(Dict v) : Value(Kind::dict, std::make_shared<DictBox>(DictBox{std::move(v), {}})) {}
+TENSORFILE_ENTRY Value::Value(Set v) : Value(Kind::set, std::make_shared<SetBox>(SetBox{std::move(v), {}})) {}
+TENSORFILE_ENTRY Value::Value(Object v)
+    : Value(Kind::object, std::make_shared<ObjectBox>(ObjectBox{std::move(v), {}})) {}
+TENSORFILE_ENTRY Value::Value(StorageValue v) : Value(Kind::storage, std::make_shared<StorageValue>(std::move(v))) {}
+TENSORFILE_ENTRY const List& Value::as_tuple() const { return expect(Kind::tuple).box<TupleBox>().items; }
+TENSORFILE_ENTRY const List& Value::as_list() const { return expect(Kind::list).box<ListBox>().items; }
+TENSORFILE_ENTRY List& Value::as_list() { return expect(Kind::list).box<ListBox>().items; }
+TENSORFILE_ENTRY const Dict& Value::as_dict() const { return expect(Kind::dict).box<DictBox>().dict; }
+TENSORFILE_ENTRY Dict& Value::as_dict() { return expect(Kind::dict).box<DictBox>().dict; }
+TENSORFILE_ENTRY const Set& Value::as_set() const { return expect(Kind::set).box<SetBox>().set; }
+TENSORFILE_ENTRY Set& Value::as_set() { return expect(Kind::set).box<SetBox>().set; }
+TENSORFILE_ENTRY const Object& Value::as_object() const { return expect(Kind::object).box<ObjectBox>().object; }
+
+namespace detail {
+
+TENSORFILE_ENTRY void refuse_cycle(const Value& item, const void* container, std::string_view kind) {
   if (ValueAccess::contents(item) == nullptr) return;  // a scalar, str, tensor...: holds nothing
   // Depth first over the containers `item` reaches, each visited once (shared ones would repeat).
   std::vector<const Value*> pending{&item};
@@ -816,44 +857,31 @@ inline void refuse_cycle(const Value& item, const void* container, std::string_v
 
 }  // namespace detail
 
-inline const Value& List::at(std::size_t index) const {
+TENSORFILE_ENTRY const Value& List::at(std::size_t index) const {
   check_index(index, items_.size());
   return items_[index];
 }
-inline void List::insert(std::size_t index, Value item) {
+TENSORFILE_ENTRY void List::insert(std::size_t index, Value item) {
   check_index(index, items_.size() + 1);
   detail::refuse_cycle(item, this, "list");
   items_.insert(items_.begin() + static_cast<difference_type>(index), std::move(item));
 }
-inline void List::set(std::size_t index, Value item) {
+TENSORFILE_ENTRY void List::set(std::size_t index, Value item) {
   check_index(index, items_.size());
   detail::refuse_cycle(item, this, "list");
   items_[index] = std::move(item);
 }
-inline void List::erase(std::size_t index) {
+TENSORFILE_ENTRY void List::erase(std::size_t index) {
   check_index(index, items_.size());
   items_.erase(items_.begin() + static_cast<difference_type>(index));
 }
-inline void List::check_index(std::size_t index, std::size_t limit) const {
+TENSORFILE_ENTRY void List::check_index(std::size_t index, std::size_t limit) const {
   if (index >= limit) {
     throw ArgumentError("index " + std::to_string(index) + " is out of range; expected below " + std::to_string(limit));
   }
 }
 
-template <DictKey Key>
-const Value& Dict::at(const Key& key) const {
-  if (const Value* value = find(key)) return *value;
-  if constexpr (std::is_convertible_v<const Key&, std::string_view>) {
-    throw ArgumentError("key \"" + std::string(std::string_view(key)) + "\" is not in the dict");
-  } else {
-    const Value shown(key);
-    throw ArgumentError(
-        "key " + (shown.is_int() ? std::to_string(shown.as_int()) : std::string(Value::kind_name(shown.kind()))) +
-        " is not in the dict");
-  }
-}
-
-inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
+TENSORFILE_ENTRY detail::Nesting* detail::nesting_of(const Value& v) noexcept {
   using Kind = Value::Kind;
   switch (v.kind()) {
     case Kind::list: return &v.box<Value::ListBox>().nesting;
@@ -864,9 +892,9 @@ inline detail::Nesting* detail::nesting_of(const Value& v) noexcept {
     default: return nullptr;
   }
 }
-inline const StorageValue& Value::as_storage() const { return expect(Kind::storage).box<StorageValue>(); }
+TENSORFILE_ENTRY const StorageValue& Value::as_storage() const { return expect(Kind::storage).box<StorageValue>(); }
 
-inline const Value& Value::at(std::size_t index) const {
+TENSORFILE_ENTRY const Value& Value::at(std::size_t index) const {
   const List& items = elements();
   if (index >= items.size()) {
     throw ArgumentError("index " + std::to_string(index) + " is out of range; expected below " +
@@ -875,12 +903,12 @@ inline const Value& Value::at(std::size_t index) const {
   return items[index];
 }
 
-inline const Value& Value::operator[](std::string_view key) const {
+TENSORFILE_ENTRY const Value& Value::operator[](std::string_view key) const {
   if (const Value* found = as_dict().find(key)) return *found;
   throw ArgumentError("key \"" + std::string(key) + "\" is not in the dict");
 }
 
-inline const Value& Value::operator[](std::int64_t index) const {
+TENSORFILE_ENTRY const Value& Value::operator[](std::int64_t index) const {
   if (is_dict()) {
     if (const Value* found = as_dict().find(Value(index))) return *found;
     throw ArgumentError("key " + std::to_string(index) + " is not in the dict");
@@ -892,7 +920,7 @@ inline const Value& Value::operator[](std::int64_t index) const {
   return elements()[static_cast<std::size_t>(index < 0 ? index + n : index)];
 }
 
-inline std::size_t Value::size() const {
+TENSORFILE_ENTRY std::size_t Value::size() const {
   switch (kind()) {
     case Kind::list: return as_list().size();
     case Kind::tuple: return as_tuple().size();
@@ -902,16 +930,16 @@ inline std::size_t Value::size() const {
   }
 }
 
-inline const void* Value::identity() const noexcept {
+TENSORFILE_ENTRY const void* Value::identity() const noexcept {
   return (identity_kinds >> static_cast<unsigned>(kind_) & 1u) != 0 ? box_.get() : nullptr;
 }
 
 namespace detail {
 // Floats in Values: NaN equals NaN, so a Value always equals itself (unlike Python's float ==).
-inline bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+TENSORFILE_ENTRY bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 // Tensors in Values compare by their bits (so a NaN equals itself and load(save(v)) == v holds).
-inline bool same_tensor(const Tensor& a, const Tensor& b) {
+TENSORFILE_ENTRY bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.requires_grad() != b.requires_grad() || a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
   if (a.device() != b.device()) return false;
   if (!a.device().is_cpu()) return true;  // meta (and device) tensors: shapes and dtypes only
@@ -919,7 +947,7 @@ inline bool same_tensor(const Tensor& a, const Tensor& b) {
   const Tensor y = b.contiguous();
   return x.nbytes() == 0 || std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
-inline bool same_items(const List& a, const List& b) {
+TENSORFILE_ENTRY bool same_items(const List& a, const List& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!(a[i] == b[i])) return false;
@@ -928,7 +956,7 @@ inline bool same_items(const List& a, const List& b) {
 }
 }  // namespace detail
 
-inline bool operator==(const Value& a, const Value& b) {
+TENSORFILE_ENTRY bool operator==(const Value& a, const Value& b) {
   using Kind = Value::Kind;
   if (a.kind() != b.kind()) {
     // Python: True == 1 and 1 == 1.0 (dict keys rely on it).
@@ -978,9 +1006,9 @@ inline bool operator==(const Value& a, const Value& b) {
   return false;
 }
 
-inline bool operator==(const List& a, const List& b) { return detail::same_items(a, b); }
+TENSORFILE_ENTRY bool operator==(const List& a, const List& b) { return detail::same_items(a, b); }
 
-inline Value Value::clone() const {
+TENSORFILE_ENTRY Value Value::clone() const {
   // Clones are new containers, so they cannot hold a cycle: the unchecked paths skip walking each clone again.
   const auto clone_all = [](const List& items) {
     std::vector<Value> out;
@@ -1009,19 +1037,9 @@ inline Value Value::clone() const {
   }
 }
 
-inline std::string PathStep::str() const {
+TENSORFILE_ENTRY std::string PathStep::str() const {
   if (is_index_) return "[" + std::to_string(index_) + "]";
   return "[\"" + key_ + "\"]";
-}
-
-template <DictKey Key>
-bool Value::contains(const Key& key) const {
-  return as_dict().contains(key);
-}
-
-template <DictKey Key>
-Value Value::get(const Key& key, Value fallback) const {
-  return as_dict().get(key, std::move(fallback));
 }
 
 namespace detail {
@@ -1053,7 +1071,7 @@ inline const Value* path_step(const Value& v, const PathStep& step, std::string&
 }
 }  // namespace detail
 
-inline const Value* Value::find_path(std::span<const PathStep> path) const {
+TENSORFILE_ENTRY const Value* Value::find_path(std::span<const PathStep> path) const {
   const Value* at = this;
   std::string why;
   for (const PathStep& step : path) {
@@ -1063,7 +1081,7 @@ inline const Value* Value::find_path(std::span<const PathStep> path) const {
   return at;
 }
 
-inline const Value& Value::at_path(std::span<const PathStep> path) const {
+TENSORFILE_ENTRY const Value& Value::at_path(std::span<const PathStep> path) const {
   const Value* at = this;
   std::string why;
   std::string walked;
@@ -1080,3 +1098,5 @@ inline const Value& Value::at_path(std::span<const PathStep> path) const {
 }
 
 }  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS

@@ -4,74 +4,58 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <ostream>
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/print.hpp"
-#include "tensorfile/core/text.hpp"
 #include "tensorfile/core/value.hpp"
 
 namespace tensorfile {
 
 /// Python's repr() of the values that can be dict keys or plain leaves: None, bool, int, float, complex,
 /// str, bytes, tuple, dtype ("torch.float32"), device, global ("module.name"); "<kind>" for the others.
-[[nodiscard]] inline std::string python_repr(const Value& v) {
-  // repr(complex) writes its parts as floats without a trailing ".0".
-  const auto complex_part = [](double x) {
-    std::string text = python_float_repr(x);
-    if (text.size() > 2 && text.ends_with(".0")) text.resize(text.size() - 2);
-    return text;
-  };
-  switch (v.kind()) {
-    case Value::Kind::none: return "None";
-    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
-    case Value::Kind::integer: return std::to_string(v.as_int());
-    case Value::Kind::big_integer: return v.as_big_int().str();
-    case Value::Kind::floating: return python_float_repr(v.as_float());
-    case Value::Kind::complex: {
-      const auto c = v.as_complex();
-      const std::string imag = complex_part(c.imag()) + "j";
-      if (c.real() == 0 && !std::signbit(c.real())) return imag;
-      return "(" + complex_part(c.real()) + (imag.front() == '-' ? "" : "+") + imag + ")";
-    }
-    case Value::Kind::string: return python_str_repr(v.as_string());
-    case Value::Kind::bytes: return python_bytes_repr(v.as_bytes().data);
-    case Value::Kind::tuple: {
-      const auto& items = v.as_tuple();
-      std::string out = "(";
-      for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + python_repr(items[i]);
-      return out + (items.size() == 1 ? ",)" : ")");
-    }
-    case Value::Kind::dtype: return "torch." + std::string(dtype_name(v.as_dtype()));
-    case Value::Kind::device: {
-      const auto device = v.as_device();
-      const std::string type = device.is_cpu() ? "cpu" : device.is_cuda() ? "cuda" : "meta";
-      return "device(type='" + type + "'" + (device.index >= 0 ? ", index=" + std::to_string(device.index) : "") + ")";
-    }
-    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
-    default: return "<" + std::string(Value::kind_name(v.kind())) + ">";
-  }
-}
+[[nodiscard]] TENSORFILE_ENTRY std::string python_repr(const Value& v);
 
 /// torch's repr of a tensor Value: to_string(tensor, options), after "Parameter containing:\n" for an
 /// nn.Parameter. Throws ArgumentError when `v` holds no tensor.
-[[nodiscard]] inline std::string tensor_repr(const Value& v, const PrintOptions& options = {}) {
-  if (!v.is_tensor()) throw ArgumentError("tensor_repr needs a tensor, got " + std::string(Value::kind_name(v.kind())));
-  std::string out = v.is_parameter() ? "Parameter containing:\n" : "";
-  return out.append(to_string(v.as_tensor(), options));
-}
+[[nodiscard]] TENSORFILE_ENTRY std::string tensor_repr(const Value& v, const PrintOptions& options = {});
 
 /// The text of a dict key as one path step, before any escaping: str keys as they are, ints in decimal,
 /// other keys as python_repr() ("True", "2.5", "(1, 'a')").
-[[nodiscard]] inline std::string key_text(const Value& key) {
-  if (key.is_string()) return key.as_string();
-  if (key.is_int()) return std::to_string(key.as_int());
-  if (key.is_big_int()) return key.as_big_int().str();
-  return python_repr(key);
-}
+[[nodiscard]] TENSORFILE_ENTRY std::string key_text(const Value& key);
+
+/// Every tensor (and bare storage) in `v` with its path: dict keys and list indices joined by
+/// "/", e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is listed twice.
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v);
+
+/// The tree of `v`, one item a line, tensors as "Tensor float32 [2, 3]" (no values).
+[[nodiscard]] TENSORFILE_ENTRY std::string to_string(const Value& v);
+
+/// Writes to_string(v).
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Value& v);
+
+}  // namespace tensorfile
+
+/// fmt support: `fmt::format("{}", value)`.
+template <>
+struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const tensorfile::Value& v, Context& ctx) const {
+    const std::string text = tensorfile::to_string(v);
+    return fmt::formatter<std::string_view>::format(text, ctx);
+  }
+};
+
+#if TENSORFILE_DEFINITIONS
+#include <cmath>
+#include <ostream>
+
+#include "tensorfile/core/text.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -185,33 +169,72 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
 
 }  // namespace detail
 
-/// Every tensor (and bare storage) in `v` with its path: dict keys and list indices joined by
-/// "/", e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is listed twice.
-[[nodiscard]] inline std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v) {
+TENSORFILE_ENTRY std::string python_repr(const Value& v) {
+  // repr(complex) writes its parts as floats without a trailing ".0".
+  const auto complex_part = [](double x) {
+    std::string text = python_float_repr(x);
+    if (text.size() > 2 && text.ends_with(".0")) text.resize(text.size() - 2);
+    return text;
+  };
+  switch (v.kind()) {
+    case Value::Kind::none: return "None";
+    case Value::Kind::boolean: return v.as_bool() ? "True" : "False";
+    case Value::Kind::integer: return std::to_string(v.as_int());
+    case Value::Kind::big_integer: return v.as_big_int().str();
+    case Value::Kind::floating: return python_float_repr(v.as_float());
+    case Value::Kind::complex: {
+      const auto c = v.as_complex();
+      const std::string imag = complex_part(c.imag()) + "j";
+      if (c.real() == 0 && !std::signbit(c.real())) return imag;
+      return "(" + complex_part(c.real()) + (imag.front() == '-' ? "" : "+") + imag + ")";
+    }
+    case Value::Kind::string: return python_str_repr(v.as_string());
+    case Value::Kind::bytes: return python_bytes_repr(v.as_bytes().data);
+    case Value::Kind::tuple: {
+      const auto& items = v.as_tuple();
+      std::string out = "(";
+      for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + python_repr(items[i]);
+      return out + (items.size() == 1 ? ",)" : ")");
+    }
+    case Value::Kind::dtype: return "torch." + std::string(dtype_name(v.as_dtype()));
+    case Value::Kind::device: {
+      const auto device = v.as_device();
+      const std::string type = device.is_cpu() ? "cpu" : device.is_cuda() ? "cuda" : "meta";
+      return "device(type='" + type + "'" + (device.index >= 0 ? ", index=" + std::to_string(device.index) : "") + ")";
+    }
+    case Value::Kind::global: return v.as_global().module + "." + v.as_global().name;
+    default: return "<" + std::string(Value::kind_name(v.kind())) + ">";
+  }
+}
+
+TENSORFILE_ENTRY std::string tensor_repr(const Value& v, const PrintOptions& options) {
+  if (!v.is_tensor()) throw ArgumentError("tensor_repr needs a tensor, got " + std::string(Value::kind_name(v.kind())));
+  std::string out = v.is_parameter() ? "Parameter containing:\n" : "";
+  return out.append(to_string(v.as_tensor(), options));
+}
+
+TENSORFILE_ENTRY std::string key_text(const Value& key) {
+  if (key.is_string()) return key.as_string();
+  if (key.is_int()) return std::to_string(key.as_int());
+  if (key.is_big_int()) return key.as_big_int().str();
+  return python_repr(key);
+}
+
+TENSORFILE_ENTRY std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v) {
   std::vector<std::pair<std::string, Tensor>> out;
   auto collect = [&](const std::string& path, const Tensor& t) { out.emplace_back(path, t); };
   detail::walk_tensors(v, "", collect);
   return out;
 }
 
-/// The tree of `v`, one item a line, tensors as "Tensor float32 [2, 3]" (no values).
-[[nodiscard]] inline std::string to_string(const Value& v) {
+TENSORFILE_ENTRY std::string to_string(const Value& v) {
   std::string out;
   detail::print_tree(out, v, "");
   return out;
 }
 
-/// Writes to_string(v).
-inline std::ostream& operator<<(std::ostream& out, const Value& v) { return out << to_string(v); }
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Value& v) { return out << to_string(v); }
 
 }  // namespace tensorfile
 
-/// fmt support: `fmt::format("{}", value)`.
-template <>
-struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
-  template <class Context>
-  auto format(const tensorfile::Value& v, Context& ctx) const {
-    const std::string text = tensorfile::to_string(v);
-    return fmt::formatter<std::string_view>::format(text, ctx);
-  }
-};
+#endif  // TENSORFILE_DEFINITIONS
