@@ -3,18 +3,15 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
-#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/convert.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
@@ -22,7 +19,6 @@
 #include "tensorfile/core/shape.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor_view.hpp"
-#include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile {
 
@@ -42,22 +38,11 @@ struct DeviceCopyHook {
   return hook;
 }
 
-inline std::string shape_string(std::span<const std::int64_t> shape) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + (shape.size() == 1 ? ",)" : ")");
-}
+/// "(2, 3)", as Python prints a shape tuple ("(4,)" for one dimension).
+TENSORFILE_ENTRY std::string shape_string(std::span<const std::int64_t> shape);
 
 /// Row-major strides for `sizes`.
-inline Shape contiguous_strides(std::span<const std::int64_t> sizes) {
-  Shape strides(sizes.size());
-  std::int64_t step = 1;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<std::int64_t>(sizes[d], 1);
-  }
-  return strides;
-}
+TENSORFILE_ENTRY Shape contiguous_strides(std::span<const std::int64_t> sizes);
 
 /// Calls fn(element_offset) for every element in C order; the innermost dimension is handed
 /// over as a run (offset, count, stride) so callers can memcpy contiguous runs.
@@ -92,32 +77,6 @@ void for_each_run(std::span<const std::int64_t> sizes, std::span<const std::int6
   }
 }
 
-/// Whether two elements of `dtype` hold equal values (torch.equal semantics: NaN differs from
-/// itself, -0.0 equals 0.0); float8 and quantized values compare by their bits.
-inline bool element_equal(DType dtype, const std::byte* a, const std::byte* b) noexcept {
-  const auto load = [](const std::byte* p, auto tag) {
-    decltype(tag) v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
-  switch (dtype) {
-    case DType::Float16: return static_cast<float>(load(a, Half{})) == static_cast<float>(load(b, Half{}));
-    case DType::BFloat16: return static_cast<float>(load(a, BFloat16{})) == static_cast<float>(load(b, BFloat16{}));
-    case DType::Float32: return load(a, 0.0f) == load(b, 0.0f);
-    case DType::Float64: return load(a, 0.0) == load(b, 0.0);
-    case DType::Complex32: {
-      const auto x = load(a, ComplexHalf{});
-      const auto y = load(b, ComplexHalf{});
-      return static_cast<float>(x.real) == static_cast<float>(y.real) &&
-             static_cast<float>(x.imag) == static_cast<float>(y.imag);
-    }
-    case DType::Complex64: return load(a, std::complex<float>{}) == load(b, std::complex<float>{});
-    case DType::Complex128: return load(a, std::complex<double>{}) == load(b, std::complex<double>{});
-    case DType::Bool: return (std::to_integer<int>(*a) != 0) == (std::to_integer<int>(*b) != 0);
-    default: return std::memcmp(a, b, element_size(dtype)) == 0;
-  }
-}
-
 }  // namespace detail
 
 /// A strided view of a Storage. Copies are cheap and share the storage (like torch tensors);
@@ -143,12 +102,7 @@ class Tensor {
   }
 
   /// A new zero-filled contiguous tensor on `device` (cpu or meta; cuda with <tensorfile/cuda.hpp>).
-  [[nodiscard]] static Tensor zeros(Shape sizes, DType dtype, Device device = Device::cpu()) {
-    const std::size_t bytes = checked_nbytes(sizes, dtype);
-    if (device.is_meta()) return {meta_storage(bytes), dtype, std::move(sizes)};
-    Tensor host(heap_storage(bytes), dtype, std::move(sizes));
-    return device.is_cpu() ? host : host.to(device);
-  }
+  [[nodiscard]] static Tensor zeros(Shape sizes, DType dtype, Device device = Device::cpu());
 
   /// A new contiguous CPU tensor holding a copy of `values`; `sizes` defaults to {values.size()}.
   template <element_type T>
@@ -252,82 +206,20 @@ class Tensor {
   // ---- views sharing the storage ------------------------------------------------------------
 
   /// The slice at `index` along `dim`, which is removed (t[i] for dim 0).
-  [[nodiscard]] Tensor select(std::int64_t dim, std::int64_t index) const {
-    const std::size_t d = wrap_dim(dim);
-    const std::int64_t extent = sizes_[d];
-    if (index < -extent || index >= extent) {
-      throw ArgumentError("select index " + std::to_string(index) + " is out of range for dimension " +
-                          std::to_string(d) + " of size " + std::to_string(extent));
-    }
-    if (index < 0) index += extent;
-    Tensor out = *this;
-    out.offset_ += index * strides_[d];
-    out.sizes_.erase(out.sizes_.begin() + static_cast<std::ptrdiff_t>(d));
-    out.strides_.erase(out.strides_.begin() + static_cast<std::ptrdiff_t>(d));
-    return out;
-  }
+  [[nodiscard]] Tensor select(std::int64_t dim, std::int64_t index) const;
 
   /// Elements [start, start + length) along `dim` (torch.narrow).
-  [[nodiscard]] Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
-    const std::size_t d = wrap_dim(dim);
-    if (start < 0) start += sizes_[d];
-    if (start < 0 || length < 0 || start > sizes_[d] || length > sizes_[d] - start) {
-      throw ArgumentError("narrow [" + std::to_string(start) + ", +" + std::to_string(length) +
-                          ") is out of range for dimension " + std::to_string(d) + " of size " +
-                          std::to_string(sizes_[d]));
-    }
-    Tensor out = *this;
-    out.offset_ += start * strides_[d];
-    out.sizes_[d] = length;
-    return out;
-  }
+  [[nodiscard]] Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
 
   /// Elements start, start+step, ... below end along `dim` (Python's t[start:end:step]); start
   /// and end are clamped like Python slices, step must be positive.
-  [[nodiscard]] Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const {
-    const std::size_t d = wrap_dim(dim);
-    if (step <= 0) throw ArgumentError("slice step must be positive; got " + std::to_string(step));
-    const std::int64_t extent = sizes_[d];
-    const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
-    start = clamp(start);
-    end = std::max(clamp(end), start);
-    Tensor out = *this;
-    out.offset_ += start * strides_[d];
-    out.sizes_[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
-    if (out.sizes_[d] > 1) {                                          // a stride only matters where it is used to step
-      const auto stride = detail::checked_mul(strides_[d], step);
-      if (!stride) throw ArgumentError("slice step " + std::to_string(step) + " overflows the stride");
-      out.strides_[d] = *stride;
-    }
-    out.check_bounds();
-    return out;
-  }
+  [[nodiscard]] Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
 
   /// Swaps two dimensions.
-  [[nodiscard]] Tensor transpose(std::int64_t dim0, std::int64_t dim1) const {
-    Tensor out = *this;
-    std::swap(out.sizes_[wrap_dim(dim0)], out.sizes_[wrap_dim(dim1)]);
-    std::swap(out.strides_[wrap_dim(dim0)], out.strides_[wrap_dim(dim1)]);
-    return out;
-  }
+  [[nodiscard]] Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
 
   /// Reorders dimensions: result dim i is this tensor's dim order[i].
-  [[nodiscard]] Tensor permute(std::span<const std::int64_t> order) const {
-    if (order.size() != dim()) {
-      throw ArgumentError("permute needs " + std::to_string(dim()) + " dimensions; got " +
-                          std::to_string(order.size()));
-    }
-    Tensor out = *this;
-    std::vector<bool> seen(dim(), false);
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const std::size_t d = wrap_dim(order[i]);
-      if (seen[d]) throw ArgumentError("permute repeats dimension " + std::to_string(d));
-      seen[d] = true;
-      out.sizes_[i] = sizes_[d];
-      out.strides_[i] = strides_[d];
-    }
-    return out;
-  }
+  [[nodiscard]] Tensor permute(std::span<const std::int64_t> order) const;
   /// permute with a braced list: `t.permute({2, 0, 1})`.
   [[nodiscard]] Tensor permute(std::initializer_list<std::int64_t> order) const {
     return permute(std::span<const std::int64_t>(order.begin(), order.size()));
@@ -335,83 +227,13 @@ class Tensor {
 
   /// The same elements with new sizes (one may be -1, deduced). Only contiguous tensors: call
   /// contiguous() first otherwise (torch.reshape would copy; tensorfile never copies silently).
-  [[nodiscard]] Tensor reshape(Shape sizes) const {
-    if (!is_contiguous()) {
-      throw ArgumentError("reshape needs a contiguous tensor; call contiguous() first");
-    }
-    std::int64_t known = 1;
-    std::size_t deduced = sizes.size();
-    for (std::size_t d = 0; d < sizes.size(); ++d) {
-      if (sizes[d] == -1 && deduced == sizes.size()) {
-        deduced = d;
-      } else if (sizes[d] < 0) {
-        throw ArgumentError("invalid size " + std::to_string(sizes[d]) + " in reshape " + detail::shape_string(sizes));
-      } else {
-        auto product = detail::checked_mul(known, sizes[d]);
-        if (!product) throw ArgumentError("reshape " + detail::shape_string(sizes) + " overflows int64");
-        known = *product;
-      }
-    }
-    if (deduced != sizes.size()) {
-      if (known == 0 || numel() % known != 0) {
-        throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
-                            " elements");
-      }
-      sizes[deduced] = numel() / known;
-      known = numel();
-    }
-    if (known != numel()) {
-      throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
-                          " elements");
-    }
-    Tensor out = *this;
-    out.strides_ = detail::contiguous_strides(sizes);
-    out.sizes_ = std::move(sizes);
-    return out;
-  }
+  [[nodiscard]] Tensor reshape(Shape sizes) const;
 
   /// Broadcasts dims of size 1 (and new leading dims) to `sizes` with stride 0; -1 keeps a size.
-  [[nodiscard]] Tensor expand(Shape sizes) const {
-    if (sizes.size() < dim()) {
-      throw ArgumentError("expand to " + detail::shape_string(sizes) + " has fewer dimensions than " +
-                          detail::shape_string(sizes_));
-    }
-    const std::size_t lead = sizes.size() - dim();
-    Shape strides(sizes.size(), 0);
-    for (std::size_t d = 0; d < sizes.size(); ++d) {
-      if (d < lead) {
-        if (sizes[d] < 0) throw ArgumentError("expand cannot deduce new leading dimension " + std::to_string(d));
-        continue;
-      }
-      const std::int64_t own = sizes_[d - lead];
-      if (sizes[d] == -1) sizes[d] = own;
-      if (sizes[d] < 0) throw ArgumentError("expand to " + detail::shape_string(sizes) + " has a negative size");
-      if (sizes[d] == own) {
-        strides[d] = strides_[d - lead];
-      } else if (own != 1) {
-        throw ArgumentError("cannot expand dimension " + std::to_string(d - lead) + " of size " + std::to_string(own) +
-                            " to " + std::to_string(sizes[d]) + "; only size-1 dimensions expand");
-      }
-    }
-    Tensor out = *this;
-    out.sizes_ = std::move(sizes);
-    out.strides_ = std::move(strides);
-    out.check_bounds();  // numel() must still fit int64: copies and printing size their loops by it
-    return out;
-  }
+  [[nodiscard]] Tensor expand(Shape sizes) const;
 
   /// Inserts a dimension of size 1 at `dim` (0 to dim()).
-  [[nodiscard]] Tensor unsqueeze(std::int64_t dim) const {
-    const auto rank = static_cast<std::int64_t>(this->dim());
-    if (dim < 0) dim += rank + 1;
-    if (dim < 0 || dim > rank) throw ArgumentError("unsqueeze dimension " + std::to_string(dim) + " is out of range");
-    Tensor out = *this;
-    const auto at = static_cast<std::size_t>(dim);
-    const std::int64_t stride = dim < rank ? sizes_[at] * strides_[at] : 1;
-    out.sizes_.insert(out.sizes_.begin() + dim, 1);
-    out.strides_.insert(out.strides_.begin() + dim, stride);
-    return out;
-  }
+  [[nodiscard]] Tensor unsqueeze(std::int64_t dim) const;
 
   // ---- copies -------------------------------------------------------------------------------
 
@@ -419,32 +241,10 @@ class Tensor {
   [[nodiscard]] Tensor contiguous() const { return is_contiguous() ? *this : clone(); }
 
   /// A new contiguous tensor on the same device with the same values (requires_grad kept).
-  [[nodiscard]] Tensor clone() const {
-    if (device().is_meta()) return Tensor::zeros(sizes_, dtype_, device()).set_requires_grad(requires_grad_);
-    // Through the host: to() keeps a view's strides and offset (transposed, expanded), so clone there first.
-    if (!device().is_cpu()) return to(Device::cpu()).clone().to(device()).set_requires_grad(requires_grad_);
-    Tensor out(heap_storage(nbytes(), false), dtype_, sizes_);
-    out.requires_grad_ = requires_grad_;
-    copy_into(out.storage_.mutable_data());
-    return out;
-  }
+  [[nodiscard]] Tensor clone() const;
 
   /// Writes the elements in C order, densely, to `out` (nbytes() bytes). CPU tensors only.
-  void copy_into(std::byte* out) const {
-    if (numel() == 0) return;
-    const std::byte* base = host_bytes<const std::byte>() - offset_ * static_cast<std::int64_t>(element_size());
-    const auto elem = static_cast<std::int64_t>(element_size());
-    detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
-      if (stride == 1) {
-        std::memcpy(out, base + offset * elem, static_cast<std::size_t>(count * elem));
-        out += count * elem;
-        return;
-      }
-      for (std::int64_t i = 0; i < count; ++i, out += elem) {
-        std::memcpy(out, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
-      }
-    });
-  }
+  void copy_into(std::byte* out) const;
 
   /// Calls `fn(std::span<const std::byte>)` with the elements' bytes in C order, in pieces whose concatenation is
   /// what copy_into() writes (to hash or stream a view without copying it whole): contiguous runs straight from
@@ -471,40 +271,18 @@ class Tensor {
 
   /// This tensor on `device`: itself when already there; cpu to meta keeps shapes and drops bytes;
   /// meta to cpu throws (there is no data). CUDA needs <tensorfile/cuda.hpp>, else DeviceError.
-  [[nodiscard]] Tensor to(Device target) const {
-    const Device here = device();
-    if (here.kind == target.kind && (target.index < 0 || here.index == target.index)) return *this;
-    if (target.is_meta()) return Tensor::zeros(sizes_, dtype_, target).set_requires_grad(requires_grad_);
-    if (here.is_meta()) throw DeviceError("cannot copy a meta tensor to " + target.str() + ": it has no data");
-    if (auto copy = detail::device_copy_hook().copy) return copy(*this, target);
-    throw DeviceError("cannot move a tensor to " + target.str() +
-                      ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
-  }
+  [[nodiscard]] Tensor to(Device target) const;
 
   /// This tensor with elements of `dtype`, converted as torch's `.to(dtype)` converts them (rules in
   /// <tensorfile/core/convert.hpp>). The same dtype returns this tensor itself, sharing its storage (no copy);
   /// otherwise a new contiguous tensor on the same device. Meta tensors give a meta tensor of `dtype`; other
   /// devices convert through a host copy (DeviceError when no copy path is built in). requires_grad is kept for
   /// floating and complex results. Throws UnsupportedError for quantized dtypes.
-  [[nodiscard]] Tensor to(DType dtype) const {
-    if (dtype == dtype_) return *this;
-    detail::check_convertible(dtype_, dtype);
-    const bool grad = requires_grad_ && (is_floating_point(dtype) || is_complex(dtype));
-    if (device().is_meta()) return Tensor::zeros(sizes_, dtype, device()).set_requires_grad(grad);
-    if (!device().is_cpu()) return to(Device::cpu()).to(dtype).to(device()).set_requires_grad(grad);
-    Tensor out(heap_storage(checked_nbytes(sizes_, dtype), false), dtype, sizes_);
-    out.requires_grad_ = grad;
-    convert_into(out.storage_.mutable_data(), dtype);
-    return out;
-  }
+  [[nodiscard]] Tensor to(DType dtype) const;
 
   /// This tensor on `device` with elements of `dtype`: to(dtype) and to(device), converting on the host (the
   /// tensor itself when both already match).
-  [[nodiscard]] Tensor to(Device target, DType dtype) const {
-    if (target.is_meta()) return to(target).to(dtype);
-    if (device().is_cpu() || device().is_meta()) return to(dtype).to(target);
-    return to(Device::cpu()).to(dtype).to(target);
-  }
+  [[nodiscard]] Tensor to(Device target, DType dtype) const;
 
   /// The elements in C order as a std::vector<T>, converted from dtype() as to(dtype_of<T>) converts them; any
   /// layout. Tensors on other devices are copied to the host first (DeviceError without a copy path; meta
@@ -543,60 +321,19 @@ class Tensor {
 
   /// Writes the elements' bytes in C order, unconverted, to `out`. Throws ArgumentError when out.size() !=
   /// nbytes() (nothing written). CPU tensors only.
-  void copy_into(std::span<std::byte> out) const {
-    if (out.size() != nbytes()) {
-      throw ArgumentError("copy_into needs a span of exactly " + std::to_string(nbytes()) + " bytes; got " +
-                          std::to_string(out.size()));
-    }
-    copy_into(out.data());
-  }
+  void copy_into(std::span<std::byte> out) const;
 
   /// Same dtype, sizes and values (torch.equal: NaN never equals, -0.0 equals 0.0). CPU only.
-  [[nodiscard]] bool equal(const Tensor& other) const {
-    if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
-    if (numel() == 0) return true;
-    const Tensor a = contiguous();
-    const Tensor b = other.contiguous();
-    const std::byte* x = a.raw_data();
-    const std::byte* y = b.raw_data();
-    const std::size_t step = element_size();
-    for (std::int64_t i = 0, n = numel(); i < n; ++i, x += step, y += step) {
-      if (!detail::element_equal(dtype_, x, y)) return false;
-    }
-    return true;
-  }
+  [[nodiscard]] bool equal(const Tensor& other) const;
 
  private:
-  static std::size_t checked_nbytes(std::span<const std::int64_t> sizes, DType dtype) {
-    std::int64_t total = static_cast<std::int64_t>(tensorfile::element_size(dtype));
-    for (auto s : sizes) {
-      if (s < 0) throw ArgumentError("negative size in shape " + detail::shape_string(sizes));
-      auto product = detail::checked_mul(total, s);
-      if (!product) throw ArgumentError("shape " + detail::shape_string(sizes) + " overflows int64 bytes");
-      total = *product;
-    }
-    return static_cast<std::size_t>(total);
-  }
+  static std::size_t checked_nbytes(std::span<const std::int64_t> sizes, DType dtype);
 
   // This tensor where its bytes can be read on the host: itself on the CPU, a host copy from another device.
-  Tensor host_source() const {
-    if (storage_.defined() && !device().is_cpu() && !device().is_meta()) return to(Device::cpu());
-    (void)host_bytes<const std::byte>();  // throws for undefined and meta tensors
-    return *this;
-  }
+  Tensor host_source() const;
 
   // Converts the elements (any layout, on the host) to `dtype`, written densely at `out`.
-  void convert_into(std::byte* out, DType dtype) const {
-    detail::check_convertible(dtype_, dtype);
-    if (numel() == 0) return;
-    const auto elem = static_cast<std::int64_t>(element_size());
-    const std::byte* base = host_bytes<const std::byte>() - offset_ * elem;
-    const auto out_step = static_cast<std::int64_t>(tensorfile::element_size(dtype));
-    detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
-      convert_elements(dtype_, base + offset * elem, stride, dtype, out, count);
-      out += count * out_step;
-    });
-  }
+  void convert_into(std::byte* out, DType dtype) const;
 
   std::size_t wrap_dim(std::int64_t d) const {
     const auto rank = static_cast<std::int64_t>(sizes_.size());
@@ -623,44 +360,7 @@ class Tensor {
     return reinterpret_cast<Byte*>(base + offset_ * static_cast<std::int64_t>(element_size()));
   }
 
-  void check_bounds() const {
-    if (sizes_.size() != strides_.size()) {
-      throw ArgumentError("sizes " + detail::shape_string(sizes_) + " and strides " + detail::shape_string(strides_) +
-                          " differ in length");
-    }
-    if (offset_ < 0) throw ArgumentError("negative storage offset " + std::to_string(offset_));
-    std::int64_t last = offset_;  // highest element index touched
-    bool empty = false;
-    for (std::size_t d = 0; d < sizes_.size(); ++d) {
-      if (sizes_[d] < 0 || strides_[d] < 0) {
-        throw ArgumentError("negative size or stride in sizes " + detail::shape_string(sizes_) + ", strides " +
-                            detail::shape_string(strides_));
-      }
-      if (sizes_[d] == 0) empty = true;
-    }
-    if (empty) return;
-    std::int64_t count = 1;  // numel() must fit int64 (a stride-0 view can claim far more elements than it touches)
-    for (auto size : sizes_) {
-      const auto product = detail::checked_mul(count, size);
-      if (!product || !detail::checked_mul(*product, static_cast<std::int64_t>(element_size()))) {
-        throw ArgumentError("sizes " + detail::shape_string(sizes_) + " hold more elements than int64 counts");
-      }
-      count = *product;
-    }
-    for (std::size_t d = 0; d < sizes_.size(); ++d) {
-      auto reach = detail::checked_mul(sizes_[d] - 1, strides_[d]);
-      auto sum = reach ? detail::checked_add(last, *reach) : std::nullopt;
-      if (!sum) throw ArgumentError("view extent overflows int64");
-      last = *sum;
-    }
-    auto end_bytes = detail::checked_mul(last + 1, static_cast<std::int64_t>(element_size()));
-    if (!end_bytes || static_cast<std::uint64_t>(*end_bytes) > storage_.size_bytes()) {
-      throw ArgumentError("view with sizes " + detail::shape_string(sizes_) + ", strides " +
-                          detail::shape_string(strides_) + " and offset " + std::to_string(offset_) +
-                          " leaves its storage; expected at most " + std::to_string(storage_.size_bytes()) +
-                          " bytes, got " + (end_bytes ? std::to_string(*end_bytes) : std::string("an overflow")));
-    }
-  }
+  void check_bounds() const;
 
   Storage storage_;
   Shape sizes_;
@@ -671,3 +371,359 @@ class Tensor {
 };
 
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <complex>
+
+#include "tensorfile/core/convert.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+TENSORFILE_ENTRY std::string shape_string(std::span<const std::int64_t> shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+TENSORFILE_ENTRY Shape contiguous_strides(std::span<const std::int64_t> sizes) {
+  Shape strides(sizes.size());
+  std::int64_t step = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<std::int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+/// Whether two elements of `dtype` hold equal values (torch.equal semantics: NaN differs from
+/// itself, -0.0 equals 0.0); float8 and quantized values compare by their bits.
+inline bool element_equal(DType dtype, const std::byte* a, const std::byte* b) noexcept {
+  const auto load = [](const std::byte* p, auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (dtype) {
+    case DType::Float16: return static_cast<float>(load(a, Half{})) == static_cast<float>(load(b, Half{}));
+    case DType::BFloat16: return static_cast<float>(load(a, BFloat16{})) == static_cast<float>(load(b, BFloat16{}));
+    case DType::Float32: return load(a, 0.0f) == load(b, 0.0f);
+    case DType::Float64: return load(a, 0.0) == load(b, 0.0);
+    case DType::Complex32: {
+      const auto x = load(a, ComplexHalf{});
+      const auto y = load(b, ComplexHalf{});
+      return static_cast<float>(x.real) == static_cast<float>(y.real) &&
+             static_cast<float>(x.imag) == static_cast<float>(y.imag);
+    }
+    case DType::Complex64: return load(a, std::complex<float>{}) == load(b, std::complex<float>{});
+    case DType::Complex128: return load(a, std::complex<double>{}) == load(b, std::complex<double>{});
+    case DType::Bool: return (std::to_integer<int>(*a) != 0) == (std::to_integer<int>(*b) != 0);
+    default: return std::memcmp(a, b, element_size(dtype)) == 0;
+  }
+}
+
+}  // namespace detail
+
+TENSORFILE_ENTRY Tensor Tensor::zeros(Shape sizes, DType dtype, Device device) {
+  const std::size_t bytes = checked_nbytes(sizes, dtype);
+  if (device.is_meta()) return {meta_storage(bytes), dtype, std::move(sizes)};
+  Tensor host(heap_storage(bytes), dtype, std::move(sizes));
+  return device.is_cpu() ? host : host.to(device);
+}
+
+TENSORFILE_ENTRY Tensor Tensor::select(std::int64_t dim, std::int64_t index) const {
+  const std::size_t d = wrap_dim(dim);
+  const std::int64_t extent = sizes_[d];
+  if (index < -extent || index >= extent) {
+    throw ArgumentError("select index " + std::to_string(index) + " is out of range for dimension " +
+                        std::to_string(d) + " of size " + std::to_string(extent));
+  }
+  if (index < 0) index += extent;
+  Tensor out = *this;
+  out.offset_ += index * strides_[d];
+  out.sizes_.erase(out.sizes_.begin() + static_cast<std::ptrdiff_t>(d));
+  out.strides_.erase(out.strides_.begin() + static_cast<std::ptrdiff_t>(d));
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
+  const std::size_t d = wrap_dim(dim);
+  if (start < 0) start += sizes_[d];
+  if (start < 0 || length < 0 || start > sizes_[d] || length > sizes_[d] - start) {
+    throw ArgumentError("narrow [" + std::to_string(start) + ", +" + std::to_string(length) +
+                        ") is out of range for dimension " + std::to_string(d) + " of size " +
+                        std::to_string(sizes_[d]));
+  }
+  Tensor out = *this;
+  out.offset_ += start * strides_[d];
+  out.sizes_[d] = length;
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step) const {
+  const std::size_t d = wrap_dim(dim);
+  if (step <= 0) throw ArgumentError("slice step must be positive; got " + std::to_string(step));
+  const std::int64_t extent = sizes_[d];
+  const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  Tensor out = *this;
+  out.offset_ += start * strides_[d];
+  out.sizes_[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
+  if (out.sizes_[d] > 1) {                                          // a stride only matters where it is used to step
+    const auto stride = detail::checked_mul(strides_[d], step);
+    if (!stride) throw ArgumentError("slice step " + std::to_string(step) + " overflows the stride");
+    out.strides_[d] = *stride;
+  }
+  out.check_bounds();
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const {
+  Tensor out = *this;
+  std::swap(out.sizes_[wrap_dim(dim0)], out.sizes_[wrap_dim(dim1)]);
+  std::swap(out.strides_[wrap_dim(dim0)], out.strides_[wrap_dim(dim1)]);
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::permute(std::span<const std::int64_t> order) const {
+  if (order.size() != dim()) {
+    throw ArgumentError("permute needs " + std::to_string(dim()) + " dimensions; got " + std::to_string(order.size()));
+  }
+  Tensor out = *this;
+  std::vector<bool> seen(dim(), false);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t d = wrap_dim(order[i]);
+    if (seen[d]) throw ArgumentError("permute repeats dimension " + std::to_string(d));
+    seen[d] = true;
+    out.sizes_[i] = sizes_[d];
+    out.strides_[i] = strides_[d];
+  }
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::reshape(Shape sizes) const {
+  if (!is_contiguous()) {
+    throw ArgumentError("reshape needs a contiguous tensor; call contiguous() first");
+  }
+  std::int64_t known = 1;
+  std::size_t deduced = sizes.size();
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == -1 && deduced == sizes.size()) {
+      deduced = d;
+    } else if (sizes[d] < 0) {
+      throw ArgumentError("invalid size " + std::to_string(sizes[d]) + " in reshape " + detail::shape_string(sizes));
+    } else {
+      auto product = detail::checked_mul(known, sizes[d]);
+      if (!product) throw ArgumentError("reshape " + detail::shape_string(sizes) + " overflows int64");
+      known = *product;
+    }
+  }
+  if (deduced != sizes.size()) {
+    if (known == 0 || numel() % known != 0) {
+      throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
+                          " elements");
+    }
+    sizes[deduced] = numel() / known;
+    known = numel();
+  }
+  if (known != numel()) {
+    throw ArgumentError("shape " + detail::shape_string(sizes) + " is invalid for " + std::to_string(numel()) +
+                        " elements");
+  }
+  Tensor out = *this;
+  out.strides_ = detail::contiguous_strides(sizes);
+  out.sizes_ = std::move(sizes);
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::expand(Shape sizes) const {
+  if (sizes.size() < dim()) {
+    throw ArgumentError("expand to " + detail::shape_string(sizes) + " has fewer dimensions than " +
+                        detail::shape_string(sizes_));
+  }
+  const std::size_t lead = sizes.size() - dim();
+  Shape strides(sizes.size(), 0);
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (d < lead) {
+      if (sizes[d] < 0) throw ArgumentError("expand cannot deduce new leading dimension " + std::to_string(d));
+      continue;
+    }
+    const std::int64_t own = sizes_[d - lead];
+    if (sizes[d] == -1) sizes[d] = own;
+    if (sizes[d] < 0) throw ArgumentError("expand to " + detail::shape_string(sizes) + " has a negative size");
+    if (sizes[d] == own) {
+      strides[d] = strides_[d - lead];
+    } else if (own != 1) {
+      throw ArgumentError("cannot expand dimension " + std::to_string(d - lead) + " of size " + std::to_string(own) +
+                          " to " + std::to_string(sizes[d]) + "; only size-1 dimensions expand");
+    }
+  }
+  Tensor out = *this;
+  out.sizes_ = std::move(sizes);
+  out.strides_ = std::move(strides);
+  out.check_bounds();  // numel() must still fit int64: copies and printing size their loops by it
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::unsqueeze(std::int64_t dim) const {
+  const auto rank = static_cast<std::int64_t>(this->dim());
+  if (dim < 0) dim += rank + 1;
+  if (dim < 0 || dim > rank) throw ArgumentError("unsqueeze dimension " + std::to_string(dim) + " is out of range");
+  Tensor out = *this;
+  const auto at = static_cast<std::size_t>(dim);
+  const std::int64_t stride = dim < rank ? sizes_[at] * strides_[at] : 1;
+  out.sizes_.insert(out.sizes_.begin() + dim, 1);
+  out.strides_.insert(out.strides_.begin() + dim, stride);
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::clone() const {
+  if (device().is_meta()) return Tensor::zeros(sizes_, dtype_, device()).set_requires_grad(requires_grad_);
+  // Through the host: to() keeps a view's strides and offset (transposed, expanded), so clone there first.
+  if (!device().is_cpu()) return to(Device::cpu()).clone().to(device()).set_requires_grad(requires_grad_);
+  Tensor out(heap_storage(nbytes(), false), dtype_, sizes_);
+  out.requires_grad_ = requires_grad_;
+  copy_into(out.storage_.mutable_data());
+  return out;
+}
+
+TENSORFILE_ENTRY void Tensor::copy_into(std::byte* out) const {
+  if (numel() == 0) return;
+  const std::byte* base = host_bytes<const std::byte>() - offset_ * static_cast<std::int64_t>(element_size());
+  const auto elem = static_cast<std::int64_t>(element_size());
+  detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
+    if (stride == 1) {
+      std::memcpy(out, base + offset * elem, static_cast<std::size_t>(count * elem));
+      out += count * elem;
+      return;
+    }
+    for (std::int64_t i = 0; i < count; ++i, out += elem) {
+      std::memcpy(out, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
+    }
+  });
+}
+
+TENSORFILE_ENTRY Tensor Tensor::to(Device target) const {
+  const Device here = device();
+  if (here.kind == target.kind && (target.index < 0 || here.index == target.index)) return *this;
+  if (target.is_meta()) return Tensor::zeros(sizes_, dtype_, target).set_requires_grad(requires_grad_);
+  if (here.is_meta()) throw DeviceError("cannot copy a meta tensor to " + target.str() + ": it has no data");
+  if (auto copy = detail::device_copy_hook().copy) return copy(*this, target);
+  throw DeviceError("cannot move a tensor to " + target.str() +
+                    ": tensorfile was built without CUDA (include <tensorfile/cuda.hpp> and link tensorfile::cuda)");
+}
+
+TENSORFILE_ENTRY Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  detail::check_convertible(dtype_, dtype);
+  const bool grad = requires_grad_ && (is_floating_point(dtype) || is_complex(dtype));
+  if (device().is_meta()) return Tensor::zeros(sizes_, dtype, device()).set_requires_grad(grad);
+  if (!device().is_cpu()) return to(Device::cpu()).to(dtype).to(device()).set_requires_grad(grad);
+  Tensor out(heap_storage(checked_nbytes(sizes_, dtype), false), dtype, sizes_);
+  out.requires_grad_ = grad;
+  convert_into(out.storage_.mutable_data(), dtype);
+  return out;
+}
+
+TENSORFILE_ENTRY Tensor Tensor::to(Device target, DType dtype) const {
+  if (target.is_meta()) return to(target).to(dtype);
+  if (device().is_cpu() || device().is_meta()) return to(dtype).to(target);
+  return to(Device::cpu()).to(dtype).to(target);
+}
+
+TENSORFILE_ENTRY void Tensor::copy_into(std::span<std::byte> out) const {
+  if (out.size() != nbytes()) {
+    throw ArgumentError("copy_into needs a span of exactly " + std::to_string(nbytes()) + " bytes; got " +
+                        std::to_string(out.size()));
+  }
+  copy_into(out.data());
+}
+
+TENSORFILE_ENTRY bool Tensor::equal(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
+  if (numel() == 0) return true;
+  const Tensor a = contiguous();
+  const Tensor b = other.contiguous();
+  const std::byte* x = a.raw_data();
+  const std::byte* y = b.raw_data();
+  const std::size_t step = element_size();
+  for (std::int64_t i = 0, n = numel(); i < n; ++i, x += step, y += step) {
+    if (!detail::element_equal(dtype_, x, y)) return false;
+  }
+  return true;
+}
+
+TENSORFILE_ENTRY std::size_t Tensor::checked_nbytes(std::span<const std::int64_t> sizes, DType dtype) {
+  std::int64_t total = static_cast<std::int64_t>(tensorfile::element_size(dtype));
+  for (auto s : sizes) {
+    if (s < 0) throw ArgumentError("negative size in shape " + detail::shape_string(sizes));
+    auto product = detail::checked_mul(total, s);
+    if (!product) throw ArgumentError("shape " + detail::shape_string(sizes) + " overflows int64 bytes");
+    total = *product;
+  }
+  return static_cast<std::size_t>(total);
+}
+
+TENSORFILE_ENTRY Tensor Tensor::host_source() const {
+  if (storage_.defined() && !device().is_cpu() && !device().is_meta()) return to(Device::cpu());
+  (void)host_bytes<const std::byte>();  // throws for undefined and meta tensors
+  return *this;
+}
+
+TENSORFILE_ENTRY void Tensor::convert_into(std::byte* out, DType dtype) const {
+  detail::check_convertible(dtype_, dtype);
+  if (numel() == 0) return;
+  const auto elem = static_cast<std::int64_t>(element_size());
+  const std::byte* base = host_bytes<const std::byte>() - offset_ * elem;
+  const auto out_step = static_cast<std::int64_t>(tensorfile::element_size(dtype));
+  detail::for_each_run(sizes_, strides_, offset_, [&](std::int64_t offset, std::int64_t count, std::int64_t stride) {
+    convert_elements(dtype_, base + offset * elem, stride, dtype, out, count);
+    out += count * out_step;
+  });
+}
+
+TENSORFILE_ENTRY void Tensor::check_bounds() const {
+  if (sizes_.size() != strides_.size()) {
+    throw ArgumentError("sizes " + detail::shape_string(sizes_) + " and strides " + detail::shape_string(strides_) +
+                        " differ in length");
+  }
+  if (offset_ < 0) throw ArgumentError("negative storage offset " + std::to_string(offset_));
+  std::int64_t last = offset_;  // highest element index touched
+  bool empty = false;
+  for (std::size_t d = 0; d < sizes_.size(); ++d) {
+    if (sizes_[d] < 0 || strides_[d] < 0) {
+      throw ArgumentError("negative size or stride in sizes " + detail::shape_string(sizes_) + ", strides " +
+                          detail::shape_string(strides_));
+    }
+    if (sizes_[d] == 0) empty = true;
+  }
+  if (empty) return;
+  std::int64_t count = 1;  // numel() must fit int64 (a stride-0 view can claim far more elements than it touches)
+  for (auto size : sizes_) {
+    const auto product = detail::checked_mul(count, size);
+    if (!product || !detail::checked_mul(*product, static_cast<std::int64_t>(element_size()))) {
+      throw ArgumentError("sizes " + detail::shape_string(sizes_) + " hold more elements than int64 counts");
+    }
+    count = *product;
+  }
+  for (std::size_t d = 0; d < sizes_.size(); ++d) {
+    auto reach = detail::checked_mul(sizes_[d] - 1, strides_[d]);
+    auto sum = reach ? detail::checked_add(last, *reach) : std::nullopt;
+    if (!sum) throw ArgumentError("view extent overflows int64");
+    last = *sum;
+  }
+  auto end_bytes = detail::checked_mul(last + 1, static_cast<std::int64_t>(element_size()));
+  if (!end_bytes || static_cast<std::uint64_t>(*end_bytes) > storage_.size_bytes()) {
+    throw ArgumentError("view with sizes " + detail::shape_string(sizes_) + ", strides " +
+                        detail::shape_string(strides_) + " and offset " + std::to_string(offset_) +
+                        " leaves its storage; expected at most " + std::to_string(storage_.size_bytes()) +
+                        " bytes, got " + (end_bytes ? std::to_string(*end_bytes) : std::string("an overflow")));
+  }
+}
+
+}  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS
