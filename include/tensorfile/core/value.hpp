@@ -2,13 +2,11 @@
 // Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
 #pragma once
 
-#include <cmath>
 #include <complex>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -200,14 +198,7 @@ class Value {
   /// then).
   Value(Value&& other) noexcept { take(other); }
   /// Shares as the copy constructor does; the old data is released after the copy is made.
-  Value& operator=(const Value& other) {
-    if (this != &other) {
-      Value copy(other);  // first, so `other` may live inside what *this holds
-      release();
-      take(copy);
-    }
-    return *this;
-  }
+  Value& operator=(const Value& other);
   /// Takes `other`'s data as the move constructor does.
   Value& operator=(Value&& other) noexcept {
     if (this != &other) {
@@ -221,9 +212,7 @@ class Value {
   ~Value() { release(); }
 
   /// An nn.Parameter wrapping `data` (saved back through torch._utils._rebuild_parameter).
-  [[nodiscard]] static Value parameter(Tensor data) {
-    return Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(data), true}));
-  }
+  [[nodiscard]] static Value parameter(Tensor data);
 
   /// A tuple of `items`.
   [[nodiscard]] static Value tuple(List items);
@@ -253,10 +242,7 @@ class Value {
   [[nodiscard]] std::int64_t as_int() const { return expect(Kind::integer).scalar_.integer; }
   [[nodiscard]] const BigInt& as_big_int() const { return expect(Kind::big_integer).box<BigInt>(); }
   /// A float, or an int converted to double.
-  [[nodiscard]] double as_float() const {
-    if (is_int()) return static_cast<double>(scalar_.integer);
-    return expect(Kind::floating).scalar_.floating;
-  }
+  [[nodiscard]] double as_float() const;
   [[nodiscard]] std::complex<double> as_complex() const { return expect(Kind::complex).scalar_.complex; }
   [[nodiscard]] const std::string& as_string() const { return expect(Kind::string).string_; }
   [[nodiscard]] const Bytes& as_bytes() const { return expect(Kind::bytes).box<Bytes>(); }
@@ -378,9 +364,7 @@ class Value {
     if (kind_ != wanted) wrong_kind(wanted);
     return *this;
   }
-  [[noreturn]] void wrong_kind(Kind wanted) const {
-    throw ArgumentError("value is " + std::string(kind_name(kind_)) + "; expected " + std::string(kind_name(wanted)));
-  }
+  [[noreturn]] void wrong_kind(Kind wanted) const;
   // The box of a boxed kind, as the type that kind stores.
   template <class Box>
   [[nodiscard]] Box& box() const noexcept {
@@ -447,21 +431,9 @@ class List {
   List(const List&) = default;      ///< shares the elements' containers (as copying each Value)
   List(List&&) noexcept = default;  ///< takes the elements
   /// Replaces every element; throws ArgumentError (changing nothing) when one holds this list.
-  List& operator=(const List& other) {
-    if (this != &other) {
-      refuse_cycles(other);
-      items_ = other.items_;
-    }
-    return *this;
-  }
+  List& operator=(const List& other);
   /// Takes `other`'s elements; throws ArgumentError (changing nothing) when one holds this list.
-  List& operator=(List&& other) {
-    if (this != &other) {
-      refuse_cycles(other);
-      items_ = std::move(other.items_);
-    }
-    return *this;
-  }
+  List& operator=(List&& other);
 
   [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }       ///< number of elements
   [[nodiscard]] bool empty() const noexcept { return items_.empty(); }            ///< no element
@@ -479,10 +451,7 @@ class List {
   /// Makes room for `count` elements.
   void reserve(std::size_t count) { items_.reserve(count); }
   /// Appends `item`; throws ArgumentError (changing nothing) when `item` holds this list.
-  void push_back(Value item) {
-    detail::refuse_cycle(item, this, "list");
-    items_.push_back(std::move(item));
-  }
+  void push_back(Value item);
   /// Appends a Value made from `args`; throws ArgumentError (changing nothing) when it holds this list.
   template <class... Args>
   requires std::constructible_from<Value, Args&&...>
@@ -504,9 +473,7 @@ class List {
 
  private:
   friend struct detail::ValueAccess;
-  void refuse_cycles(const List& other) const {
-    for (const Value& item : other.items_) detail::refuse_cycle(item, this, "list");
-  }
+  void refuse_cycles(const List& other) const;
   void check_index(std::size_t index, std::size_t limit) const;
 
   std::vector<Value> items_;
@@ -514,32 +481,8 @@ class List {
 
 namespace detail {
 
-inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
-  return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
-}
-
 /// Hash consistent with key equality: Python's rule that True == 1 == 1.0 is kept for ints and bools.
-inline std::size_t hash_key(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::none: return 0x5a5a;
-    case Value::Kind::boolean: return std::hash<std::int64_t>{}(v.as_bool() ? 1 : 0);
-    case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
-    case Value::Kind::floating: {
-      const double d = v.as_float();  // integral floats hash as the int they equal
-      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18)
-        return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
-      return std::hash<double>{}(d);
-    }
-    case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
-    case Value::Kind::tuple: {
-      std::size_t h = 0x7u;
-      for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
-      return h;
-    }
-    case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
-    default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
-  }
-}
+TENSORFILE_ENTRY std::size_t hash_key(const Value& v);
 
 /// Dict's keys for its index: Python's hash and equality, and str lookups that make no Value.
 struct DictKeys {
@@ -564,46 +507,24 @@ class Dict {
 
   Dict() = default;
   /// A dict of str keys: `Dict{{"a", 1}, {"b", 2.0}}`.
-  Dict(std::initializer_list<Item> items) {
-    for (const auto& [k, v] : items) set(k, v);
-  }
+  Dict(std::initializer_list<Item> items);
   Dict(const Dict&) = default;      ///< shares the items' containers (as copying each Value)
   Dict(Dict&&) noexcept = default;  ///< takes the items
   /// Replaces every item and the attributes; throws ArgumentError (changing nothing) when one holds this dict.
-  Dict& operator=(const Dict& other) {
-    if (this != &other) {
-      other.refuse_cycles_into(this);
-      Dict copy(other);
-      swap_with(copy);
-    }
-    return *this;
-  }
+  Dict& operator=(const Dict& other);
   /// Takes `other`'s items and attributes; throws ArgumentError (changing nothing) when one holds this dict.
-  Dict& operator=(Dict&& other) {
-    if (this != &other) {
-      other.refuse_cycles_into(this);
-      swap_with(other);
-    }
-    return *this;
-  }
+  Dict& operator=(Dict&& other);
 
   bool ordered = false;  ///< a collections.OrderedDict (saved back as one)
 
   /// None, or a dict of instance attributes (OrderedDict `_metadata`).
   [[nodiscard]] const Value& attributes() const noexcept { return attributes_; }
   /// Replaces the attributes; throws ArgumentError (changing nothing) when `attributes` holds this dict.
-  void set_attributes(Value attributes) {
-    detail::refuse_cycle(attributes, this, "dict");
-    attributes_ = std::move(attributes);
-  }
+  void set_attributes(Value attributes);
 
   /// Inserts or replaces (keeping the position) the value of `key`. Throws ArgumentError (changing nothing)
   /// when `key` or `value` holds this dict; when anything else throws (an allocation), the dict stays as it was.
-  void set(Value key, Value value) {
-    detail::refuse_cycle(key, this, "dict");
-    detail::refuse_cycle(value, this, "dict");
-    set_unchecked(std::move(key), std::move(value));
-  }
+  void set(Value key, Value value);
   /// The value of `key` ("name", std::string, std::string_view, 0, a Value...), or null.
   template <DictKey Key>
   [[nodiscard]] const Value* find(const Key& key) const {
@@ -663,17 +584,10 @@ class Dict {
   [[nodiscard]] const Value* found(std::size_t position) const noexcept {
     return position == npos ? nullptr : &index_[position].second;
   }
-  void set_unchecked(Value&& key, Value&& value) {  // references: a file's dict insertions move each Value once less
-    auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
-    if (!inserted) item.second = std::move(value);
-  }
-  void refuse_cycles_into(const Dict* target) const {
-    for (const auto& [key, value] : index_) {
-      detail::refuse_cycle(key, target, "dict");
-      detail::refuse_cycle(value, target, "dict");
-    }
-    detail::refuse_cycle(attributes_, target, "dict");
-  }
+  // References: a file's dict insertions move each Value once less.
+  void set_unchecked(Value&& key, Value&& value);
+
+  void refuse_cycles_into(const Dict* target) const;
   void swap_with(Dict& other) noexcept {
     std::swap(ordered, other.ordered);
     std::swap(index_, other.index_);
@@ -792,6 +706,7 @@ Value Value::get(const Key& key, Value fallback) const {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <cmath>
 #include <unordered_set>
 
 namespace tensorfile {
@@ -1096,6 +1011,127 @@ TENSORFILE_ENTRY const Value& Value::at_path(std::span<const PathStep> path) con
   }
   return *at;
 }
+
+TENSORFILE_ENTRY Value& Value::operator=(const Value& other) {
+  if (this != &other) {
+    Value copy(other);  // first, so `other` may live inside what *this holds
+    release();
+    take(copy);
+  }
+  return *this;
+}
+
+TENSORFILE_ENTRY Value Value::parameter(Tensor data) {
+  return Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(data), true}));
+}
+
+TENSORFILE_ENTRY double Value::as_float() const {
+  if (is_int()) return static_cast<double>(scalar_.integer);
+  return expect(Kind::floating).scalar_.floating;
+}
+
+TENSORFILE_ENTRY void Value::wrong_kind(Kind wanted) const {
+  throw ArgumentError("value is " + std::string(kind_name(kind_)) + "; expected " + std::string(kind_name(wanted)));
+}
+
+TENSORFILE_ENTRY List& List::operator=(const List& other) {
+  if (this != &other) {
+    refuse_cycles(other);
+    items_ = other.items_;
+  }
+  return *this;
+}
+
+TENSORFILE_ENTRY List& List::operator=(List&& other) {
+  if (this != &other) {
+    refuse_cycles(other);
+    items_ = std::move(other.items_);
+  }
+  return *this;
+}
+
+TENSORFILE_ENTRY void List::push_back(Value item) {
+  detail::refuse_cycle(item, this, "list");
+  items_.push_back(std::move(item));
+}
+
+TENSORFILE_ENTRY void List::refuse_cycles(const List& other) const {
+  for (const Value& item : other.items_) detail::refuse_cycle(item, this, "list");
+}
+
+TENSORFILE_ENTRY Dict::Dict(std::initializer_list<Item> items) {
+  for (const auto& [k, v] : items) set(k, v);
+}
+
+TENSORFILE_ENTRY Dict& Dict::operator=(const Dict& other) {
+  if (this != &other) {
+    other.refuse_cycles_into(this);
+    Dict copy(other);
+    swap_with(copy);
+  }
+  return *this;
+}
+
+TENSORFILE_ENTRY Dict& Dict::operator=(Dict&& other) {
+  if (this != &other) {
+    other.refuse_cycles_into(this);
+    swap_with(other);
+  }
+  return *this;
+}
+
+TENSORFILE_ENTRY void Dict::set_attributes(Value attributes) {
+  detail::refuse_cycle(attributes, this, "dict");
+  attributes_ = std::move(attributes);
+}
+
+TENSORFILE_ENTRY void Dict::set(Value key, Value value) {
+  detail::refuse_cycle(key, this, "dict");
+  detail::refuse_cycle(value, this, "dict");
+  set_unchecked(std::move(key), std::move(value));
+}
+
+TENSORFILE_ENTRY void Dict::set_unchecked(Value&& key, Value&& value) {
+  auto [item, inserted] = index_.find_or_append(key, [&] { return Item(std::move(key), std::move(value)); });
+  if (!inserted) item.second = std::move(value);
+}
+TENSORFILE_ENTRY void Dict::refuse_cycles_into(const Dict* target) const {
+  for (const auto& [key, value] : index_) {
+    detail::refuse_cycle(key, target, "dict");
+    detail::refuse_cycle(value, target, "dict");
+  }
+  detail::refuse_cycle(attributes_, target, "dict");
+}
+
+namespace detail {
+
+inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
+  return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
+}
+
+TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::none: return 0x5a5a;
+    case Value::Kind::boolean: return std::hash<std::int64_t>{}(v.as_bool() ? 1 : 0);
+    case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
+    case Value::Kind::floating: {
+      const double d = v.as_float();  // integral floats hash as the int they equal
+      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18)
+        return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
+      return std::hash<double>{}(d);
+    }
+    case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
+    case Value::Kind::tuple: {
+      std::size_t h = 0x7u;
+      for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
+      return h;
+    }
+    case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
+    default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
+  }
+}
+
+}  // namespace detail
 
 }  // namespace tensorfile
 
