@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensorfile/config.hpp"
+#include "tensorfile/core/error.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/torch/detail/global_verdicts.hpp"
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensorfile/config.hpp"
+#include "tensorfile/core/error.hpp"
 #include "tensorfile/formats/format.hpp"
 
 namespace tensorfile {
