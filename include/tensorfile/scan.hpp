@@ -3,30 +3,19 @@
 // with a verdict, read from the pickles alone (no tensor data). It sits above the formats because it covers them all.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
-#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/error.hpp"
-#include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/torch/detail/global_verdicts.hpp"
-#include "tensorfile/formats/torch/detail/pickle_scan.hpp"
 
 namespace tensorfile {
 
@@ -77,6 +66,47 @@ struct ScanReport {
     return worst() <= GlobalVerdict::allowed && anomalies.empty() && errors.empty();
   }
 };
+
+/// Scans the file or tensordict tree at `path`: every pickle it holds (a torch zip file's data.pkl and other .pkl
+/// records, a legacy file's pickles, a tree's pickle side files, the pickle of an object-dtype .npy file or .npz
+/// member) is walked opcode by opcode, never run; tensor data is never read (except a deflated .npz member's, inflated
+/// to find its header). Throws IoError when the path cannot be read and FormatError for a broken zip index; a broken
+/// pickle is a finding in the report.
+[[nodiscard]] TENSORFILE_ENTRY ScanReport scan(const std::filesystem::path& path, const ScanOptions& options = {});
+
+/// Scans a file held in memory (borrowed for the call): a zip archive's .pkl records, else the bytes as a sequence of
+/// pickles (a legacy torch file, a bare pickle). Throws FormatError for a broken zip index.
+[[nodiscard]] TENSORFILE_ENTRY ScanReport scan(std::span<const std::byte> bytes, const ScanOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/torch/detail/global_verdicts.hpp"
+#include "tensorfile/formats/torch/detail/pickle_scan.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -177,12 +207,7 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
 
 }  // namespace detail
 
-/// Scans the file or tensordict tree at `path`: every pickle it holds (a torch zip file's data.pkl and other .pkl
-/// records, a legacy file's pickles, a tree's pickle side files, the pickle of an object-dtype .npy file or .npz
-/// member) is walked opcode by opcode, never run; tensor data is never read (except a deflated .npz member's, inflated
-/// to find its header). Throws IoError when the path cannot be read and FormatError for a broken zip index; a broken
-/// pickle is a finding in the report.
-[[nodiscard]] inline ScanReport scan(const std::filesystem::path& path, const ScanOptions& options = {}) {
+TENSORFILE_ENTRY ScanReport scan(const std::filesystem::path& path, const ScanOptions& options) {
   ScanReport report;
   // One open and one fstat tell a tree from a file and give the size: a folder of thousands of small checkpoints
   // pays four system calls per file (open, fstat, pread, close). O_NONBLOCK: a FIFO is refused below, never waited
@@ -219,9 +244,7 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
   return report;
 }
 
-/// Scans a file held in memory (borrowed for the call): a zip archive's .pkl records, else the bytes as a sequence of
-/// pickles (a legacy torch file, a bare pickle). Throws FormatError for a broken zip index.
-[[nodiscard]] inline ScanReport scan(std::span<const std::byte> bytes, const ScanOptions& options = {}) {
+TENSORFILE_ENTRY ScanReport scan(std::span<const std::byte> bytes, const ScanOptions& options) {
   ScanReport report;
   report.format = detect_format(bytes);
   if (report.format == FileFormat::unknown) report.format = FileFormat::torch_legacy;
@@ -230,3 +253,4 @@ inline void scan_tree(ScanReport& report, const std::filesystem::path& root, con
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -6,23 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/error.hpp"
-#include "tensorfile/core/meta_backend.hpp"
-#include "tensorfile/core/value_print.hpp"
-#include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/numpy/npy.hpp"
-#include "tensorfile/formats/numpy/npz.hpp"
-#include "tensorfile/formats/safetensors/load.hpp"
-#include "tensorfile/formats/tensordict/load_memmap.hpp"
-#include "tensorfile/formats/torch/archive.hpp"
-#include "tensorfile/formats/torch/load.hpp"
 
 namespace tensorfile {
 
@@ -46,6 +35,45 @@ struct VerifyReport {
   /// Whether no error was found.
   [[nodiscard]] bool ok() const noexcept { return errors.empty(); }
 };
+
+/// Checks the file or tree at `path` in full and reports every error instead of stopping at the first.
+/// Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), the version and
+/// byteorder records, data.pkl, each storage record against the size its tensors declare and each view against
+/// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
+/// every data file's length. Safetensors files: the
+/// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
+/// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
+/// are not errors. A path of unknown format gets the error load() gives it. Torch zip records are read for their
+/// CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only when a torch
+/// zip file cannot be opened; every other problem is in the report.
+[[nodiscard]] TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path,
+                                                   const VerifyOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/numpy/npy.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/torch/archive.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -104,17 +132,7 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
 
 }  // namespace detail
 
-/// Checks the file or tree at `path` in full and reports every error instead of stopping at the first.
-/// Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), the version and
-/// byteorder records, data.pkl, each storage record against the size its tensors declare and each view against
-/// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
-/// every data file's length. Safetensors files: the
-/// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
-/// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
-/// are not errors. A path of unknown format gets the error load() gives it. Torch zip records are read for their
-/// CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only when a torch
-/// zip file cannot be opened; every other problem is in the report.
-[[nodiscard]] inline VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options = {}) {
+TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options) {
   VerifyReport report;
   report.format = detect_format(path);
   switch (report.format) {
@@ -144,3 +162,4 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -7,12 +7,9 @@
 #include <filesystem>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/config.hpp"
 
 namespace tensorfile {
 
@@ -39,6 +36,40 @@ struct ArchiveInfo {
   bool big_endian = false;               ///< whether the byteorder record says "big" (absent: little-endian)
   std::vector<ArchiveRecord> records{};  ///< every record in central-directory order
 };
+
+/// Lists the records of a torch zip file held in memory (borrowed for the call only). Reads the zip
+/// index, no record data. Throws FormatError for a malformed archive, UnsupportedError for encryption,
+/// multi-disk archives and compression other than stored and deflate.
+[[nodiscard]] TENSORFILE_ENTRY std::vector<ArchiveRecord> list_records(std::span<const std::byte> archive);
+
+/// Lists the records of the torch zip file at `path` (its index read with pread). Throws as above, and IoError
+/// when the file cannot be read.
+[[nodiscard]] TENSORFILE_ENTRY std::vector<ArchiveRecord> list_records(const std::filesystem::path& path);
+
+/// The prefix, version, byte order and records of a torch zip file in memory. Reads the index and the
+/// version and byteorder records only. Throws like list_records, and FormatError for a missing or
+/// unsupported version or a bad byteorder (as load() does).
+[[nodiscard]] TENSORFILE_ENTRY ArchiveInfo read_archive_info(std::span<const std::byte> archive);
+
+/// The prefix, version, byte order and records of the torch zip file at `path`; throws as above.
+[[nodiscard]] TENSORFILE_ENTRY ArchiveInfo read_archive_info(const std::filesystem::path& path);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -116,31 +147,23 @@ struct TorchZipHeader {
 
 }  // namespace detail
 
-/// Lists the records of a torch zip file held in memory (borrowed for the call only). Reads the zip
-/// index, no record data. Throws FormatError for a malformed archive, UnsupportedError for encryption,
-/// multi-disk archives and compression other than stored and deflate.
-[[nodiscard]] inline std::vector<ArchiveRecord> list_records(std::span<const std::byte> archive) {
+TENSORFILE_ENTRY std::vector<ArchiveRecord> list_records(std::span<const std::byte> archive) {
   return detail::archive_records(detail::ZipReader::open(archive, {}));
 }
 
-/// Lists the records of the torch zip file at `path` (its index read with pread). Throws as above, and IoError
-/// when the file cannot be read.
-[[nodiscard]] inline std::vector<ArchiveRecord> list_records(const std::filesystem::path& path) {
+TENSORFILE_ENTRY std::vector<ArchiveRecord> list_records(const std::filesystem::path& path) {
   const detail::FileHandle file = detail::FileHandle::open(path, detail::OpenMode::read);
   return detail::archive_records(detail::open_zip_file(file));
 }
 
-/// The prefix, version, byte order and records of a torch zip file in memory. Reads the index and the
-/// version and byteorder records only. Throws like list_records, and FormatError for a missing or
-/// unsupported version or a bad byteorder (as load() does).
-[[nodiscard]] inline ArchiveInfo read_archive_info(std::span<const std::byte> archive) {
+TENSORFILE_ENTRY ArchiveInfo read_archive_info(std::span<const std::byte> archive) {
   return detail::archive_info(detail::ZipReader::open(archive, {}), {});
 }
 
-/// The prefix, version, byte order and records of the torch zip file at `path`; throws as above.
-[[nodiscard]] inline ArchiveInfo read_archive_info(const std::filesystem::path& path) {
+TENSORFILE_ENTRY ArchiveInfo read_archive_info(const std::filesystem::path& path) {
   const detail::FileHandle file = detail::FileHandle::open(path, detail::OpenMode::read);
   return detail::archive_info(detail::open_zip_file(file), path);
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -2,6 +2,69 @@
 // load(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
 #pragma once
 
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <span>
+#include <string>
+
+#include "tensorfile/config.hpp"
+#include "tensorfile/core/device.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/posix/file.hpp"  // FileHandle
+#include "tensorfile/formats/torch/options.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+// Used outside this header's definitions: by load_state_dict and by <tensorfile/cuda.hpp>'s streamed loads.
+
+/// load(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
+/// messages. load_state_dict opens shards below their directory and comes here.
+TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
+                                       const LoadOptions& options);
+/// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
+[[nodiscard]] TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept;
+/// The caller's bytes of an `into` tensor, as a storage.
+[[nodiscard]] TENSORFILE_ENTRY Storage buffer_of(const Tensor& t);
+/// Why `buffer` cannot take the values of the file's tensor `t` once loaded to `device` (LoadOptions::into); empty
+/// when it can.
+[[nodiscard]] TENSORFILE_ENTRY std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer);
+/// Throws the ArgumentError of an `into` buffer that cannot be filled, naming its path and the file.
+[[noreturn]] TENSORFILE_ENTRY void refuse_into(const std::string& path, const std::string& why,
+                                               const std::filesystem::path& file);
+/// The tensors of `v` at the paths `options.into` names (those it holds), by path.
+[[nodiscard]] TENSORFILE_ENTRY std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
+                                                                                       const LoadOptions& options);
+
+}  // namespace detail
+
+/// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
+/// only tensors, containers and plain values are built (strict mode). Storages are read into heap
+/// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
+/// each; legacy files whole into one buffer), or with `.mmap` set become views into one mapping
+/// of the file in that MapMode.
+/// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
+/// of a file that another process truncates can die of SIGBUS (as any mapping can).
+/// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
+/// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
+[[nodiscard]] TENSORFILE_ENTRY Value load(const std::filesystem::path& path, const LoadOptions& options = {});
+
+/// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` set (any mode) are
+/// zero-copy views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
+[[nodiscard]] TENSORFILE_ENTRY Value load(std::span<const std::byte> bytes, const LoadOptions& options = {});
+
+/// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
+[[nodiscard]] TENSORFILE_ENTRY Value load(std::istream& in, const LoadOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -225,8 +288,7 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   if (!placed.empty()) replace_storages(v, placed);
 }
 
-/// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
-[[nodiscard]] inline bool whole_storage(const Tensor& t) noexcept {
+TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept {
   return t.is_contiguous() && t.storage_offset() == 0 && t.nbytes() == t.storage().size_bytes() && t.nbytes() != 0;
 }
 
@@ -236,14 +298,11 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   return data == nullptr ? nullptr : data + static_cast<std::size_t>(t.storage_offset()) * t.element_size();
 }
 
-/// The caller's bytes of an `into` tensor, as a storage.
-[[nodiscard]] inline Storage buffer_of(const Tensor& t) {
+TENSORFILE_ENTRY Storage buffer_of(const Tensor& t) {
   return t.storage().slice(static_cast<std::size_t>(t.storage_offset()) * t.element_size(), t.nbytes());
 }
 
-/// Why `buffer` cannot take the values of the file's tensor `t` once loaded to `device` (LoadOptions::into); empty
-/// when it can.
-[[nodiscard]] inline std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer) {
+TENSORFILE_ENTRY std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer) {
   if (!buffer.defined()) return "expected a tensor over the caller's memory, got an undefined tensor";
   if (device.is_meta()) return "this load places the tensor on meta, where it has no values";
   if (buffer.device() != device) {
@@ -262,15 +321,12 @@ inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>
   return {};
 }
 
-/// Throws the ArgumentError of an `into` buffer that cannot be filled, naming its path and the file.
-[[noreturn]] inline void refuse_into(const std::string& path, const std::string& why,
-                                     const std::filesystem::path& file) {
+[[noreturn]] TENSORFILE_ENTRY void refuse_into(const std::string& path, const std::string& why,
+                                               const std::filesystem::path& file) {
   throw ArgumentError("into[\"" + path + "\"]: " + why, {.file = file});
 }
 
-/// The tensors of `v` at the paths `options.into` names (those it holds), by path.
-[[nodiscard]] inline std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
-                                                                             const LoadOptions& options) {
+TENSORFILE_ENTRY std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v, const LoadOptions& options) {
   std::map<std::string, Tensor, std::less<>> named;
   if (options.into.empty()) return named;
   auto found = [&](const std::string& path, const Tensor& t) {
@@ -700,9 +756,8 @@ inline Value load_archive(const TorchArchive& archive, const LoadOptions& option
                     {.file = archive.path, .offset = 0});
 }
 
-/// load(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
-/// messages. load_state_dict opens shards below their directory and comes here.
-inline Value load_torch_file(const FileHandle& file, const std::filesystem::path& path, const LoadOptions& options) {
+TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
+                                       const LoadOptions& options) {
   TorchArchive archive;
   archive.path = path;
   const std::uint64_t size = file.size();
@@ -739,32 +794,20 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
 
 }  // namespace detail
 
-/// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
-/// only tensors, containers and plain values are built (strict mode). Storages are read into heap
-/// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
-/// each; legacy files whole into one buffer), or with `.mmap` set become views into one mapping
-/// of the file in that MapMode.
-/// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
-/// of a file that another process truncates can die of SIGBUS (as any mapping can).
-/// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
-/// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
-[[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load(const std::filesystem::path& path, const LoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_torch_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
-/// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` set (any mode) are
-/// zero-copy views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
-[[nodiscard]] inline Value load(std::span<const std::byte> bytes, const LoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::TorchArchive archive;
   archive.bytes = bytes;
   if (options.mmap) archive.views = Storage(BorrowedBackend(bytes));
   return detail::load_archive(archive, options);
 }
 
-/// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
-[[nodiscard]] inline Value load(std::istream& in, const LoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load(std::istream& in, const LoadOptions& options) {
   const Storage whole = detail::read_stream_to_heap(in);
   detail::TorchArchive archive;
   archive.bytes = {whole.data(), whole.size_bytes()};
@@ -773,3 +816,4 @@ inline Value load_torch_file(const FileHandle& file, const std::filesystem::path
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -2,6 +2,62 @@
 // save(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/config.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+
+namespace tensorfile {
+
+/// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
+struct SaveOptions {
+  std::uint64_t alignment =
+      64;                ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
+  bool sync = true;      ///< fsync the new file and its directory before it replaces the old one (paths only);
+                         ///< on by default, as save_memmap, so that a finished save survives power loss
+  std::string prefix{};  ///< archive folder name; empty: the file stem for paths, "archive" for streams
+  // The limits below match LoadOptions' fields and defaults: a value past one is refused (ArgumentError,
+  // nothing written) because load() with the same setting would refuse the file.
+  std::size_t max_depth = 5000;                        ///< most nesting of containers (torch loads at least 5,000)
+  std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most archive records: one per storage, plus 6
+  std::size_t max_memo = 1u << 22;       ///< most pickle memo entries (about one per tensor and container)
+  std::size_t max_container = 1u << 26;  ///< most items in one container
+};
+
+/// Saves `value` to `path` as torch.save does (zip format, pickle protocol 2, one record per
+/// distinct storage, so views saved together stay views after torch.load). The file is written
+/// beside `path` and renamed over it only when complete (fsync'd unless `.sync = false`): on any
+/// error the old file is untouched and no temporary is left. Throws IoError, ArgumentError for
+/// values torch cannot hold (one storage seen as two dtypes), DeviceError for device tensors
+/// without CUDA support. Refuses with ArgumentError, before anything is written, what load() could
+/// not read back: an undefined tensor, a container inside itself, a breach of the limits (which
+/// match LoadOptions'). A symbolic link `path` is written through (the file it leads to is
+/// replaced, the link stays); the new file keeps the replaced file's permission bits, or gets 0666
+/// less the umask.
+TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options = {});
+
+/// Saves to a stream (archive prefix "archive", as torch.save to a buffer).
+TENSORFILE_ENTRY void save(const Value& value, std::ostream& out, const SaveOptions& options = {});
+
+/// Saves to a new byte vector (archive prefix "archive").
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_to_bytes(const Value& value,
+                                                                    const SaveOptions& options = {});
+
+/// An ordered name -> tensor map as a state_dict: an OrderedDict, with `metadata` (the
+/// `_metadata` a loaded state_dict carries in Dict::attributes) kept when given.
+[[nodiscard]] TENSORFILE_ENTRY Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                     const Value& metadata = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -20,21 +76,6 @@
 #include "tensorfile/formats/torch/detail/pickle_writer.hpp"
 
 namespace tensorfile {
-
-/// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
-struct SaveOptions {
-  std::uint64_t alignment =
-      64;                ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
-  bool sync = true;      ///< fsync the new file and its directory before it replaces the old one (paths only);
-                         ///< on by default, as save_memmap, so that a finished save survives power loss
-  std::string prefix{};  ///< archive folder name; empty: the file stem for paths, "archive" for streams
-  // The limits below match LoadOptions' fields and defaults: a value past one is refused (ArgumentError,
-  // nothing written) because load() with the same setting would refuse the file.
-  std::size_t max_depth = 5000;                        ///< most nesting of containers (torch loads at least 5,000)
-  std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most archive records: one per storage, plus 6
-  std::size_t max_memo = 1u << 22;       ///< most pickle memo entries (about one per tensor and container)
-  std::size_t max_container = 1u << 26;  ///< most items in one container
-};
 
 namespace detail {
 
@@ -137,32 +178,20 @@ inline void write_torch_archive(const PreparedArchive& prepared, ByteSink& sink,
 
 }  // namespace detail
 
-/// Saves `value` to `path` as torch.save does (zip format, pickle protocol 2, one record per
-/// distinct storage, so views saved together stay views after torch.load). The file is written
-/// beside `path` and renamed over it only when complete (fsync'd unless `.sync = false`): on any
-/// error the old file is untouched and no temporary is left. Throws IoError, ArgumentError for
-/// values torch cannot hold (one storage seen as two dtypes), DeviceError for device tensors
-/// without CUDA support. Refuses with ArgumentError, before anything is written, what load() could
-/// not read back: an undefined tensor, a container inside itself, a breach of the limits (which
-/// match LoadOptions'). A symbolic link `path` is written through (the file it leads to is
-/// replaced, the link stays); the new file keeps the replaced file's permission bits, or gets 0666
-/// less the umask.
-inline void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options = {}) {
+TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options) {
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_torch_archive(prepared, sink, options.prefix.empty() ? path.stem().string() : options.prefix, options);
   sink.commit();
 }
 
-/// Saves to a stream (archive prefix "archive", as torch.save to a buffer).
-inline void save(const Value& value, std::ostream& out, const SaveOptions& options = {}) {
+TENSORFILE_ENTRY void save(const Value& value, std::ostream& out, const SaveOptions& options) {
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::StreamSink sink(out);
   detail::write_torch_archive(prepared, sink, options.prefix.empty() ? "archive" : options.prefix, options);
 }
 
-/// Saves to a new byte vector (archive prefix "archive").
-[[nodiscard]] inline std::vector<std::byte> save_to_bytes(const Value& value, const SaveOptions& options = {}) {
+TENSORFILE_ENTRY std::vector<std::byte> save_to_bytes(const Value& value, const SaveOptions& options) {
   std::vector<std::byte> out;
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::VectorSink sink(out);
@@ -170,10 +199,8 @@ inline void save(const Value& value, std::ostream& out, const SaveOptions& optio
   return out;
 }
 
-/// An ordered name -> tensor map as a state_dict: an OrderedDict, with `metadata` (the
-/// `_metadata` a loaded state_dict carries in Dict::attributes) kept when given.
-[[nodiscard]] inline Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                           const Value& metadata = {}) {
+TENSORFILE_ENTRY Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                       const Value& metadata) {
   Dict dict;
   dict.ordered = true;
   for (const auto& [name, tensor] : tensors) dict.set(name, tensor);
@@ -186,3 +213,4 @@ inline void save(const Value& value, std::ostream& out, const SaveOptions& optio
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
