@@ -17,6 +17,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 #include "tensorfile/formats/torch/detail/tensor_call_matcher.hpp"
 #include "tensorfile/formats/torch/options.hpp"
