@@ -3,36 +3,23 @@
 // safetensors file, a tensordict tree, or shards listed by a Hugging Face *.index.json). Above the formats.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/error.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/map_location.hpp"
-#include "tensorfile/formats/numpy/npz.hpp"
-#include "tensorfile/formats/safetensors/load.hpp"
-#include "tensorfile/formats/tensordict/load_memmap.hpp"
-#include "tensorfile/formats/tensordict/value_tree.hpp"
-#include "tensorfile/formats/torch/load.hpp"
+#include "tensorfile/formats/select.hpp"
 
 namespace tensorfile {
 
@@ -82,6 +69,70 @@ struct StateDictLayout {
 /// The files load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
 inline constexpr std::string_view state_dict_file_names[] = {
     "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.safetensors", "pytorch_model.bin"};
+
+/// How the weights at `path` are laid out, read from the contents, never the name: a directory with a
+/// meta.json is a tensordict tree; another directory is taken through the first of
+/// model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors and pytorch_model.bin it
+/// holds; a file whose first bytes are a JSON object is an index (its weight_map parsed, shard names
+/// checked to stay below its directory); any other file is a single file of detect_format()'s format
+/// (unknown when it is none). Reads only the index and the first bytes of the file or first shard.
+/// Throws FormatError for a broken index or a directory holding none of those, IoError when unreadable.
+[[nodiscard]] TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path,
+                                                                  std::uint64_t max_index_bytes = std::uint64_t{1}
+                                                                                                  << 28);
+
+struct LoadOptions;
+
+namespace detail {
+
+/// The load() options of each torch file (single, or a shard) of a state-dict load.
+[[nodiscard]] TENSORFILE_ENTRY LoadOptions torch_file_options(const StateDictLoadOptions& options);
+
+/// Loads one torch or safetensors file already open (named by the path in messages), by its format: load_state_dict
+/// reads each with load_one_file, cuda::load_state_dict streams each to the device.
+using LoadWeightsFile = std::function<Value(const FileHandle&, const std::filesystem::path&, FileFormat)>;
+
+/// load_state_dict() with the torch and safetensors files (single, or the shards) read by `load_file(const
+/// FileHandle&, const std::filesystem::path&, FileFormat) -> Value`; trees and .npz files load as usual.
+TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+                                            const LoadWeightsFile& load_file);
+
+}  // namespace detail
+
+/// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
+/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(),
+/// as to_value() turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
+/// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
+/// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
+/// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
+/// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
+/// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
+[[nodiscard]] TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path,
+                                                     const StateDictLoadOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <exception>
+#include <thread>
+#include <unordered_map>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/text/json_reader.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/tensordict/value_tree.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -225,8 +276,7 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
   return FileHandle::adopt(named, path);
 }
 
-/// The load() options of each torch file (single, or a shard) of a state-dict load.
-[[nodiscard]] inline LoadOptions torch_file_options(const StateDictLoadOptions& options) {
+TENSORFILE_ENTRY LoadOptions torch_file_options(const StateDictLoadOptions& options) {
   return {.map_location = options.map_location,
           .mmap = options.mmap,
           .strict = options.strict,
@@ -361,15 +411,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
 
 }  // namespace detail
 
-/// How the weights at `path` are laid out, read from the contents, never the name: a directory with a
-/// meta.json is a tensordict tree; another directory is taken through the first of
-/// model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors and pytorch_model.bin it
-/// holds; a file whose first bytes are a JSON object is an index (its weight_map parsed, shard names
-/// checked to stay below its directory); any other file is a single file of detect_format()'s format
-/// (unknown when it is none). Reads only the index and the first bytes of the file or first shard.
-/// Throws FormatError for a broken index or a directory holding none of those, IoError when unreadable.
-[[nodiscard]] inline StateDictLayout resolve_state_dict(const std::filesystem::path& path,
-                                                        std::uint64_t max_index_bytes = std::uint64_t{1} << 28) {
+TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path, std::uint64_t max_index_bytes) {
   StateDictLayout layout;
   std::error_code ec;
   std::filesystem::path file = path;
@@ -416,11 +458,8 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
 
 namespace detail {
 
-/// load_state_dict() with the torch and safetensors files (single, or the shards) read by `load_file(const
-/// FileHandle&, const std::filesystem::path&, FileFormat) -> Value`; trees and .npz files load as usual.
-template <class LoadFile>
-Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
-                           LoadFile&& load_file) {
+TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+                                            const LoadWeightsFile& load_file) {
   const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
   if (layout.sharded()) return load_shards(layout, options, load_file);
   if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
@@ -437,16 +476,7 @@ Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoa
 
 }  // namespace detail
 
-/// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
-/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(),
-/// as to_value() turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
-/// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
-/// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
-/// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
-/// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
-/// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
-[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path,
-                                           const StateDictLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options) {
   return detail::load_state_dict_with(
       path, options, [&](const detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
         return detail::load_one_file(file, name, format, options);
@@ -454,3 +484,4 @@ Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoa
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -2,26 +2,18 @@
 // load_npy() and save_npy(): NumPy's .npy files on the heap, as views of one mapping, or as meta tensors.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
+#include <iosfwd>
 #include <optional>
-#include <ostream>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/backends/mmap.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/bytes/byte_order.hpp"
-#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/select.hpp"
@@ -51,6 +43,52 @@ struct NpyLoadOptions {
 struct NpySaveOptions {
   bool sync = true;  ///< fsync the new file and its directory before it replaces the old one (paths only)
 };
+
+/// Loads a .npy file (format 1.0, 2.0 or 3.0) as one Tensor. Little-endian, native and byte-order-free
+/// data is used as is; big-endian data is converted on a heap load and refused (UnsupportedError) with
+/// `.mmap`, since swapping would need a copy. fortran_order arrays come back as a column-major view of
+/// the same bytes (no copy). With `.mmap` the tensor is a view into one mapping of the file in that
+/// mode; `.map_location = "meta"` reads the header only. Throws FormatError for a malformed or hostile
+/// file (naming the file and byte offset), UnsupportedError for object, structured and other dtypes
+/// tensorfile lacks (never unpickled), IoError when the file cannot be read.
+[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options = {});
+
+/// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
+/// `bytes`, which the caller keeps alive as long as the tensor.
+[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {});
+
+/// Saves `tensor` to `path` as NumPy 1.24's np.save writes it, byte for byte: format 1.0 (2.0 when
+/// the header needs it), the dict literal padded so the data starts at a multiple of 64, little-endian
+/// data in C order (a column-major tensor is written as is with fortran_order True, as NumPy does).
+/// Written beside `path` and renamed over it when complete (fsync'd unless `.sync = false`). Throws
+/// DTypeError for dtypes NumPy lacks (bfloat16, float8, complex32, quantized), ArgumentError for an
+/// undefined or meta tensor, IoError.
+TENSORFILE_ENTRY void save_npy(const Tensor& tensor, const std::filesystem::path& path,
+                               const NpySaveOptions& options = {});
+
+/// Saves to a stream (see the path overload).
+TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
+
+/// Saves to a new byte vector (see the path overload).
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_npy_to_bytes(const Tensor& tensor);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <cstring>
+#include <ostream>
+#include <string>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/detail/bytes/byte_order.hpp"
+#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/formats/heap_reads.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -234,14 +272,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 
 }  // namespace detail
 
-/// Loads a .npy file (format 1.0, 2.0 or 3.0) as one Tensor. Little-endian, native and byte-order-free
-/// data is used as is; big-endian data is converted on a heap load and refused (UnsupportedError) with
-/// `.mmap`, since swapping would need a copy. fortran_order arrays come back as a column-major view of
-/// the same bytes (no copy). With `.mmap` the tensor is a view into one mapping of the file in that
-/// mode; `.map_location = "meta"` reads the header only. Throws FormatError for a malformed or hostile
-/// file (naming the file and byte offset), UnsupportedError for object, structured and other dtypes
-/// tensorfile lacks (never unpickled), IoError when the file cannot be read.
-[[nodiscard]] inline Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options = {}) {
+TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options) {
   detail::refuse_npy_select(options);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
@@ -262,34 +293,24 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
                            path, {});
 }
 
-/// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
-/// `bytes`, which the caller keeps alive as long as the tensor.
-[[nodiscard]] inline Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
+TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options) {
   detail::refuse_npy_select(options);
   return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(),
                                 options.mmap.has_value(), options, {}, {});
 }
 
-/// Saves `tensor` to `path` as NumPy 1.24's np.save writes it, byte for byte: format 1.0 (2.0 when
-/// the header needs it), the dict literal padded so the data starts at a multiple of 64, little-endian
-/// data in C order (a column-major tensor is written as is with fortran_order True, as NumPy does).
-/// Written beside `path` and renamed over it when complete (fsync'd unless `.sync = false`). Throws
-/// DTypeError for dtypes NumPy lacks (bfloat16, float8, complex32, quantized), ArgumentError for an
-/// undefined or meta tensor, IoError.
-inline void save_npy(const Tensor& tensor, const std::filesystem::path& path, const NpySaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_npy(const Tensor& tensor, const std::filesystem::path& path, const NpySaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_npy(tensor, sink);
   sink.commit();
 }
 
-/// Saves to a stream (see the path overload).
-inline void save_npy(const Tensor& tensor, std::ostream& out) {
+TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out) {
   detail::StreamSink sink(out);
   detail::write_npy(tensor, sink);
 }
 
-/// Saves to a new byte vector (see the path overload).
-[[nodiscard]] inline std::vector<std::byte> save_npy_to_bytes(const Tensor& tensor) {
+TENSORFILE_ENTRY std::vector<std::byte> save_npy_to_bytes(const Tensor& tensor) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_npy(tensor, sink);
@@ -297,3 +318,4 @@ inline void save_npy(const Tensor& tensor, std::ostream& out) {
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -8,13 +8,10 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
-#include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/core/shape.hpp"
 
 namespace tensorfile {
 
@@ -30,6 +27,37 @@ struct NpyHeader {
   std::uint64_t data_offset = 0;  ///< where the data starts (a multiple of 64 in files NumPy writes)
   std::uint64_t data_bytes = 0;   ///< bytes the data takes: numel * element size
 };
+
+namespace detail {
+
+/// Where the pickle of an object-dtype .npy starts (np.save pickles such arrays after the header), or nothing for
+/// any other dtype tensorfile reads. Throws as parse_npy_header for a malformed header.
+[[nodiscard]] TENSORFILE_ENTRY std::optional<std::uint64_t> npy_object_pickle_offset(std::span<const std::byte> bytes,
+                                                                                     const std::filesystem::path& file,
+                                                                                     const std::string& member);
+
+}  // namespace detail
+
+/// Parses and checks the header of a .npy file whose first bytes are `prefix` (at least the whole
+/// header; more is fine) and which is `total_size` bytes long. The data must take exactly the bytes
+/// after the header. `file` and `member` name the input in errors. Throws FormatError for a malformed
+/// header or a size disagreement, UnsupportedError for dtypes tensorfile lacks (object, structured,
+/// strings, datetimes, long double) and unknown versions; never allocates what the header claims.
+[[nodiscard]] TENSORFILE_ENTRY NpyHeader parse_npy_header(std::span<const std::byte> prefix, std::uint64_t total_size,
+                                                          const std::filesystem::path& file = {},
+                                                          const std::string& member = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <string_view>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -318,11 +346,9 @@ inline std::string_view npy_header_text(std::span<const std::byte> prefix, std::
   return text;
 }
 
-/// Where the pickle of an object-dtype .npy starts (np.save pickles such arrays after the header), or nothing for
-/// any other dtype tensorfile reads. Throws as parse_npy_header for a malformed header.
-[[nodiscard]] inline std::optional<std::uint64_t> npy_object_pickle_offset(std::span<const std::byte> bytes,
-                                                                           const std::filesystem::path& file,
-                                                                           const std::string& member) {
+TENSORFILE_ENTRY std::optional<std::uint64_t> npy_object_pickle_offset(std::span<const std::byte> bytes,
+                                                                       const std::filesystem::path& file,
+                                                                       const std::string& member) {
   NpyHeader header;
   std::uint64_t preamble = 0;
   const std::string_view text = npy_header_text(bytes, bytes.size(), file, member, header, preamble);
@@ -334,14 +360,8 @@ inline std::string_view npy_header_text(std::span<const std::byte> prefix, std::
 
 }  // namespace detail
 
-/// Parses and checks the header of a .npy file whose first bytes are `prefix` (at least the whole
-/// header; more is fine) and which is `total_size` bytes long. The data must take exactly the bytes
-/// after the header. `file` and `member` name the input in errors. Throws FormatError for a malformed
-/// header or a size disagreement, UnsupportedError for dtypes tensorfile lacks (object, structured,
-/// strings, datetimes, long double) and unknown versions; never allocates what the header claims.
-[[nodiscard]] inline NpyHeader parse_npy_header(std::span<const std::byte> prefix, std::uint64_t total_size,
-                                                const std::filesystem::path& file = {},
-                                                const std::string& member = {}) {
+TENSORFILE_ENTRY NpyHeader parse_npy_header(std::span<const std::byte> prefix, std::uint64_t total_size,
+                                            const std::filesystem::path& file, const std::string& member) {
   NpyHeader header;
   std::uint64_t preamble = 0;
   const std::string_view text = detail::npy_header_text(prefix, total_size, file, member, header, preamble);
@@ -366,3 +386,4 @@ inline std::string_view npy_header_text(std::span<const std::byte> prefix, std::
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -3,28 +3,15 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <filesystem>
-#include <ostream>
+#include <iosfwd>
 #include <span>
 #include <string>
-#include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/backends/mmap.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/core/value_print.hpp"
-#include "tensorfile/detail/posix/byte_sink.hpp"
-#include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/zip/crc32.hpp"
-#include "tensorfile/detail/zip/deflate.hpp"
-#include "tensorfile/detail/zip/reader.hpp"
-#include "tensorfile/detail/zip/writer.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 
 namespace tensorfile {
@@ -34,6 +21,62 @@ struct NpzSaveOptions {
   bool sync = true;       ///< fsync the new file and its directory before it replaces the old one (paths only)
   bool compress = false;  ///< DEFLATE every member, as np.savez_compressed does (read back into the heap, not mapped)
 };
+
+/// Loads a .npz archive (np.savez or np.savez_compressed) as an OrderedDict of name -> Tensor in
+/// archive order, names without their ".npy" (as np.load's keys), the shape load_safetensors gives.
+/// Default: every array in its own heap buffer. With `.mmap` the archive is mapped once in that mode and
+/// stored members (np.savez) are zero-copy views into it (big-endian ones refused as load_npy does);
+/// deflated members (np.savez_compressed) are inflated to the heap. The zip is checked as the torch
+/// reader checks it (no overlapping, repeated or escaping members; inflation bounded by the declared
+/// size). Throws FormatError naming the file, member and byte offset for malformed input,
+/// UnsupportedError for members that are not plain numeric .npy arrays, IoError.
+[[nodiscard]] TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options = {});
+
+/// Loads a .npz archive held in memory: arrays copied to the heap, or with `.mmap` set (any mode) stored
+/// members as read-only views of `bytes`, which the caller keeps alive as long as the tensors.
+[[nodiscard]] TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options = {});
+
+/// Saves named tensors to `path` as an np.savez archive: one stored `NAME.npy` member each, written as
+/// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views);
+/// with `.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
+/// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
+/// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
+TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::filesystem::path& path, const NpzSaveOptions& options = {});
+
+/// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
+TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path,
+                               const NpzSaveOptions& options = {});
+
+/// Saves to a stream (see the path overload).
+TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+                               const NpzSaveOptions& options = {});
+
+/// Saves to a new byte vector (see the path overload).
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(
+    const std::vector<std::pair<std::string, Tensor>>& tensors, const NpzSaveOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <unordered_set>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/zip/crc32.hpp"
+#include "tensorfile/detail/zip/deflate.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/detail/zip/writer.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -145,15 +188,7 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
 
 }  // namespace detail
 
-/// Loads a .npz archive (np.savez or np.savez_compressed) as an OrderedDict of name -> Tensor in
-/// archive order, names without their ".npy" (as np.load's keys), the shape load_safetensors gives.
-/// Default: every array in its own heap buffer. With `.mmap` the archive is mapped once in that mode and
-/// stored members (np.savez) are zero-copy views into it (big-endian ones refused as load_npy does);
-/// deflated members (np.savez_compressed) are inflated to the heap. The zip is checked as the torch
-/// reader checks it (no overlapping, repeated or escaping members; inflation bounded by the declared
-/// size). Throws FormatError naming the file, member and byte offset for malformed input,
-/// UnsupportedError for members that are not plain numeric .npy arrays, IoError.
-[[nodiscard]] inline Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t size = file.size();
@@ -168,40 +203,30 @@ inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
   return detail::load_npz_archive(zip, Storage(), options);
 }
 
-/// Loads a .npz archive held in memory: arrays copied to the heap, or with `.mmap` set (any mode) stored
-/// members as read-only views of `bytes`, which the caller keeps alive as long as the tensors.
-[[nodiscard]] inline Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options) {
   const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits());
   return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
 }
 
-/// Saves named tensors to `path` as an np.savez archive: one stored `NAME.npy` member each, written as
-/// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views);
-/// with `.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
-/// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
-/// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
-inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::filesystem::path& path,
-                     const NpzSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::filesystem::path& path, const NpzSaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_npz(tensors, sink, options.compress);
   sink.commit();
 }
 
-/// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
-inline void save_npz(const Value& tensors, const std::filesystem::path& path, const NpzSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path, const NpzSaveOptions& options) {
   save_npz(named_tensors(tensors), path, options);
 }
 
-/// Saves to a stream (see the path overload).
-inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
-                     const NpzSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+                               const NpzSaveOptions& options) {
   detail::StreamSink sink(out);
   detail::write_npz(tensors, sink, options.compress);
 }
 
-/// Saves to a new byte vector (see the path overload).
-[[nodiscard]] inline std::vector<std::byte> save_npz_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors, const NpzSaveOptions& options = {}) {
+TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                          const NpzSaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_npz(tensors, sink, options.compress);
@@ -209,3 +234,4 @@ inline void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -12,11 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
+#include "tensorfile/core/shape.hpp"
 
 namespace tensorfile {
 
@@ -51,9 +49,27 @@ struct SafetensorsHeader {
 /// no duplicate names or keys, metadata values strings, names free of NUL and lone surrogates.
 /// Throws FormatError naming the file, the tensor and the byte offset; UnsupportedError for the
 /// sub-byte dtypes (F4, F6_E2M3, F6_E3M2); LimitError for JSON nested beyond 512 levels.
-[[nodiscard]] inline SafetensorsHeader parse_safetensors_header(
+[[nodiscard]] TENSORFILE_ENTRY SafetensorsHeader parse_safetensors_header(
     std::span<const std::byte> head, std::uint64_t file_size, const std::filesystem::path& file = {},
-    std::uint64_t max_header_bytes = safetensors_max_header_bytes) {
+    std::uint64_t max_header_bytes = safetensors_max_header_bytes);
+
+/// Reads and validates only the header of the safetensors file at `path` (two reads: the length, then
+/// the header; never the data). Throws as parse_safetensors_header, and IoError when the file cannot be read.
+[[nodiscard]] TENSORFILE_ENTRY SafetensorsHeader read_safetensors_header(
+    const std::filesystem::path& path, std::uint64_t max_header_bytes = safetensors_max_header_bytes);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, std::uint64_t file_size,
+                                                            const std::filesystem::path& file,
+                                                            std::uint64_t max_header_bytes) {
   const std::uint64_t n = detail::safetensors_header_length(head, file_size, file, max_header_bytes);
   if (head.size() - 8 < n) {
     throw ArgumentError("parse_safetensors_header needs the first " + std::to_string(8 + n) + " bytes; got " +
@@ -74,10 +90,8 @@ struct SafetensorsHeader {
   return header;
 }
 
-/// Reads and validates only the header of the safetensors file at `path` (two reads: the length, then
-/// the header; never the data). Throws as parse_safetensors_header, and IoError when the file cannot be read.
-[[nodiscard]] inline SafetensorsHeader read_safetensors_header(
-    const std::filesystem::path& path, std::uint64_t max_header_bytes = safetensors_max_header_bytes) {
+TENSORFILE_ENTRY SafetensorsHeader read_safetensors_header(const std::filesystem::path& path,
+                                                           std::uint64_t max_header_bytes) {
   const auto file = detail::FileHandle::open(path, detail::OpenMode::read);
   const std::uint64_t size = file.size();
   const std::vector<std::byte> head = detail::read_safetensors_head(file, size, max_header_bytes);
@@ -85,3 +99,4 @@ struct SafetensorsHeader {
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -3,26 +3,23 @@
 // one mapping, or as meta tensors (header only), with map_location as load() takes it.
 #pragma once
 
-#include <cerrno>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <istream>
+#include <iosfwd>
 #include <span>
 #include <string>
-#include <vector>
+#include <string_view>
 
-#include "tensorfile/backends/borrowed.hpp"
-#include "tensorfile/backends/mmap.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
-#include "tensorfile/formats/stream_input.hpp"
+// Only the bodies below use it, but <tensorfile/cuda.hpp>'s streaming loader (cuda/detail/ring_load.hpp) reads
+// the header with detail::read_safetensors_head and gets it through this header, in either mode.
+#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 
 namespace tensorfile {
 
@@ -54,6 +51,60 @@ Value build_safetensors_dict(const SafetensorsHeader& header, const TensorSelect
   }
   return Value(std::move(dict));
 }
+
+/// load_safetensors(path) of a file already open for reading (read-write for MapMode::shared); `path`
+/// names it in messages. load_state_dict opens shards below their directory and comes here.
+TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
+                                             const SafetensorsLoadOptions& options);
+
+}  // namespace detail
+
+/// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
+/// named_tensors, printing and save() see only the tensors), or null when the file had none.
+[[nodiscard]] inline const Dict* safetensors_metadata(const Value& loaded) {
+  if (!loaded.is_dict() || !loaded.as_dict().attributes().is_dict()) return nullptr;
+  const Value* metadata = loaded.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
+  return metadata != nullptr && metadata->is_dict() ? &metadata->as_dict() : nullptr;
+}
+
+/// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
+/// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see
+/// safetensors_metadata). The header is validated in full before any data is read. Data goes to one
+/// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
+/// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
+/// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
+/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
+/// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
+/// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
+/// read, DeviceError when map_location names a missing device.
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path,
+                                                      const SafetensorsLoadOptions& options = {});
+
+/// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
+/// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes,
+                                                      const SafetensorsLoadOptions& options = {});
+
+/// Loads from a stream, read to its end into one heap buffer the tensors then share.
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <cstring>
+#include <istream>
+#include <vector>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/formats/heap_reads.hpp"
+#include "tensorfile/formats/stream_input.hpp"
+
+namespace tensorfile {
+
+namespace detail {
 
 /// The dict of a validated header with its selected tensors placed by map_location, tensor i's host bytes
 /// coming from `read(info) -> Storage` (asked only when it is placed on a device that needs them).
@@ -118,10 +169,8 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
   return build_safetensors_dict(header, data, true, options, file);
 }
 
-/// load_safetensors(path) of a file already open for reading (read-write for MapMode::shared); `path`
-/// names it in messages. load_state_dict opens shards below their directory and comes here.
-inline Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
-                                   const SafetensorsLoadOptions& options) {
+TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
+                                             const SafetensorsLoadOptions& options) {
   const std::uint64_t size = file.size();
   if (options.mmap && !options.map_location.all_meta() && size >= 8) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
@@ -142,43 +191,21 @@ inline Value load_safetensors_file(const FileHandle& file, const std::filesystem
 
 }  // namespace detail
 
-/// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
-/// named_tensors, printing and save() see only the tensors), or null when the file had none.
-[[nodiscard]] inline const Dict* safetensors_metadata(const Value& loaded) {
-  if (!loaded.is_dict() || !loaded.as_dict().attributes().is_dict()) return nullptr;
-  const Value* metadata = loaded.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
-  return metadata != nullptr && metadata->is_dict() ? &metadata->as_dict() : nullptr;
-}
-
-/// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
-/// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see
-/// safetensors_metadata). The header is validated in full before any data is read. Data goes to one
-/// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
-/// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
-/// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
-/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
-/// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
-/// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
-/// read, DeviceError when map_location names a missing device.
-[[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
-                                            const SafetensorsLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_safetensors_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
-/// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
-/// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
-[[nodiscard]] inline Value load_safetensors(std::span<const std::byte> bytes,
-                                            const SafetensorsLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes, const SafetensorsLoadOptions& options) {
   return detail::load_safetensors_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), false,
                                         options, {});
 }
 
-/// Loads from a stream, read to its end into one heap buffer the tensors then share.
-[[nodiscard]] inline Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options = {}) {
+TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options) {
   const Storage whole = detail::read_stream_to_heap(in);
   return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

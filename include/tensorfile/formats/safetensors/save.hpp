@@ -3,25 +3,63 @@
 // crash-safely (temporary file, fsync, rename) like save().
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
+#include <cstddef>
 #include <filesystem>
-#include <numeric>
-#include <ostream>
-#include <span>
+#include <iosfwd>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/error.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/safetensors/options.hpp"
+
+namespace tensorfile {
+
+/// Saves named tensors (in any order; see `.sort`) to `path` as a .safetensors file with the
+/// reference writer's layout: 8-byte little-endian header length, the JSON header (`__metadata__`
+/// first, then each tensor's dtype, shape and data_offsets) padded with spaces to a multiple of 8,
+/// then every tensor's bytes contiguously (strided tensors are written in C order, device tensors
+/// copied to the host first). Written beside `path` and renamed over it when complete (fsync'd unless
+/// `.sync = false`). Throws ArgumentError for duplicate names, tensors that share memory (save clones
+/// instead), meta tensors and text that is not UTF-8; DTypeError for dtypes the format lacks
+/// (complex32, complex128, quantized); IoError.
+TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                       const std::filesystem::path& path, const SafetensorsSaveOptions& options = {});
+
+/// Saves to a stream.
+TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+                                       const SafetensorsSaveOptions& options = {});
+
+/// Saves to a new byte vector.
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
+    const std::vector<std::pair<std::string, Tensor>>& tensors, const SafetensorsSaveOptions& options = {});
+
+/// Saves every tensor of `tensors` (a state dict, a load_safetensors() result...) under its
+/// named_tensors() path, with the `__metadata__` a safetensors load kept unless `.metadata` is given.
+TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesystem::path& path,
+                                       const SafetensorsSaveOptions& options = {});
+
+/// Saves a Value's tensors to a new byte vector (see the path overload).
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
+    const Value& tensors, const SafetensorsSaveOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <ostream>
+#include <span>
+#include <unordered_set>
+
+#include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
 #include "tensorfile/formats/safetensors/detail/dtypes.hpp"
-#include "tensorfile/formats/safetensors/options.hpp"
 
 namespace tensorfile {
 
@@ -173,48 +211,36 @@ inline SafetensorsSaveOptions with_kept_metadata(const Value& tensors, Safetenso
 
 }  // namespace detail
 
-/// Saves named tensors (in any order; see `.sort`) to `path` as a .safetensors file with the
-/// reference writer's layout: 8-byte little-endian header length, the JSON header (`__metadata__`
-/// first, then each tensor's dtype, shape and data_offsets) padded with spaces to a multiple of 8,
-/// then every tensor's bytes contiguously (strided tensors are written in C order, device tensors
-/// copied to the host first). Written beside `path` and renamed over it when complete (fsync'd unless
-/// `.sync = false`). Throws ArgumentError for duplicate names, tensors that share memory (save clones
-/// instead), meta tensors and text that is not UTF-8; DTypeError for dtypes the format lacks
-/// (complex32, complex128, quantized); IoError.
-inline void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                             const std::filesystem::path& path, const SafetensorsSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                       const std::filesystem::path& path, const SafetensorsSaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_safetensors(tensors, sink, options);
   sink.commit();
 }
 
-/// Saves to a stream.
-inline void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
-                             const SafetensorsSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+                                       const SafetensorsSaveOptions& options) {
   detail::StreamSink sink(out);
   detail::write_safetensors(tensors, sink, options);
 }
 
-/// Saves to a new byte vector.
-[[nodiscard]] inline std::vector<std::byte> save_safetensors_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors, const SafetensorsSaveOptions& options = {}) {
+TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
+    const std::vector<std::pair<std::string, Tensor>>& tensors, const SafetensorsSaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_safetensors(tensors, sink, options);
   return out;
 }
 
-/// Saves every tensor of `tensors` (a state dict, a load_safetensors() result...) under its
-/// named_tensors() path, with the `__metadata__` a safetensors load kept unless `.metadata` is given.
-inline void save_safetensors(const Value& tensors, const std::filesystem::path& path,
-                             const SafetensorsSaveOptions& options = {}) {
+TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesystem::path& path,
+                                       const SafetensorsSaveOptions& options) {
   save_safetensors(named_tensors(tensors), path, detail::with_kept_metadata(tensors, options));
 }
 
-/// Saves a Value's tensors to a new byte vector (see the path overload).
-[[nodiscard]] inline std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors,
-                                                                      const SafetensorsSaveOptions& options = {}) {
+TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors,
+                                                                  const SafetensorsSaveOptions& options) {
   return save_safetensors_to_bytes(named_tensors(tensors), detail::with_kept_metadata(tensors, options));
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -3,27 +3,15 @@
 // model.safetensors.index.json the Hugging Face tools write, each file written crash-safely.
 #pragma once
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <memory>
-#include <span>
 #include <string>
-#include <string_view>
-#include <system_error>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "tensorfile/core/error.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/byte_sink.hpp"
-#include "tensorfile/detail/text/json_writer.hpp"
 #include "tensorfile/formats/safetensors/save.hpp"
 
 namespace tensorfile {
@@ -45,6 +33,49 @@ struct SafetensorsShards {
   std::filesystem::path index{};               ///< the index file; empty when everything fit in one file
   std::uint64_t total_size = 0;                ///< the index's metadata.total_size: the tensors' bytes
 };
+
+/// Saves named tensors to the directory `directory` (created if missing) the way the Hugging Face tools
+/// shard a model: tensors in the given order fill shards of at most `.max_shard_size` tensor bytes (one
+/// larger tensor gets a shard of its own), written as `<prefix>-00001-of-0000N.safetensors` (each with the
+/// reference layout, see save_safetensors) and then `<prefix>.safetensors.index.json` ({"metadata":
+/// {"total_size": bytes}, "weight_map": {name: file}}, keys sorted, two-space indent, as transformers writes
+/// it). Everything in one shard is written as `<prefix>.safetensors` with no index, as those tools do.
+/// All or nothing as far as POSIX allows: every file is written and synced beside its name first; a failure
+/// then (disk full, EIO, a tensor refused) removes those temporaries and leaves the directory as it was.
+/// Only when all are complete is the old index removed and the files renamed into place, the new index
+/// last, so a crash among the renames leaves no index (refused by load_state_dict), never an index over
+/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
+/// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
+/// throws.
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                            const std::filesystem::path& directory,
+                                                            const SafetensorsShardedSaveOptions& options = {});
+
+/// Saves every tensor of `tensors` (a state dict, a load_state_dict() result...) under its named_tensors()
+/// path (see the vector overload).
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors,
+                                                            const std::filesystem::path& directory,
+                                                            const SafetensorsShardedSaveOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <unordered_set>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/text/json_writer.hpp"
+
+namespace tensorfile {
 
 namespace detail {
 
@@ -115,22 +146,9 @@ inline std::string shard_file_name(const std::string& prefix, std::size_t k, std
 
 }  // namespace detail
 
-/// Saves named tensors to the directory `directory` (created if missing) the way the Hugging Face tools
-/// shard a model: tensors in the given order fill shards of at most `.max_shard_size` tensor bytes (one
-/// larger tensor gets a shard of its own), written as `<prefix>-00001-of-0000N.safetensors` (each with the
-/// reference layout, see save_safetensors) and then `<prefix>.safetensors.index.json` ({"metadata":
-/// {"total_size": bytes}, "weight_map": {name: file}}, keys sorted, two-space indent, as transformers writes
-/// it). Everything in one shard is written as `<prefix>.safetensors` with no index, as those tools do.
-/// All or nothing as far as POSIX allows: every file is written and synced beside its name first; a failure
-/// then (disk full, EIO, a tensor refused) removes those temporaries and leaves the directory as it was.
-/// Only when all are complete is the old index removed and the files renamed into place, the new index
-/// last, so a crash among the renames leaves no index (refused by load_state_dict), never an index over
-/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
-/// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
-/// throws.
-inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                                  const std::filesystem::path& directory,
-                                                  const SafetensorsShardedSaveOptions& options = {}) {
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                            const std::filesystem::path& directory,
+                                                            const SafetensorsShardedSaveOptions& options) {
   if (options.max_shard_size == 0) throw ArgumentError("max_shard_size is 0; expected at least 1 byte");
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos || options.prefix == "." ||
       options.prefix == "..") {
@@ -195,11 +213,11 @@ inline SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<st
   return written;
 }
 
-/// Saves every tensor of `tensors` (a state dict, a load_state_dict() result...) under its named_tensors()
-/// path (see the vector overload).
-inline SafetensorsShards save_safetensors_sharded(const Value& tensors, const std::filesystem::path& directory,
-                                                  const SafetensorsShardedSaveOptions& options = {}) {
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors,
+                                                            const std::filesystem::path& directory,
+                                                            const SafetensorsShardedSaveOptions& options) {
   return save_safetensors_sharded(named_tensors(tensors), directory, options);
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -2,34 +2,15 @@
 // load_memmap: a TensorDict from a directory written by tensordict's memmap() (versions 0.4 to 0.14).
 #pragma once
 
-#include <sys/stat.h>
-
-#include <algorithm>
-#include <bit>
-#include <cerrno>
-#include <charconv>
-#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 
-#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/tensor.hpp"
-#include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/bytes/checked_math.hpp"
-#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/select.hpp"
-#include "tensorfile/formats/tensordict/detail/files.hpp"
-#include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
@@ -70,7 +51,54 @@ struct MemmapLoadOptions {
   bool select_drops = false;
 };
 
+/// Loads a directory written by tensordict's `td.memmap(prefix)` (tensordict 0.4 to 0.14, either JSON
+/// backend): leaves map their files (MAP_SHARED when writable, MAP_PRIVATE otherwise, as tensordict; see
+/// options.access), zero-element leaves need no file, sub-collections load recursively (any subdirectory
+/// of a tree also loads alone). Nothing is ever created, grown or written. Every file is opened below the
+/// tree's directory: symbolic links are followed only where they stay inside the tree (resolved by the
+/// kernel, openat2 RESOLVE_BENEATH, or a walk of its own that a concurrent swap cannot lead out), and a
+/// sub-collection that leads back to one of its ancestors is refused. A hard link is a name like any other,
+/// so a file of the tree may also have a name outside it: a file with more than one link is never mapped
+/// shared unless options.allow_shared_hard_links says so. A load concurrent with save_memmap over the same
+/// prefix reads the old or the new tree whole. Throws FormatError for a
+/// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
+/// leaving the tree, a directory cycle), LimitError past max_depth levels or options.max_collections
+/// collections, DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError for lazy classes or
+/// ops it does not know, and ArgumentError when the prefix holds non-tensor data (use load_memmap_entry) or `out` has
+/// another batch size.
+[[nodiscard]] TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix,
+                                                      MemmapLoadOptions options = {});
+
+/// Loads any node of a tensordict tree, including a NonTensorData or NonTensorStack directory on its own.
+/// Same options and errors as load_memmap, except `out` (ignored here).
+[[nodiscard]] TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix,
+                                                       MemmapLoadOptions options = {});
+
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/formats/tensordict/detail/files.hpp"
+#include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 
 namespace tensorfile::detail::td {
 
@@ -928,22 +956,7 @@ class MemmapLoader {
 
 namespace tensorfile {
 
-/// Loads a directory written by tensordict's `td.memmap(prefix)` (tensordict 0.4 to 0.14, either JSON
-/// backend): leaves map their files (MAP_SHARED when writable, MAP_PRIVATE otherwise, as tensordict; see
-/// options.access), zero-element leaves need no file, sub-collections load recursively (any subdirectory
-/// of a tree also loads alone). Nothing is ever created, grown or written. Every file is opened below the
-/// tree's directory: symbolic links are followed only where they stay inside the tree (resolved by the
-/// kernel, openat2 RESOLVE_BENEATH, or a walk of its own that a concurrent swap cannot lead out), and a
-/// sub-collection that leads back to one of its ancestors is refused. A hard link is a name like any other,
-/// so a file of the tree may also have a name outside it: a file with more than one link is never mapped
-/// shared unless options.allow_shared_hard_links says so. A load concurrent with save_memmap over the same
-/// prefix reads the old or the new tree whole. Throws FormatError for a
-/// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
-/// leaving the tree, a directory cycle), LimitError past max_depth levels or options.max_collections
-/// collections, DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError for lazy classes or
-/// ops it does not know, and ArgumentError when the prefix holds non-tensor data (use load_memmap_entry) or `out` has
-/// another batch size.
-[[nodiscard]] inline TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
+TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options) {
   detail::td::MemmapLoader loader(prefix, options);
   std::optional<Entry> entry = loader.load_root(options.out);
   if (!entry) return *options.out;
@@ -955,12 +968,11 @@ namespace tensorfile {
   return std::move(entry->as_tensordict());
 }
 
-/// Loads any node of a tensordict tree, including a NonTensorData or NonTensorStack directory on its own.
-/// Same options and errors as load_memmap, except `out` (ignored here).
-[[nodiscard]] inline Entry load_memmap_entry(const std::filesystem::path& prefix, MemmapLoadOptions options = {}) {
+TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, MemmapLoadOptions options) {
   options.out = nullptr;
   detail::td::MemmapLoader loader(prefix, options);
   return std::move(*loader.load_root(nullptr));
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

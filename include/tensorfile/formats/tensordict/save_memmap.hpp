@@ -2,32 +2,10 @@
 // save_memmap and memmap: write a TensorDict as the directory tree tensordict 0.14's td.memmap(prefix) writes.
 #pragma once
 
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <bit>
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
 
-#include "tensorfile/backends/mmap.hpp"
-#include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/directory.hpp"
-#include "tensorfile/detail/posix/random_bits.hpp"
-#include "tensorfile/formats/tensordict/detail/files.hpp"
-#include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
+#include "tensorfile/config.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"  // MetaJsonStyle
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
@@ -44,7 +22,52 @@ struct MemmapSaveOptions {
                             ///< save, so that a finished save survives power loss (false: faster, not durable)
 };
 
+/// Writes `td` as tensordict 0.14's `td.memmap(prefix)` does: a directory per collection holding meta.json,
+/// one raw C-order file per tensor leaf (`<%XX-encoded key>.memmap`; none for zero elements), nested tensors
+/// with their `.shape.memmap` table, tensorclasses under `_tensordict/`, non-tensor data as JSON (pickle
+/// bytes written back verbatim). The tree is written into a temporary sibling directory, data files before
+/// each meta.json, then renamed into place (an existing tree is replaced, atomically where the system can).
+/// A TensorDict without a device records "None" (tensordict writes "cpu"; both load in tensordict), and one that
+/// stands for a torch container other than a str-keyed dict records it (TensorDict::torch_container()).
+/// Throws ArgumentError for keys named "shape", "device", "_type" (tensordict would lose them) or
+/// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a
+/// tree; DTypeError for dtypes tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the
+/// system refuses; DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
+TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::path& prefix,
+                                  MemmapSaveOptions options = {});
+
+/// save_memmap, returning a TensorDict whose tensors are shared (MAP_SHARED) mappings of the new files, as
+/// tensordict's memmap()/memmap_(): writes to them reach the files. Same options and errors.
+[[nodiscard]] TENSORFILE_ENTRY TensorDict memmap(const TensorDict& td, const std::filesystem::path& prefix,
+                                                 MemmapSaveOptions options = {});
+
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/random_bits.hpp"
+#include "tensorfile/formats/tensordict/detail/files.hpp"
+#include "tensorfile/formats/tensordict/detail/keys.hpp"
 
 namespace tensorfile::detail::td {
 
@@ -546,28 +569,17 @@ class MemmapWriter {
 
 namespace tensorfile {
 
-/// Writes `td` as tensordict 0.14's `td.memmap(prefix)` does: a directory per collection holding meta.json,
-/// one raw C-order file per tensor leaf (`<%XX-encoded key>.memmap`; none for zero elements), nested tensors
-/// with their `.shape.memmap` table, tensorclasses under `_tensordict/`, non-tensor data as JSON (pickle
-/// bytes written back verbatim). The tree is written into a temporary sibling directory, data files before
-/// each meta.json, then renamed into place (an existing tree is replaced, atomically where the system can).
-/// A TensorDict without a device records "None" (tensordict writes "cpu"; both load in tensordict), and one that
-/// stands for a torch container other than a str-keyed dict records it (TensorDict::torch_container()).
-/// Throws ArgumentError for keys named "shape", "device", "_type" (tensordict would lose them) or
-/// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a
-/// tree; DTypeError for dtypes tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the
-/// system refuses; DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
-inline void save_memmap(const TensorDict& td, const std::filesystem::path& prefix, MemmapSaveOptions options = {}) {
+TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::path& prefix,
+                                  MemmapSaveOptions options) {
   detail::td::MemmapWriter writer(options, false);
   (void)writer.write(td, prefix);
 }
 
-/// save_memmap, returning a TensorDict whose tensors are shared (MAP_SHARED) mappings of the new files, as
-/// tensordict's memmap()/memmap_(): writes to them reach the files. Same options and errors.
-[[nodiscard]] inline TensorDict memmap(const TensorDict& td, const std::filesystem::path& prefix,
-                                       MemmapSaveOptions options = {}) {
+TENSORFILE_ENTRY TensorDict memmap(const TensorDict& td, const std::filesystem::path& prefix,
+                                   MemmapSaveOptions options) {
   detail::td::MemmapWriter writer(options, true);
   return std::move(*writer.write(td, prefix));
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

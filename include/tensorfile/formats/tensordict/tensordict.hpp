@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
@@ -91,51 +92,14 @@ struct NestedTensor {
   }
 
   /// The shape of component `i` (0 <= i < size(); throws ArgumentError otherwise).
-  [[nodiscard]] Shape component_shape(std::int64_t i) const {
-    check_index(i);
-    const auto row = nested_sizes.select(0, i).contiguous();
-    const auto* p = row.data<const std::int64_t>();
-    return Shape(p, p + row.numel());
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Shape component_shape(std::int64_t i) const;
 
   /// Component `i` as a view of `values` (shares its storage).
-  [[nodiscard]] Tensor component(std::int64_t i) const {
-    check_index(i);
-    std::int64_t offset = 0;
-    for (std::int64_t k = 0; k < i; ++k) offset += numel_of(component_shape(k));
-    Shape shape = component_shape(i);
-    const std::int64_t count = numel_of(shape);
-    return values.narrow(0, offset, count).reshape(std::move(shape));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Tensor component(std::int64_t i) const;
 
   /// Packs host tensors of one dtype and rank into a new NestedTensor (a heap copy). Throws ArgumentError
   /// when the list is empty or dtypes or ranks differ.
-  [[nodiscard]] static NestedTensor from_components(std::span<const Tensor> components) {
-    if (components.empty()) throw ArgumentError("a nested tensor needs at least one component; got none");
-    const DType dtype = components.front().dtype();
-    const std::size_t rank = components.front().dim();
-    std::int64_t total = 0;
-    for (const Tensor& c : components) {
-      if (c.dtype() != dtype || c.dim() != rank) {
-        throw ArgumentError("nested tensor components differ; expected " + std::string(dtype_name(dtype)) +
-                            " of rank " + std::to_string(rank) + ", got " + std::string(dtype_name(c.dtype())) +
-                            " of rank " + std::to_string(c.dim()));
-      }
-      total += c.numel();
-    }
-    NestedTensor out;
-    out.values = Tensor::zeros({total}, dtype);
-    out.nested_sizes =
-        Tensor::zeros({static_cast<std::int64_t>(components.size()), static_cast<std::int64_t>(rank)}, DType::Int64);
-    std::byte* dst = out.values.mutable_raw_data();
-    auto* sizes = out.nested_sizes.data<std::int64_t>();
-    for (const Tensor& c : components) {
-      c.copy_into(dst);
-      dst += c.nbytes();
-      for (const auto s : c.sizes()) *sizes++ = s;
-    }
-    return out;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY static NestedTensor from_components(std::span<const Tensor> components);
 
   /// Same values and component shapes.
   [[nodiscard]] bool equal(const NestedTensor& other) const {
@@ -149,12 +113,7 @@ struct NestedTensor {
     for (const auto s : shape) n *= s;
     return n;
   }
-  void check_index(std::int64_t i) const {
-    if (i < 0 || i >= size()) {
-      throw ArgumentError("nested tensor component " + std::to_string(i) + " is out of range; expected below " +
-                          std::to_string(size()));
-    }
-  }
+  TENSORFILE_ENTRY void check_index(std::int64_t i) const;
 };
 
 /// A non-tensor leaf: tensordict's NonTensorData (one value) or NonTensorStack (a list along a batch
@@ -193,24 +152,11 @@ struct NonTensorData {
 
 /// A NonTensorData holding `data` (JSON-like: None, bool, int, float, str, list, tuple, str-keyed dict),
 /// with the fields tensordict writes: {"data": data, "_is_non_tensor": true, "_metadata": null}.
-[[nodiscard]] inline NonTensorData non_tensor(Value data) {
-  NonTensorData out;
-  out.fields.set(Value("data"), std::move(data));
-  out.fields.set(Value("_is_non_tensor"), Value(true));
-  out.fields.set(Value("_metadata"), Value(None{}));
-  return out;
-}
+[[nodiscard]] TENSORFILE_ENTRY NonTensorData non_tensor(Value data);
 
 /// A NonTensorStack of `items` (nested lists for more than one dimension) stacked along `stack_dim`, with
 /// the fields tensordict writes: {"stack_dim": d, "device": null, "data": items}.
-[[nodiscard]] inline NonTensorData non_tensor_stack(List items, std::int64_t stack_dim = 0) {
-  NonTensorData out;
-  out.type_name = non_tensor_stack_type;
-  out.fields.set(Value("stack_dim"), Value(stack_dim));
-  out.fields.set(Value("device"), Value(None{}));
-  out.fields.set(Value("data"), Value(std::move(items)));
-  return out;
-}
+[[nodiscard]] TENSORFILE_ENTRY NonTensorData non_tensor_stack(List items, std::int64_t stack_dim = 0);
 
 /// One value of a TensorDict: a tensor, a nested tensor, a TensorDict (or tensorclass, or lazy stack)
 /// or non-tensor data. Copies are deep for nested TensorDicts and share tensor storages.
@@ -348,12 +294,8 @@ class TensorDict {
       : batch_size_(std::move(batch_size)), device_(device) {}
 
   /// A TensorDict of `items` in order; throws ArgumentError as set() does.
-  TensorDict(std::initializer_list<std::pair<std::string_view, Entry>> items, Shape batch_size = {},
-             std::optional<Device> device = std::nullopt)
-      : batch_size_(std::move(batch_size)), device_(device) {
-    items_.reserve(items.size());
-    for (const auto& [key, value] : items) set(std::string(key), value);
-  }
+  TENSORFILE_ENTRY TensorDict(std::initializer_list<std::pair<std::string_view, Entry>> items, Shape batch_size = {},
+                              std::optional<Device> device = std::nullopt);
 
   /// A tensorclass instance: `fields` holds its tensor (and non-tensor) fields, batch size and device;
   /// `type_name` is its `_type` ("<class '__main__.MyTC'>"); `class_fields` its other JSON attributes.
@@ -366,15 +308,7 @@ class TensorDict {
 
   /// A LazyStackedTensorDict of `items` (usually TensorDicts of one batch size) along `stack_dim`; the
   /// entries are keyed "0", "1"... and the batch size is the items' with their count inserted at stack_dim.
-  [[nodiscard]] static TensorDict lazy_stack(std::vector<Entry> items, std::int64_t stack_dim = 0) {
-    TensorDict out;
-    out.kind_ = TensorDictKind::lazy_stack;
-    out.type_name_ = lazy_stacked_tensordict_type;
-    out.stack_dim_ = stack_dim;
-    for (std::size_t i = 0; i < items.size(); ++i) out.set(std::to_string(i), std::move(items[i]));
-    out.batch_size_ = out.stacked_batch_size();
-    return out;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY static TensorDict lazy_stack(std::vector<Entry> items, std::int64_t stack_dim = 0);
 
   // ---- the collection itself ----------------------------------------------------------------
 
@@ -399,14 +333,7 @@ class TensorDict {
   void set_lazy_view(std::string text) { lazy_view_ = std::move(text); }
 
   /// Sets the batch size; throws ArgumentError when an entry does not start with it.
-  void set_batch_size(Shape batch_size) {
-    for (const auto& item : items_) {
-      if (auto problem = batch_problem(batch_size, item.value); !problem.empty()) {
-        throw ArgumentError("key " + quoted(item.key) + ": " + problem);
-      }
-    }
-    batch_size_ = std::move(batch_size);
-  }
+  TENSORFILE_ENTRY void set_batch_size(Shape batch_size);
   /// Sets the device recorded for the collection (tensors are not moved).
   void set_device(std::optional<Device> device) noexcept { device_ = device; }
   /// Sets `_type` (a TensorDict subclass, a tensorclass's class).
@@ -484,19 +411,7 @@ class TensorDict {
   }
   [[nodiscard]] Entry& get(std::string_view key) { return const_cast<Entry&>(std::as_const(*this).get(key)); }
   /// The entry at a nested key: `td.get({"nested", "e"})`; throws ArgumentError naming the missing step.
-  [[nodiscard]] const Entry& get(std::span<const std::string_view> key) const {
-    if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
-    const TensorDict* td = this;
-    for (std::size_t i = 0;; ++i) {
-      const Entry& entry = td->get(key[i]);
-      if (i + 1 == key.size()) return entry;
-      if (!entry.is_tensordict()) {
-        throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry.kind())) +
-                            "; expected a TensorDict to look up " + quoted(key[i + 1]) + " in");
-      }
-      td = &entry.as_tensordict();
-    }
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string_view> key) const;
   [[nodiscard]] Entry& get(std::span<const std::string_view> key) {
     return const_cast<Entry&>(std::as_const(*this).get(key));
   }
@@ -524,20 +439,7 @@ class TensorDict {
     return set_unchecked(std::move(key), std::move(value));
   }
   /// Sets a nested key, creating missing intermediate TensorDicts with this batch size.
-  Entry& set(std::span<const std::string_view> key, Entry value) {
-    if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
-    TensorDict* td = this;
-    for (std::size_t i = 0; i + 1 < key.size(); ++i) {
-      Entry* entry = td->find(key[i]);
-      if (entry == nullptr) entry = &td->set(std::string(key[i]), TensorDict(td->batch_size_, td->device_));
-      if (!entry->is_tensordict()) {
-        throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry->kind())) +
-                            "; expected a TensorDict to set " + quoted(key[i + 1]) + " in");
-      }
-      td = &entry->as_tensordict();
-    }
-    return td->set(std::string(key.back()), std::move(value));
-  }
+  TENSORFILE_ENTRY Entry& set(std::span<const std::string_view> key, Entry value);
   Entry& set(std::initializer_list<std::string_view> key, Entry value) {
     return set(std::span<const std::string_view>(key.begin(), key.size()), std::move(value));
   }
@@ -577,11 +479,7 @@ class TensorDict {
   }
 
   /// A copy whose tensors are new heap copies (detached from files and mappings).
-  [[nodiscard]] TensorDict clone() const {
-    TensorDict out = *this;
-    for (auto& item : out.items_.mutable_items()) clone_entry(item.value);
-    return out;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY TensorDict clone() const;
 
   /// Same kind, `_type`, batch size, device, class fields, stack dim and torch container, and the same keys (in
   /// any order, as Python's dict equality) with equal entries.
@@ -611,45 +509,10 @@ class TensorDict {
 
   static std::string quoted(std::string_view key) { return std::string("\"").append(key).append("\""); }
 
-  std::string key_list() const {
-    if (items_.empty()) return "no key (it is empty)";
-    std::string out;
-    for (std::size_t i = 0; i < items_.size() && i < 10; ++i) out.append(i ? ", " : "").append(quoted(items_[i].key));
-    if (items_.size() > 10) out.append(", ... (").append(std::to_string(items_.size())).append(" keys)");
-    return out;
-  }
+  TENSORFILE_ENTRY std::string key_list() const;
 
   /// Why `value` cannot live under `batch`, or "" when it can.
-  std::string batch_problem(const Shape& batch, const Entry& value) const {
-    if (kind_ == TensorDictKind::lazy_stack || batch.empty()) return {};
-    const auto starts_with_batch = [&](const Shape& shape) {
-      return shape.size() >= batch.size() && std::equal(batch.begin(), batch.end(), shape.begin());
-    };
-    switch (value.kind()) {
-      case Entry::Kind::tensor: {
-        const Shape& shape = value.as_tensor().sizes();
-        if (starts_with_batch(shape)) return {};
-        return "tensor of shape " + detail::shape_string(shape) +
-               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
-               detail::shape_string(shape);
-      }
-      case Entry::Kind::tensordict: {
-        const Shape& shape = value.as_tensordict().batch_size();
-        if (starts_with_batch(shape)) return {};
-        return "TensorDict of batch size " + detail::shape_string(shape) +
-               " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
-               detail::shape_string(shape);
-      }
-      case Entry::Kind::nested_tensor: {
-        const std::int64_t n = value.as_nested_tensor().size();
-        if (batch.size() == 1 && batch[0] == n) return {};
-        return "nested tensor of " + std::to_string(n) + " components does not match the batch size; expected " +
-               detail::shape_string(batch) + ", got (" + std::to_string(n) + ", ...)";
-      }
-      case Entry::Kind::non_tensor: return {};
-    }
-    return {};
-  }
+  TENSORFILE_ENTRY std::string batch_problem(const Shape& batch, const Entry& value) const;
 
   Entry& set_unchecked(std::string key, Entry value) {
     const std::string_view lookup = key;  // `key` moves into a new item only after the lookup
@@ -658,16 +521,7 @@ class TensorDict {
     return item.value;
   }
 
-  Shape stacked_batch_size() const {
-    Shape base;
-    if (!items_.empty() && items_[0].value.is_tensordict()) base = items_[0].value.as_tensordict().batch_size();
-    const auto count = static_cast<std::int64_t>(items_.size());
-    const auto rank = static_cast<std::int64_t>(base.size());
-    std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;
-    dim = std::clamp<std::int64_t>(dim, 0, rank);
-    base.insert(base.begin() + dim, count);
-    return base;
-  }
+  TENSORFILE_ENTRY Shape stacked_batch_size() const;
 
   template <class Fn>
   void visit_leaves(NestedKey& path, Fn& fn) const {
@@ -682,19 +536,7 @@ class TensorDict {
     }
   }
 
-  static void clone_entry(Entry& entry) {
-    switch (entry.kind()) {
-      case Entry::Kind::tensor: entry.as_tensor() = entry.as_tensor().clone(); break;
-      case Entry::Kind::nested_tensor:
-        entry.as_nested_tensor().values = entry.as_nested_tensor().values.clone();
-        entry.as_nested_tensor().nested_sizes = entry.as_nested_tensor().nested_sizes.clone();
-        break;
-      case Entry::Kind::tensordict:
-        for (auto& item : entry.as_tensordict().items_.mutable_items()) clone_entry(item.value);
-        break;
-      case Entry::Kind::non_tensor: break;
-    }
-  }
+  TENSORFILE_ENTRY static void clone_entry(Entry& entry);
 
   Index items_;  // the items in insertion order, with their key index
   Shape batch_size_;
@@ -707,43 +549,6 @@ class TensorDict {
   std::string lazy_view_;
   TorchContainer torch_container_;
 };
-
-// ---- Entry members that need a complete TensorDict ---------------------------------------------
-
-inline Entry::Entry(TensorDict tensordict) : value_(std::make_unique<TensorDict>(std::move(tensordict))) {}
-
-inline Entry::Entry(const Entry& other) : value_(std::in_place_index<0>) {
-  if (other.is_tensordict()) {
-    value_ = std::make_unique<TensorDict>(other.as_tensordict());
-  } else if (other.is_tensor()) {
-    value_ = other.as_tensor();
-  } else if (other.is_nested_tensor()) {
-    value_ = std::make_unique<NestedTensor>(other.as_nested_tensor());
-  } else {
-    value_ = std::make_unique<NonTensorData>(other.as_non_tensor());
-  }
-}
-
-inline Entry& Entry::operator=(const Entry& other) {
-  if (this != &other) *this = Entry(other);
-  return *this;
-}
-
-inline Entry::~Entry() = default;
-
-inline const Entry& Entry::operator[](std::string_view key) const { return as_tensordict().get(key); }
-inline Entry& Entry::operator[](std::string_view key) { return as_tensordict().get(key); }
-
-inline bool operator==(const Entry& a, const Entry& b) {
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case Entry::Kind::tensor: return detail::td::same_tensor_values(a.as_tensor(), b.as_tensor());
-    case Entry::Kind::nested_tensor: return a.as_nested_tensor().equal(b.as_nested_tensor());
-    case Entry::Kind::tensordict: return a.as_tensordict() == b.as_tensordict();
-    case Entry::Kind::non_tensor: return a.as_non_tensor() == b.as_non_tensor();
-  }
-  return false;
-}
 
 namespace detail::td {
 
@@ -767,3 +572,240 @@ struct TensorDictAccess {
 }  // namespace detail::td
 
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+namespace tensorfile {
+
+TENSORFILE_ENTRY NonTensorData non_tensor(Value data) {
+  NonTensorData out;
+  out.fields.set(Value("data"), std::move(data));
+  out.fields.set(Value("_is_non_tensor"), Value(true));
+  out.fields.set(Value("_metadata"), Value(None{}));
+  return out;
+}
+
+TENSORFILE_ENTRY NonTensorData non_tensor_stack(List items, std::int64_t stack_dim) {
+  NonTensorData out;
+  out.type_name = non_tensor_stack_type;
+  out.fields.set(Value("stack_dim"), Value(stack_dim));
+  out.fields.set(Value("device"), Value(None{}));
+  out.fields.set(Value("data"), Value(std::move(items)));
+  return out;
+}
+
+TENSORFILE_ENTRY Shape NestedTensor::component_shape(std::int64_t i) const {
+  check_index(i);
+  const auto row = nested_sizes.select(0, i).contiguous();
+  const auto* p = row.data<const std::int64_t>();
+  return Shape(p, p + row.numel());
+}
+
+TENSORFILE_ENTRY Tensor NestedTensor::component(std::int64_t i) const {
+  check_index(i);
+  std::int64_t offset = 0;
+  for (std::int64_t k = 0; k < i; ++k) offset += numel_of(component_shape(k));
+  Shape shape = component_shape(i);
+  const std::int64_t count = numel_of(shape);
+  return values.narrow(0, offset, count).reshape(std::move(shape));
+}
+
+TENSORFILE_ENTRY NestedTensor NestedTensor::from_components(std::span<const Tensor> components) {
+  if (components.empty()) throw ArgumentError("a nested tensor needs at least one component; got none");
+  const DType dtype = components.front().dtype();
+  const std::size_t rank = components.front().dim();
+  std::int64_t total = 0;
+  for (const Tensor& c : components) {
+    if (c.dtype() != dtype || c.dim() != rank) {
+      throw ArgumentError("nested tensor components differ; expected " + std::string(dtype_name(dtype)) + " of rank " +
+                          std::to_string(rank) + ", got " + std::string(dtype_name(c.dtype())) + " of rank " +
+                          std::to_string(c.dim()));
+    }
+    total += c.numel();
+  }
+  NestedTensor out;
+  out.values = Tensor::zeros({total}, dtype);
+  out.nested_sizes =
+      Tensor::zeros({static_cast<std::int64_t>(components.size()), static_cast<std::int64_t>(rank)}, DType::Int64);
+  std::byte* dst = out.values.mutable_raw_data();
+  auto* sizes = out.nested_sizes.data<std::int64_t>();
+  for (const Tensor& c : components) {
+    c.copy_into(dst);
+    dst += c.nbytes();
+    for (const auto s : c.sizes()) *sizes++ = s;
+  }
+  return out;
+}
+
+TENSORFILE_ENTRY void NestedTensor::check_index(std::int64_t i) const {
+  if (i < 0 || i >= size()) {
+    throw ArgumentError("nested tensor component " + std::to_string(i) + " is out of range; expected below " +
+                        std::to_string(size()));
+  }
+}
+
+// ---- Entry members that need a complete TensorDict ---------------------------------------------
+
+TENSORFILE_ENTRY Entry::Entry(TensorDict tensordict) : value_(std::make_unique<TensorDict>(std::move(tensordict))) {}
+
+TENSORFILE_ENTRY Entry::Entry(const Entry& other) : value_(std::in_place_index<0>) {
+  if (other.is_tensordict()) {
+    value_ = std::make_unique<TensorDict>(other.as_tensordict());
+  } else if (other.is_tensor()) {
+    value_ = other.as_tensor();
+  } else if (other.is_nested_tensor()) {
+    value_ = std::make_unique<NestedTensor>(other.as_nested_tensor());
+  } else {
+    value_ = std::make_unique<NonTensorData>(other.as_non_tensor());
+  }
+}
+
+TENSORFILE_ENTRY Entry& Entry::operator=(const Entry& other) {
+  if (this != &other) *this = Entry(other);
+  return *this;
+}
+
+TENSORFILE_ENTRY Entry::~Entry() = default;
+
+TENSORFILE_ENTRY const Entry& Entry::operator[](std::string_view key) const { return as_tensordict().get(key); }
+TENSORFILE_ENTRY Entry& Entry::operator[](std::string_view key) { return as_tensordict().get(key); }
+
+TENSORFILE_ENTRY bool operator==(const Entry& a, const Entry& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Entry::Kind::tensor: return detail::td::same_tensor_values(a.as_tensor(), b.as_tensor());
+    case Entry::Kind::nested_tensor: return a.as_nested_tensor().equal(b.as_nested_tensor());
+    case Entry::Kind::tensordict: return a.as_tensordict() == b.as_tensordict();
+    case Entry::Kind::non_tensor: return a.as_non_tensor() == b.as_non_tensor();
+  }
+  return false;
+}
+
+// ---- TensorDict members ----------------------------------------------------------------------
+
+TENSORFILE_ENTRY TensorDict::TensorDict(std::initializer_list<std::pair<std::string_view, Entry>> items,
+                                        Shape batch_size, std::optional<Device> device)
+    : batch_size_(std::move(batch_size)), device_(device) {
+  items_.reserve(items.size());
+  for (const auto& [key, value] : items) set(std::string(key), value);
+}
+
+TENSORFILE_ENTRY TensorDict TensorDict::lazy_stack(std::vector<Entry> items, std::int64_t stack_dim) {
+  TensorDict out;
+  out.kind_ = TensorDictKind::lazy_stack;
+  out.type_name_ = lazy_stacked_tensordict_type;
+  out.stack_dim_ = stack_dim;
+  for (std::size_t i = 0; i < items.size(); ++i) out.set(std::to_string(i), std::move(items[i]));
+  out.batch_size_ = out.stacked_batch_size();
+  return out;
+}
+
+TENSORFILE_ENTRY void TensorDict::set_batch_size(Shape batch_size) {
+  for (const auto& item : items_) {
+    if (auto problem = batch_problem(batch_size, item.value); !problem.empty()) {
+      throw ArgumentError("key " + quoted(item.key) + ": " + problem);
+    }
+  }
+  batch_size_ = std::move(batch_size);
+}
+
+TENSORFILE_ENTRY const Entry& TensorDict::get(std::span<const std::string_view> key) const {
+  if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
+  const TensorDict* td = this;
+  for (std::size_t i = 0;; ++i) {
+    const Entry& entry = td->get(key[i]);
+    if (i + 1 == key.size()) return entry;
+    if (!entry.is_tensordict()) {
+      throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry.kind())) +
+                          "; expected a TensorDict to look up " + quoted(key[i + 1]) + " in");
+    }
+    td = &entry.as_tensordict();
+  }
+}
+
+TENSORFILE_ENTRY Entry& TensorDict::set(std::span<const std::string_view> key, Entry value) {
+  if (key.empty()) throw ArgumentError("nested key is empty; expected at least one key");
+  TensorDict* td = this;
+  for (std::size_t i = 0; i + 1 < key.size(); ++i) {
+    Entry* entry = td->find(key[i]);
+    if (entry == nullptr) entry = &td->set(std::string(key[i]), TensorDict(td->batch_size_, td->device_));
+    if (!entry->is_tensordict()) {
+      throw ArgumentError("key " + quoted(key[i]) + " holds a " + std::string(Entry::kind_name(entry->kind())) +
+                          "; expected a TensorDict to set " + quoted(key[i + 1]) + " in");
+    }
+    td = &entry->as_tensordict();
+  }
+  return td->set(std::string(key.back()), std::move(value));
+}
+
+TENSORFILE_ENTRY TensorDict TensorDict::clone() const {
+  TensorDict out = *this;
+  for (auto& item : out.items_.mutable_items()) clone_entry(item.value);
+  return out;
+}
+
+TENSORFILE_ENTRY std::string TensorDict::key_list() const {
+  if (items_.empty()) return "no key (it is empty)";
+  std::string out;
+  for (std::size_t i = 0; i < items_.size() && i < 10; ++i) out.append(i ? ", " : "").append(quoted(items_[i].key));
+  if (items_.size() > 10) out.append(", ... (").append(std::to_string(items_.size())).append(" keys)");
+  return out;
+}
+
+TENSORFILE_ENTRY std::string TensorDict::batch_problem(const Shape& batch, const Entry& value) const {
+  if (kind_ == TensorDictKind::lazy_stack || batch.empty()) return {};
+  const auto starts_with_batch = [&](const Shape& shape) {
+    return shape.size() >= batch.size() && std::equal(batch.begin(), batch.end(), shape.begin());
+  };
+  switch (value.kind()) {
+    case Entry::Kind::tensor: {
+      const Shape& shape = value.as_tensor().sizes();
+      if (starts_with_batch(shape)) return {};
+      return "tensor of shape " + detail::shape_string(shape) +
+             " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
+             detail::shape_string(shape);
+    }
+    case Entry::Kind::tensordict: {
+      const Shape& shape = value.as_tensordict().batch_size();
+      if (starts_with_batch(shape)) return {};
+      return "TensorDict of batch size " + detail::shape_string(shape) +
+             " does not match the batch size; expected leading dimensions " + detail::shape_string(batch) + ", got " +
+             detail::shape_string(shape);
+    }
+    case Entry::Kind::nested_tensor: {
+      const std::int64_t n = value.as_nested_tensor().size();
+      if (batch.size() == 1 && batch[0] == n) return {};
+      return "nested tensor of " + std::to_string(n) + " components does not match the batch size; expected " +
+             detail::shape_string(batch) + ", got (" + std::to_string(n) + ", ...)";
+    }
+    case Entry::Kind::non_tensor: return {};
+  }
+  return {};
+}
+
+TENSORFILE_ENTRY Shape TensorDict::stacked_batch_size() const {
+  Shape base;
+  if (!items_.empty() && items_[0].value.is_tensordict()) base = items_[0].value.as_tensordict().batch_size();
+  const auto count = static_cast<std::int64_t>(items_.size());
+  const auto rank = static_cast<std::int64_t>(base.size());
+  std::int64_t dim = stack_dim_ < 0 ? stack_dim_ + rank + 1 : stack_dim_;
+  dim = std::clamp<std::int64_t>(dim, 0, rank);
+  base.insert(base.begin() + dim, count);
+  return base;
+}
+
+TENSORFILE_ENTRY void TensorDict::clone_entry(Entry& entry) {
+  switch (entry.kind()) {
+    case Entry::Kind::tensor: entry.as_tensor() = entry.as_tensor().clone(); break;
+    case Entry::Kind::nested_tensor:
+      entry.as_nested_tensor().values = entry.as_nested_tensor().values.clone();
+      entry.as_nested_tensor().nested_sizes = entry.as_nested_tensor().nested_sizes.clone();
+      break;
+    case Entry::Kind::tensordict:
+      for (auto& item : entry.as_tensordict().items_.mutable_items()) clone_entry(item.value);
+      break;
+    case Entry::Kind::non_tensor: break;
+  }
+}
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

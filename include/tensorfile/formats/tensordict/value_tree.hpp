@@ -2,19 +2,12 @@
 // Conversion between torch object trees (Value, e.g. a state_dict or a checkpoint) and TensorDict trees.
 #pragma once
 
-#include <charconv>
 #include <filesystem>
-#include <optional>
-#include <set>
 #include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/text.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/core/value_print.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
@@ -32,6 +25,34 @@ struct ValueTreeOptions {
   /// that are not JSON; to_value: pickled non-tensor data); null: any of them is an error.
   std::vector<LeftOut>* left_out = nullptr;
 };
+
+/// `root` as a TensorDict tree: dicts become TensorDicts (keys as text: key_text()), tensors and bare storages
+/// tensor leaves, lists and tuples that hold tensors TensorDicts keyed "0", "1"..., and other values
+/// NonTensorData holding them as JSON. Tensors are shared, not copied. Throws UnsupportedError, naming
+/// `options.file` and the path, for a root that is neither a dict nor a list holding tensors and for values JSON
+/// cannot hold (bytes, complex, device, dtype, set, objects), ArgumentError for two keys with one text (1 and "1").
+[[nodiscard]] TENSORFILE_ENTRY TensorDict to_tensordict(const Value& root, const ValueTreeOptions& options = {});
+
+/// `td` as a torch object tree (a state_dict for a flat TensorDict of tensors): TensorDicts and tensorclasses
+/// become dicts (a tensorclass's JSON attributes included), lazy stacks lists, NonTensorData its value. Tensors are
+/// shared, not copied. Pickled non-tensor data is never unpickled: it is listed in `options.left_out` and left out,
+/// or, with no list given, UnsupportedError. Throws UnsupportedError, naming `options.file`, for nested tensors.
+[[nodiscard]] TENSORFILE_ENTRY Value to_value(const TensorDict& td, const ValueTreeOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <charconv>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/text.hpp"
+#include "tensorfile/core/value_print.hpp"
+
+namespace tensorfile {
 
 namespace detail::td {
 
@@ -266,12 +287,7 @@ class TensorDictToValue {
 
 }  // namespace detail::td
 
-/// `root` as a TensorDict tree: dicts become TensorDicts (keys as text: key_text()), tensors and bare storages
-/// tensor leaves, lists and tuples that hold tensors TensorDicts keyed "0", "1"..., and other values
-/// NonTensorData holding them as JSON. Tensors are shared, not copied. Throws UnsupportedError, naming
-/// `options.file` and the path, for a root that is neither a dict nor a list holding tensors and for values JSON
-/// cannot hold (bytes, complex, device, dtype, set, objects), ArgumentError for two keys with one text (1 and "1").
-[[nodiscard]] inline TensorDict to_tensordict(const Value& root, const ValueTreeOptions& options = {}) {
+TENSORFILE_ENTRY TensorDict to_tensordict(const Value& root, const ValueTreeOptions& options) {
   if (!root.is_dict() && !((root.is_list() || root.is_tuple()) && detail::td::holds_tensor(root))) {
     throw UnsupportedError("the root is of type " + std::string(Value::kind_name(root.kind())) +
                                "; expected a dict, or a list of tensors (a tensordict tree is a dict of tensors)",
@@ -282,13 +298,10 @@ class TensorDictToValue {
   return std::move(tree.as_tensordict());
 }
 
-/// `td` as a torch object tree (a state_dict for a flat TensorDict of tensors): TensorDicts and tensorclasses
-/// become dicts (a tensorclass's JSON attributes included), lazy stacks lists, NonTensorData its value. Tensors are
-/// shared, not copied. Pickled non-tensor data is never unpickled: it is listed in `options.left_out` and left out,
-/// or, with no list given, UnsupportedError. Throws UnsupportedError, naming `options.file`, for nested tensors.
-[[nodiscard]] inline Value to_value(const TensorDict& td, const ValueTreeOptions& options = {}) {
+TENSORFILE_ENTRY Value to_value(const TensorDict& td, const ValueTreeOptions& options) {
   detail::td::TensorDictToValue convert(options);
   return convert.collection(td, "");
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
