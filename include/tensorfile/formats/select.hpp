@@ -5,10 +5,9 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "tensorfile/detail/text/glob.hpp"
+#include "tensorfile/config.hpp"
 
 namespace tensorfile {
 
@@ -18,7 +17,18 @@ using TensorSelect = std::function<bool(std::string_view path)>;
 
 /// A TensorSelect that keeps the tensors whose path equals one of `patterns` or matches it as a glob ('*' any
 /// run of characters, '?' one): select_paths({"encoder.*", "lm_head.weight"}).
-[[nodiscard]] inline TensorSelect select_paths(std::vector<std::string> patterns) {
+[[nodiscard]] TENSORFILE_ENTRY TensorSelect select_paths(std::vector<std::string> patterns);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <utility>
+
+#include "tensorfile/detail/text/glob.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY TensorSelect select_paths(std::vector<std::string> patterns) {
   return [patterns = std::move(patterns)](std::string_view path) {
     for (const std::string& pattern : patterns) {
       if (detail::glob_match(pattern, path)) return true;
@@ -28,3 +38,5 @@ using TensorSelect = std::function<bool(std::string_view path)>;
 }
 
 }  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS

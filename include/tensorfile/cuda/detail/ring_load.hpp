@@ -26,6 +26,7 @@
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/safetensors/detail/header_parser.hpp"  // read_safetensors_head
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 

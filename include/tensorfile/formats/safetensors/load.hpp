@@ -17,9 +17,6 @@
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
-// Only the bodies below use it, but <tensorfile/cuda.hpp>'s streaming loader (cuda/detail/ring_load.hpp) reads
-// the header with detail::read_safetensors_head and gets it through this header, in either mode.
-#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 
 namespace tensorfile {
 
@@ -100,6 +97,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/formats/heap_reads.hpp"
+#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 #include "tensorfile/formats/stream_input.hpp"
 
 namespace tensorfile {

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "tensorfile/config.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"  // MetaJsonStyle
+#include "tensorfile/formats/tensordict/detail/meta_json_style.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
@@ -68,6 +68,7 @@ TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::p
 #include "tensorfile/detail/posix/random_bits.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
 
 namespace tensorfile::detail::td {
 

@@ -24,17 +24,8 @@
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_json_style.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
-
-namespace tensorfile {
-
-/// Which of tensordict's JSON backends save_memmap imitates when it writes meta.json.
-enum class MetaJsonStyle : std::uint8_t {
-  stdlib,  ///< Python's json module: ", " and ": " separators, \uXXXX escapes for non-ASCII, NaN/Infinity tokens
-  orjson,  ///< orjson: compact separators, raw UTF-8, NaN and infinities written as null
-};
-
-}  // namespace tensorfile
 
 namespace tensorfile::detail::td {
 
