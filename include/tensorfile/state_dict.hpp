@@ -15,11 +15,14 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/direct_reads.hpp"
-#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
+
+namespace tensorfile::detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
+}  // namespace tensorfile::detail
 
 namespace tensorfile {
 
@@ -125,6 +128,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"

@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/detail/posix/populate.hpp"
 
@@ -108,8 +109,16 @@ class HeapBackend {
 
 /// A new heap Storage of `bytes` bytes (zero-filled unless `zeroed` is false; large ones populated ahead
 /// of use with `populate`).
-[[nodiscard]] inline Storage heap_storage(std::size_t bytes, bool zeroed = true, bool populate = false) {
+[[nodiscard]] TENSORFILE_ENTRY Storage heap_storage(std::size_t bytes, bool zeroed = true, bool populate = false);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+namespace tensorfile {
+
+TENSORFILE_ENTRY Storage heap_storage(std::size_t bytes, bool zeroed, bool populate) {
   return Storage(HeapBackend(bytes, zeroed, populate));
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

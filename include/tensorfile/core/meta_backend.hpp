@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/storage.hpp"
 
 namespace tensorfile {
@@ -25,6 +26,14 @@ class MetaBackend {
 };
 
 /// A meta Storage claiming `bytes` bytes.
-[[nodiscard]] inline Storage meta_storage(std::size_t bytes) { return Storage(MetaBackend(bytes)); }
+[[nodiscard]] TENSORFILE_ENTRY Storage meta_storage(std::size_t bytes);
 
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+namespace tensorfile {
+
+TENSORFILE_ENTRY Storage meta_storage(std::size_t bytes) { return Storage(MetaBackend(bytes)); }
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

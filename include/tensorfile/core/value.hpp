@@ -38,33 +38,7 @@ struct BigInt {
   std::vector<std::uint8_t> bytes;  ///< least significant byte first; the top bit of the last byte is the sign
 
   /// Decimal text, e.g. "1180591620717411303424".
-  [[nodiscard]] std::string str() const {
-    if (bytes.empty()) return "0";
-    std::vector<std::uint8_t> magnitude = bytes;
-    const bool negative = (magnitude.back() & 0x80u) != 0;
-    if (negative) {  // two's complement negate
-      unsigned carry = 1;
-      for (auto& b : magnitude) {
-        const unsigned v = static_cast<unsigned>(static_cast<std::uint8_t>(~b)) + carry;
-        b = static_cast<std::uint8_t>(v);
-        carry = v >> 8;
-      }
-    }
-    std::string digits;
-    while (true) {  // repeated division by 10, most significant byte first
-      unsigned remainder = 0;
-      bool nonzero = false;
-      for (std::size_t i = magnitude.size(); i-- > 0;) {
-        const unsigned v = (remainder << 8) | magnitude[i];
-        magnitude[i] = static_cast<std::uint8_t>(v / 10);
-        remainder = v % 10;
-        nonzero = nonzero || magnitude[i] != 0;
-      }
-      digits.insert(digits.begin(), static_cast<char>('0' + remainder));
-      if (!nonzero) break;
-    }
-    return negative ? "-" + digits : digits;
-  }
+  [[nodiscard]] std::string str() const;
   friend bool operator==(const BigInt&, const BigInt&) = default;
 };
 
@@ -167,22 +141,22 @@ class Value {
   Value(bool v) noexcept : kind_(Kind::boolean), scalar_{.boolean = v} {}                  ///< bool
   Value(int v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}                   ///< int
   Value(std::int64_t v) noexcept : kind_(Kind::integer), scalar_{.integer = v} {}          ///< int
-  Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}    ///< int beyond 64 bits
+  Value(BigInt v);                                                                         ///< int beyond 64 bits
   Value(double v) noexcept : kind_(Kind::floating), scalar_{.floating = v} {}              ///< float
   Value(std::complex<double> v) noexcept : kind_(Kind::complex), scalar_{.complex = v} {}  ///< complex
   Value(std::string v) : kind_(Kind::string), string_(std::move(v)) {}                     ///< str
   Value(const char* v) : kind_(Kind::string), string_(v) {}                                ///< str
   Value(std::string_view v) : kind_(Kind::string), string_(v) {}                           ///< str
-  Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}            ///< bytes
+  Value(Bytes v);                                                                          ///< bytes
   Value(List v);                                                                           ///< list
   Value(Dict v);                                                                           ///< dict
   Value(Set v);                                                                            ///< set
-  Value(Tensor v) : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}  ///< tensor
-  Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}           ///< torch.device
-  Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}              ///< torch.dtype
-  Value(Global v) : Value(Kind::global, std::make_shared<Global>(std::move(v))) {}  ///< class/function reference
-  Value(Object v);                                                                  ///< opaque object
-  Value(StorageValue v);                                                            ///< bare storage
+  Value(Tensor v);                                                                         ///< tensor
+  Value(Device v) noexcept : kind_(Kind::device), scalar_{.device = v} {}                  ///< torch.device
+  Value(DType v) noexcept : kind_(Kind::dtype), scalar_{.dtype = v} {}                     ///< torch.dtype
+  Value(Global v);                                                                         ///< class/function reference
+  Value(Object v);                                                                         ///< opaque object
+  Value(StorageValue v);                                                                   ///< bare storage
 
   /// Shares `other`'s containers, tensors and storages (copies only its plain data).
   Value(const Value& other) : kind_(other.kind_) {
@@ -562,9 +536,7 @@ class Dict {
   [[nodiscard]] auto begin() const noexcept { return index_.begin(); }
   [[nodiscard]] auto end() const noexcept { return index_.end(); }
   /// The `_metadata` of a state_dict (an OrderedDict of module prefix to {"version": N}), or null.
-  [[nodiscard]] const Value* metadata() const {
-    return attributes_.is_dict() ? attributes_.as_dict().find("_metadata") : nullptr;
-  }
+  [[nodiscard]] const Value* metadata() const;
 
  private:
   friend struct detail::ValueAccess;
@@ -588,11 +560,7 @@ class Dict {
   void set_unchecked(Value&& key, Value&& value);
 
   void refuse_cycles_into(const Dict* target) const;
-  void swap_with(Dict& other) noexcept {
-    std::swap(ordered, other.ordered);
-    std::swap(index_, other.index_);
-    std::swap(attributes_, other.attributes_);
-  }
+  void swap_with(Dict& other) noexcept;
 
   Index index_;
   Value attributes_;
@@ -711,6 +679,46 @@ Value Value::get(const Key& key, Value fallback) const {
 
 namespace tensorfile {
 
+TENSORFILE_ENTRY std::string BigInt::str() const {
+  if (bytes.empty()) return "0";
+  std::vector<std::uint8_t> magnitude = bytes;
+  const bool negative = (magnitude.back() & 0x80u) != 0;
+  if (negative) {  // two's complement negate
+    unsigned carry = 1;
+    for (auto& b : magnitude) {
+      const unsigned v = static_cast<unsigned>(static_cast<std::uint8_t>(~b)) + carry;
+      b = static_cast<std::uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  std::string digits;
+  while (true) {  // repeated division by 10, most significant byte first
+    unsigned remainder = 0;
+    bool nonzero = false;
+    for (std::size_t i = magnitude.size(); i-- > 0;) {
+      const unsigned v = (remainder << 8) | magnitude[i];
+      magnitude[i] = static_cast<std::uint8_t>(v / 10);
+      remainder = v % 10;
+      nonzero = nonzero || magnitude[i] != 0;
+    }
+    digits.insert(digits.begin(), static_cast<char>('0' + remainder));
+    if (!nonzero) break;
+  }
+  return negative ? "-" + digits : digits;
+}
+TENSORFILE_ENTRY Value::Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}
+TENSORFILE_ENTRY Value::Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}
+TENSORFILE_ENTRY Value::Value(Tensor v)
+    : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}
+TENSORFILE_ENTRY Value::Value(Global v) : Value(Kind::global, std::make_shared<Global>(std::move(v))) {}
+TENSORFILE_ENTRY const Value* Dict::metadata() const {
+  return attributes_.is_dict() ? attributes_.as_dict().find("_metadata") : nullptr;
+}
+TENSORFILE_ENTRY void Dict::swap_with(Dict& other) noexcept {
+  std::swap(ordered, other.ordered);
+  std::swap(index_, other.index_);
+  std::swap(attributes_, other.attributes_);
+}
 TENSORFILE_ENTRY Value::Value(List v) : Value(Kind::list, std::make_shared<ListBox>(ListBox{std::move(v), {}})) {}
 TENSORFILE_ENTRY Value Value::tuple(List items) {
   return Value(Kind::tuple, std::make_shared<TupleBox>(TupleBox{std::move(items), {}}));

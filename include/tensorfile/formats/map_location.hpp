@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
@@ -31,32 +30,34 @@ class MapLocation {
   /// The callable form.
   using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
 
-  MapLocation() = default;                                                 ///< restore saved tags
-  MapLocation(Device device) : how_(device.str()) {}                       ///< everything to `device`
-  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}  ///< "cpu", "cuda:1", "meta"
+  MapLocation() = default;                                                  ///< restore saved tags
+  MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}  ///< everything to `device`
+  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}   ///< "cpu", "cuda:1", "meta"
   MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
-  MapLocation(std::map<std::string, std::string> tags) : how_(std::move(tags)) {}  ///< tag remap
-  MapLocation(Function function) : how_(std::move(function)) {}                    ///< callable
+  MapLocation(std::map<std::string, std::string> tags) : form_(Form::tags), tags_(std::move(tags)) {}  ///< tag remap
+  MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}            ///< callable
 
   /// The tag a storage saved under `saved` goes to, before any callable is asked.
   [[nodiscard]] std::string target_tag(const std::string& saved) const {
-    if (const auto* fixed = std::get_if<std::string>(&how_)) return *fixed;
-    if (const auto* tags = std::get_if<std::map<std::string, std::string>>(&how_)) {
-      auto it = tags->find(saved);
-      return it == tags->end() ? saved : it->second;
+    if (form_ == Form::fixed) return fixed_;
+    if (form_ == Form::tags) {
+      auto it = tags_.find(saved);
+      return it == tags_.end() ? saved : it->second;
     }
     return saved;
   }
   /// The callable form, or null.
-  [[nodiscard]] const Function* function() const noexcept { return std::get_if<Function>(&how_); }
+  [[nodiscard]] const Function* function() const noexcept { return form_ == Form::function ? &function_ : nullptr; }
   /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
-  [[nodiscard]] bool all_meta() const noexcept {
-    const auto* fixed = std::get_if<std::string>(&how_);
-    return fixed != nullptr && *fixed == "meta";
-  }
+  [[nodiscard]] bool all_meta() const noexcept { return form_ == Form::fixed && fixed_ == "meta"; }
 
  private:
-  std::variant<std::monostate, std::string, std::map<std::string, std::string>, Function> how_;
+  // One member per form rather than a std::variant, which would cost every including TU its instantiations.
+  enum class Form : unsigned char { saved, fixed, tags, function };
+  Form form_ = Form::saved;
+  std::string fixed_;
+  std::map<std::string, std::string> tags_;
+  Function function_;
 };
 
 namespace detail {

@@ -17,19 +17,7 @@
 #include <vector>
 
 #include "tensorfile/detail/posix/file.hpp"
-
-namespace tensorfile {
-
-/// Whether a heap load reads its data around the page cache (O_DIRECT); public API, taken by load(),
-/// load_safetensors(), load_npy() and load_state_dict(). On a cold cache direct reads are about twice as fast
-/// and leave the cache clean of what they read; on a warm one the cache is faster.
-enum class DirectReads {
-  automatic,  ///< when the data is large (64 MiB or more) and mostly not in the page cache
-  always,     ///< whenever the file system allows it (else through the cache, as `never`)
-  never,      ///< always through the page cache
-};
-
-}  // namespace tensorfile
+#include "tensorfile/detail/posix/file_modes.hpp"  // DirectReads
 
 namespace tensorfile::detail {
 

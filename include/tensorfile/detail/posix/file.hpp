@@ -21,17 +21,7 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
-
-namespace tensorfile {
-
-/// How a file is mapped into memory; public API, used by mmap_storage, from_file, load and load_memmap.
-enum class MapMode {
-  read_only,      ///< PROT_READ, MAP_PRIVATE: the storage is read-only; the file is opened read-only
-  copy_on_write,  ///< PROT_READ|PROT_WRITE, MAP_PRIVATE: writes stay in this process (torch.from_file shared=False)
-  shared,         ///< PROT_READ|PROT_WRITE, MAP_SHARED: writes reach the file (torch.from_file shared=True)
-};
-
-}  // namespace tensorfile
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode
 
 namespace tensorfile::detail {
 

@@ -12,8 +12,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/direct_reads.hpp"
-#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/select.hpp"
@@ -86,6 +85,8 @@ TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/direct_reads.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/heap_reads.hpp"
 
 namespace tensorfile {

@@ -13,10 +13,13 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
+
+namespace tensorfile::detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
+}  // namespace tensorfile::detail
 
 namespace tensorfile {
 
@@ -96,6 +99,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 #include "tensorfile/formats/stream_input.hpp"

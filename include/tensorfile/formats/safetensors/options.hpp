@@ -9,8 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/detail/posix/direct_reads.hpp"  // DirectReads
-#include "tensorfile/detail/posix/file.hpp"          // MapMode
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 

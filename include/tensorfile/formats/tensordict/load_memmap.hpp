@@ -9,7 +9,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
-#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/select.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
@@ -95,6 +95,7 @@ struct MemmapLoadOptions {
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/lazy_views.hpp"

@@ -2,7 +2,6 @@
 // TensorDict: tensordict's insertion-ordered tree of tensors, nested TensorDicts and non-tensor data.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -13,7 +12,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "tensorfile/config.hpp"
@@ -130,19 +128,10 @@ struct NonTensorData {
   [[nodiscard]] std::string_view class_name() const noexcept { return detail::td::class_name_of(type_name); }
 
   /// The JSON payload ("data"); None when absent, e.g. pickled into `pickle`.
-  [[nodiscard]] const Value& data() const {
-    static const Value none;
-    const Value* found = fields.find(std::string_view("data"));
-    if (found == nullptr) return none;
-    if (is_stack() && found->is_string() && found->as_string() == "pickle.pkl") return none;
-    return *found;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Value& data() const;
 
   /// A NonTensorStack's stacking dimension ("stack_dim"; 0 when absent).
-  [[nodiscard]] std::int64_t stack_dim() const {
-    const Value* found = fields.find(std::string_view("stack_dim"));
-    return found != nullptr && found->is_int() ? found->as_int() : 0;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY std::int64_t stack_dim() const;
 
   /// Same type, fields (in order) and pickle bytes.
   friend bool operator==(const NonTensorData& a, const NonTensorData& b) {
@@ -165,17 +154,32 @@ class Entry {
   /// What an Entry holds.
   enum class Kind : std::uint8_t { tensor, nested_tensor, tensordict, non_tensor };
 
-  Entry(Tensor tensor) : value_(std::move(tensor)) {}                                        ///< a tensor leaf
-  Entry(NestedTensor nested) : value_(std::make_unique<NestedTensor>(std::move(nested))) {}  ///< a nested tensor leaf
-  Entry(TensorDict tensordict);                                                              ///< a sub-TensorDict
-  Entry(NonTensorData data) : value_(std::make_unique<NonTensorData>(std::move(data))) {}    ///< a non-tensor leaf
-  Entry(const Entry& other);                     ///< deep copy of a TensorDict; tensors share storage
-  Entry(Entry&&) noexcept = default;             ///< moves
-  Entry& operator=(const Entry& other);          ///< deep copy of a TensorDict; tensors share storage
-  Entry& operator=(Entry&&) noexcept = default;  ///< moves
-  ~Entry();                                      ///< releases the value
+  Entry(Tensor tensor) : tensor_(std::move(tensor)) {}  ///< a tensor leaf
+  Entry(NestedTensor nested)
+      : kind_(Kind::nested_tensor), boxed_(new NestedTensor(std::move(nested))) {}  ///< a nested tensor leaf
+  Entry(TensorDict tensordict);                                                     ///< a sub-TensorDict
+  Entry(NonTensorData data)
+      : kind_(Kind::non_tensor), boxed_(new NonTensorData(std::move(data))) {}  ///< a non-tensor leaf
+  Entry(const Entry& other);  ///< deep copy of a TensorDict; tensors share storage
+  /// Moves; the moved-from Entry keeps its kind but no longer holds a value.
+  Entry(Entry&& other) noexcept
+      : kind_(other.kind_), tensor_(std::move(other.tensor_)), boxed_(std::exchange(other.boxed_, nullptr)) {}
+  Entry& operator=(const Entry& other);  ///< deep copy of a TensorDict; tensors share storage
+  /// Moves.
+  Entry& operator=(Entry&& other) noexcept {
+    Entry(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~Entry();  ///< releases the value
 
-  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(value_.index()); }          ///< what it holds
+  /// Exchanges the values of two Entries.
+  void swap(Entry& other) noexcept {
+    std::swap(kind_, other.kind_);
+    std::swap(tensor_, other.tensor_);
+    std::swap(boxed_, other.boxed_);
+  }
+
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }                                      ///< what it holds
   [[nodiscard]] bool is_tensor() const noexcept { return kind() == Kind::tensor; }                ///< a Tensor
   [[nodiscard]] bool is_nested_tensor() const noexcept { return kind() == Kind::nested_tensor; }  ///< a NestedTensor
   [[nodiscard]] bool is_tensordict() const noexcept { return kind() == Kind::tensordict; }        ///< a TensorDict
@@ -184,18 +188,20 @@ class Entry {
   [[nodiscard]] bool is_leaf() const noexcept { return kind() != Kind::tensordict; }
 
   /// The held value; each throws ArgumentError naming both kinds when the Entry holds another kind.
-  [[nodiscard]] const Tensor& as_tensor() const { return get<Tensor>(Kind::tensor); }
-  [[nodiscard]] Tensor& as_tensor() { return get<Tensor>(Kind::tensor); }
-  [[nodiscard]] const NestedTensor& as_nested_tensor() const {
-    return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor);
+  [[nodiscard]] const Tensor& as_tensor() const {
+    expect(Kind::tensor);
+    return tensor_;
   }
-  [[nodiscard]] NestedTensor& as_nested_tensor() { return *get<std::unique_ptr<NestedTensor>>(Kind::nested_tensor); }
-  [[nodiscard]] const TensorDict& as_tensordict() const { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
-  [[nodiscard]] TensorDict& as_tensordict() { return *get<std::unique_ptr<TensorDict>>(Kind::tensordict); }
-  [[nodiscard]] const NonTensorData& as_non_tensor() const {
-    return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor);
+  [[nodiscard]] Tensor& as_tensor() {
+    expect(Kind::tensor);
+    return tensor_;
   }
-  [[nodiscard]] NonTensorData& as_non_tensor() { return *get<std::unique_ptr<NonTensorData>>(Kind::non_tensor); }
+  [[nodiscard]] const NestedTensor& as_nested_tensor() const { return boxed<NestedTensor>(Kind::nested_tensor); }
+  [[nodiscard]] NestedTensor& as_nested_tensor() { return boxed<NestedTensor>(Kind::nested_tensor); }
+  [[nodiscard]] const TensorDict& as_tensordict() const { return boxed<TensorDict>(Kind::tensordict); }
+  [[nodiscard]] TensorDict& as_tensordict() { return boxed<TensorDict>(Kind::tensordict); }
+  [[nodiscard]] const NonTensorData& as_non_tensor() const { return boxed<NonTensorData>(Kind::non_tensor); }
+  [[nodiscard]] NonTensorData& as_non_tensor() { return boxed<NonTensorData>(Kind::non_tensor); }
 
   /// The entry `key` of a sub-TensorDict: `td["nested"]["e"]`. Throws ArgumentError when this is not a
   /// TensorDict or the key is missing.
@@ -212,18 +218,22 @@ class Entry {
   friend bool operator==(const Entry& a, const Entry& b);
 
  private:
+  // Throws ArgumentError naming both kinds unless this Entry holds `wanted`.
+  void expect(Kind wanted) const {
+    if (kind_ != wanted) wrong_kind(wanted);
+  }
+  [[noreturn]] TENSORFILE_ENTRY void wrong_kind(Kind wanted) const;
   template <class T>
-  T& get(Kind wanted) const {
-    if (kind() != wanted) {
-      throw ArgumentError("entry is a " + std::string(kind_name(kind())) + "; expected a " +
-                          std::string(kind_name(wanted)));
-    }
-    return const_cast<T&>(std::get<T>(value_));
+  T& boxed(Kind wanted) const {
+    expect(wanted);
+    return *static_cast<T*>(boxed_);
   }
 
-  // Alternatives in Kind's order; the large rare ones boxed, so that an Entry stays the size of a Tensor.
-  std::variant<Tensor, std::unique_ptr<NestedTensor>, std::unique_ptr<TensorDict>, std::unique_ptr<NonTensorData>>
-      value_;
+  // A tagged union by hand (std::variant costs every including TU its instantiations): a tensor inline, the large
+  // rare kinds boxed, so that an Entry stays a Tensor plus two words. `boxed_` is owned; ~Entry deletes it by kind.
+  Kind kind_ = Kind::tensor;
+  Tensor tensor_;
+  void* boxed_ = nullptr;
 };
 
 /// The torch container a TensorDict was made from (to_tensordict() records it, to_value() rebuilds it), so that
@@ -252,14 +262,7 @@ struct TorchContainer {
     return "dict";
   }
   /// Same kind, the same int keys in any order, and equal attributes.
-  friend bool operator==(const TorchContainer& a, const TorchContainer& b) {
-    if (a.kind != b.kind || a.int_keys.size() != b.int_keys.size() || !(a.attributes == b.attributes)) return false;
-    const auto sorted = [](std::vector<std::string> keys) {
-      std::sort(keys.begin(), keys.end());
-      return keys;
-    };
-    return sorted(a.int_keys) == sorted(b.int_keys);  // O(n log n): an optimizer may hold thousands
-  }
+  TENSORFILE_ENTRY friend bool operator==(const TorchContainer& a, const TorchContainer& b);
 };
 
 /// The meta.json member that holds a TensorDict's TorchContainer (written only when it is not a plain dict).
@@ -351,40 +354,19 @@ class TensorDict {
   [[nodiscard]] auto begin() const noexcept { return items_.begin(); }                      ///< first item
   [[nodiscard]] auto end() const noexcept { return items_.end(); }                          ///< past the last item
   /// The keys in insertion order (views into this TensorDict).
-  [[nodiscard]] std::vector<std::string_view> keys() const {
-    std::vector<std::string_view> out;
-    out.reserve(items_.size());
-    for (const auto& item : items_) out.emplace_back(item.key);
-    return out;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY std::vector<std::string_view> keys() const;
 
   /// The entry `key`, or null.
-  [[nodiscard]] const Entry* find(std::string_view key) const noexcept {
-    const std::size_t i = items_.find(key);
-    return i == Index::npos ? nullptr : &items_[i].value;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::string_view key) const noexcept;
   [[nodiscard]] Entry* find(std::string_view key) noexcept {
     return const_cast<Entry*>(std::as_const(*this).find(key));
   }
   /// The entry at a nested key ({"nested", "e"}), or null when a key is missing or a step is not a TensorDict.
-  [[nodiscard]] const Entry* find(std::span<const std::string_view> key) const noexcept {
-    const TensorDict* td = this;
-    const Entry* entry = nullptr;
-    for (const std::string_view step : key) {
-      if (td == nullptr) return nullptr;
-      entry = td->find(step);
-      if (entry == nullptr) return nullptr;
-      td = entry->is_tensordict() ? &entry->as_tensordict() : nullptr;
-    }
-    return entry;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string_view> key) const noexcept;
   [[nodiscard]] const Entry* find(std::initializer_list<std::string_view> key) const {
     return find(std::span<const std::string_view>(key.begin(), key.size()));
   }
-  [[nodiscard]] const Entry* find(std::span<const std::string> key) const {
-    std::vector<std::string_view> views(key.begin(), key.end());
-    return find(std::span<const std::string_view>(views));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string> key) const;
   [[nodiscard]] Entry* find(std::span<const std::string_view> key) noexcept {
     return const_cast<Entry*>(std::as_const(*this).find(key));
   }
@@ -405,10 +387,7 @@ class TensorDict {
   [[nodiscard]] Entry& operator[](std::string_view key) { return get(key); }
 
   /// The entry `key`; throws ArgumentError when missing.
-  [[nodiscard]] const Entry& get(std::string_view key) const {
-    if (const Entry* entry = find(key)) return *entry;
-    throw ArgumentError("key " + quoted(key) + " is not in the TensorDict; expected one of " + key_list());
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::string_view key) const;
   [[nodiscard]] Entry& get(std::string_view key) { return const_cast<Entry&>(std::as_const(*this).get(key)); }
   /// The entry at a nested key: `td.get({"nested", "e"})`; throws ArgumentError naming the missing step.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string_view> key) const;
@@ -421,10 +400,7 @@ class TensorDict {
   [[nodiscard]] Entry& get(std::initializer_list<std::string_view> key) {
     return get(std::span<const std::string_view>(key.begin(), key.size()));
   }
-  [[nodiscard]] const Entry& get(std::span<const std::string> key) const {
-    std::vector<std::string_view> views(key.begin(), key.end());
-    return get(std::span<const std::string_view>(views));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string> key) const;
   [[nodiscard]] Entry& get(std::span<const std::string> key) {
     return const_cast<Entry&>(std::as_const(*this).get(key));
   }
@@ -432,29 +408,16 @@ class TensorDict {
   /// Inserts `value` at `key`, or replaces the value there (keeping its position); returns it. Throws
   /// ArgumentError when the value's leading dimensions (a sub-TensorDict's batch size) do not start with
   /// this batch size.
-  Entry& set(std::string key, Entry value) {
-    if (auto problem = batch_problem(batch_size_, value); !problem.empty()) {
-      throw ArgumentError("key " + quoted(key) + ": " + problem);
-    }
-    return set_unchecked(std::move(key), std::move(value));
-  }
+  TENSORFILE_ENTRY Entry& set(std::string key, Entry value);
   /// Sets a nested key, creating missing intermediate TensorDicts with this batch size.
   TENSORFILE_ENTRY Entry& set(std::span<const std::string_view> key, Entry value);
   Entry& set(std::initializer_list<std::string_view> key, Entry value) {
     return set(std::span<const std::string_view>(key.begin(), key.size()), std::move(value));
   }
-  Entry& set(std::span<const std::string> key, Entry value) {
-    std::vector<std::string_view> views(key.begin(), key.end());
-    return set(std::span<const std::string_view>(views), std::move(value));
-  }
+  TENSORFILE_ENTRY Entry& set(std::span<const std::string> key, Entry value);
 
   /// Removes `key`; returns whether it was present.
-  bool erase(std::string_view key) {
-    const std::size_t i = items_.find(key);
-    if (i == Index::npos) return false;
-    items_.erase(i);
-    return true;
-  }
+  TENSORFILE_ENTRY bool erase(std::string_view key);
 
   // ---- leaves -------------------------------------------------------------------------------
 
@@ -472,30 +435,14 @@ class TensorDict {
   }
 
   /// Every leaf with its nested key, depth first in insertion order.
-  [[nodiscard]] std::vector<Leaf> leaves() const {
-    std::vector<Leaf> out;
-    for_each_leaf([&](const NestedKey& key, const Entry& value) { out.push_back({key, &value}); });
-    return out;
-  }
+  [[nodiscard]] TENSORFILE_ENTRY std::vector<Leaf> leaves() const;
 
   /// A copy whose tensors are new heap copies (detached from files and mappings).
   [[nodiscard]] TENSORFILE_ENTRY TensorDict clone() const;
 
   /// Same kind, `_type`, batch size, device, class fields, stack dim and torch container, and the same keys (in
   /// any order, as Python's dict equality) with equal entries.
-  friend bool operator==(const TensorDict& a, const TensorDict& b) {
-    if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ ||
-        !(a.torch_container_ == b.torch_container_) || a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ ||
-        a.items_.size() != b.items_.size() || !detail::td::same_dict(a.class_fields_, b.class_fields_) ||
-        a.class_pickle_ != b.class_pickle_) {
-      return false;
-    }
-    for (const auto& item : a.items_) {
-      const Entry* other = b.find(item.key);
-      if (other == nullptr || !(item.value == *other)) return false;
-    }
-    return true;
-  }
+  TENSORFILE_ENTRY friend bool operator==(const TensorDict& a, const TensorDict& b);
 
  private:
   friend struct detail::td::TensorDictAccess;
@@ -514,12 +461,8 @@ class TensorDict {
   /// Why `value` cannot live under `batch`, or "" when it can.
   TENSORFILE_ENTRY std::string batch_problem(const Shape& batch, const Entry& value) const;
 
-  Entry& set_unchecked(std::string key, Entry value) {
-    const std::string_view lookup = key;  // `key` moves into a new item only after the lookup
-    auto [item, inserted] = items_.find_or_append(lookup, [&] { return Item{std::move(key), std::move(value)}; });
-    if (!inserted) item.value = std::move(value);
-    return item.value;
-  }
+  TENSORFILE_ENTRY Entry& set_unchecked(std::string key, Entry value);
+  TENSORFILE_ENTRY void reserve_items(std::size_t count);
 
   TENSORFILE_ENTRY Shape stacked_batch_size() const;
 
@@ -560,7 +503,7 @@ struct TensorDictAccess {
   static std::string batch_problem(const TensorDict& td, const Entry& value) {
     return td.batch_problem(td.batch_size_, value);
   }
-  static void reserve(TensorDict& td, std::size_t n) { td.items_.reserve(n); }
+  static void reserve(TensorDict& td, std::size_t n) { td.reserve_items(n); }
   static void set_kind(TensorDict& td, TensorDictKind kind, std::int64_t stack_dim) {
     td.kind_ = kind;
     td.stack_dim_ = stack_dim;
@@ -574,7 +517,22 @@ struct TensorDictAccess {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <algorithm>
+
 namespace tensorfile {
+
+TENSORFILE_ENTRY const Value& NonTensorData::data() const {
+  static const Value none;
+  const Value* found = fields.find(std::string_view("data"));
+  if (found == nullptr) return none;
+  if (is_stack() && found->is_string() && found->as_string() == "pickle.pkl") return none;
+  return *found;
+}
+
+TENSORFILE_ENTRY std::int64_t NonTensorData::stack_dim() const {
+  const Value* found = fields.find(std::string_view("stack_dim"));
+  return found != nullptr && found->is_int() ? found->as_int() : 0;
+}
 
 TENSORFILE_ENTRY NonTensorData non_tensor(Value data) {
   NonTensorData out;
@@ -645,26 +603,36 @@ TENSORFILE_ENTRY void NestedTensor::check_index(std::int64_t i) const {
 
 // ---- Entry members that need a complete TensorDict ---------------------------------------------
 
-TENSORFILE_ENTRY Entry::Entry(TensorDict tensordict) : value_(std::make_unique<TensorDict>(std::move(tensordict))) {}
+TENSORFILE_ENTRY Entry::Entry(TensorDict tensordict)
+    : kind_(Kind::tensordict), boxed_(new TensorDict(std::move(tensordict))) {}
 
-TENSORFILE_ENTRY Entry::Entry(const Entry& other) : value_(std::in_place_index<0>) {
-  if (other.is_tensordict()) {
-    value_ = std::make_unique<TensorDict>(other.as_tensordict());
-  } else if (other.is_tensor()) {
-    value_ = other.as_tensor();
-  } else if (other.is_nested_tensor()) {
-    value_ = std::make_unique<NestedTensor>(other.as_nested_tensor());
-  } else {
-    value_ = std::make_unique<NonTensorData>(other.as_non_tensor());
+TENSORFILE_ENTRY Entry::Entry(const Entry& other) : kind_(other.kind_), tensor_(other.tensor_) {
+  if (other.boxed_ == nullptr) return;  // a tensor, or a moved-from Entry
+  switch (other.kind_) {
+    case Kind::tensor: break;
+    case Kind::nested_tensor: boxed_ = new NestedTensor(other.as_nested_tensor()); break;
+    case Kind::tensordict: boxed_ = new TensorDict(other.as_tensordict()); break;
+    case Kind::non_tensor: boxed_ = new NonTensorData(other.as_non_tensor()); break;
   }
 }
 
 TENSORFILE_ENTRY Entry& Entry::operator=(const Entry& other) {
-  if (this != &other) *this = Entry(other);
+  if (this != &other) Entry(other).swap(*this);
   return *this;
 }
 
-TENSORFILE_ENTRY Entry::~Entry() = default;
+TENSORFILE_ENTRY Entry::~Entry() {
+  switch (kind_) {
+    case Kind::tensor: break;
+    case Kind::nested_tensor: delete static_cast<NestedTensor*>(boxed_); break;
+    case Kind::tensordict: delete static_cast<TensorDict*>(boxed_); break;
+    case Kind::non_tensor: delete static_cast<NonTensorData*>(boxed_); break;
+  }
+}
+
+TENSORFILE_ENTRY void Entry::wrong_kind(Kind wanted) const {
+  throw ArgumentError("entry is a " + std::string(kind_name(kind_)) + "; expected a " + std::string(kind_name(wanted)));
+}
 
 TENSORFILE_ENTRY const Entry& Entry::operator[](std::string_view key) const { return as_tensordict().get(key); }
 TENSORFILE_ENTRY Entry& Entry::operator[](std::string_view key) { return as_tensordict().get(key); }
@@ -680,7 +648,103 @@ TENSORFILE_ENTRY bool operator==(const Entry& a, const Entry& b) {
   return false;
 }
 
+TENSORFILE_ENTRY bool operator==(const TorchContainer& a, const TorchContainer& b) {
+  if (a.kind != b.kind || a.int_keys.size() != b.int_keys.size() || !(a.attributes == b.attributes)) return false;
+  const auto sorted = [](std::vector<std::string> keys) {
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  return sorted(a.int_keys) == sorted(b.int_keys);  // O(n log n): an optimizer may hold thousands
+}
+
 // ---- TensorDict members ----------------------------------------------------------------------
+
+TENSORFILE_ENTRY std::vector<std::string_view> TensorDict::keys() const {
+  std::vector<std::string_view> out;
+  out.reserve(items_.size());
+  for (const auto& item : items_) out.emplace_back(item.key);
+  return out;
+}
+
+TENSORFILE_ENTRY const Entry* TensorDict::find(std::string_view key) const noexcept {
+  const std::size_t i = items_.find(key);
+  return i == Index::npos ? nullptr : &items_[i].value;
+}
+
+TENSORFILE_ENTRY const Entry* TensorDict::find(std::span<const std::string_view> key) const noexcept {
+  const TensorDict* td = this;
+  const Entry* entry = nullptr;
+  for (const std::string_view step : key) {
+    if (td == nullptr) return nullptr;
+    entry = td->find(step);
+    if (entry == nullptr) return nullptr;
+    td = entry->is_tensordict() ? &entry->as_tensordict() : nullptr;
+  }
+  return entry;
+}
+
+TENSORFILE_ENTRY const Entry* TensorDict::find(std::span<const std::string> key) const {
+  std::vector<std::string_view> views(key.begin(), key.end());
+  return find(std::span<const std::string_view>(views));
+}
+
+TENSORFILE_ENTRY const Entry& TensorDict::get(std::string_view key) const {
+  if (const Entry* entry = find(key)) return *entry;
+  throw ArgumentError("key " + quoted(key) + " is not in the TensorDict; expected one of " + key_list());
+}
+
+TENSORFILE_ENTRY const Entry& TensorDict::get(std::span<const std::string> key) const {
+  std::vector<std::string_view> views(key.begin(), key.end());
+  return get(std::span<const std::string_view>(views));
+}
+
+TENSORFILE_ENTRY Entry& TensorDict::set(std::string key, Entry value) {
+  if (auto problem = batch_problem(batch_size_, value); !problem.empty()) {
+    throw ArgumentError("key " + quoted(key) + ": " + problem);
+  }
+  return set_unchecked(std::move(key), std::move(value));
+}
+
+TENSORFILE_ENTRY Entry& TensorDict::set(std::span<const std::string> key, Entry value) {
+  std::vector<std::string_view> views(key.begin(), key.end());
+  return set(std::span<const std::string_view>(views), std::move(value));
+}
+
+TENSORFILE_ENTRY bool TensorDict::erase(std::string_view key) {
+  const std::size_t i = items_.find(key);
+  if (i == Index::npos) return false;
+  items_.erase(i);
+  return true;
+}
+
+TENSORFILE_ENTRY std::vector<TensorDict::Leaf> TensorDict::leaves() const {
+  std::vector<Leaf> out;
+  for_each_leaf([&](const NestedKey& key, const Entry& value) { out.push_back({key, &value}); });
+  return out;
+}
+
+TENSORFILE_ENTRY bool operator==(const TensorDict& a, const TensorDict& b) {
+  if (a.kind_ != b.kind_ || a.type_name_ != b.type_name_ || a.batch_size_ != b.batch_size_ ||
+      !(a.torch_container_ == b.torch_container_) || a.device_ != b.device_ || a.stack_dim_ != b.stack_dim_ ||
+      a.items_.size() != b.items_.size() || !detail::td::same_dict(a.class_fields_, b.class_fields_) ||
+      a.class_pickle_ != b.class_pickle_) {
+    return false;
+  }
+  for (const auto& item : a.items_) {
+    const Entry* other = b.find(item.key);
+    if (other == nullptr || !(item.value == *other)) return false;
+  }
+  return true;
+}
+
+TENSORFILE_ENTRY void TensorDict::reserve_items(std::size_t count) { items_.reserve(count); }
+
+TENSORFILE_ENTRY Entry& TensorDict::set_unchecked(std::string key, Entry value) {
+  const std::string_view lookup = key;  // `key` moves into a new item only after the lookup
+  auto [item, inserted] = items_.find_or_append(lookup, [&] { return Item{std::move(key), std::move(value)}; });
+  if (!inserted) item.value = std::move(value);
+  return item.value;
+}
 
 TENSORFILE_ENTRY TensorDict::TensorDict(std::initializer_list<std::pair<std::string_view, Entry>> items,
                                         Shape batch_size, std::optional<Device> device)

@@ -15,8 +15,11 @@
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/detail/posix/file.hpp"  // FileHandle
 #include "tensorfile/formats/torch/options.hpp"
+
+namespace tensorfile::detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
+}  // namespace tensorfile::detail
 
 namespace tensorfile {
 

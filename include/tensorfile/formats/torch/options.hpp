@@ -9,15 +9,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/direct_reads.hpp"  // DirectReads
-#include "tensorfile/detail/posix/file.hpp"          // MapMode
+#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 
