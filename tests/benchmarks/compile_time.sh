@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 # What including tensorfile costs a translation unit: CPU time (user + sys) and peak memory of compiling a TU that
 # includes only <tensorfile/tensorfile.hpp>, one per capability header, and a baseline TU with only <fmt/format.h>,
-# <string>, <vector> and <map>; each compiled several times, the fastest run kept. Each header is measured
-# header-only and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled: declarations only), and the library's
-# own TU (include/tensorfile/separate_compilation.cpp, compiled once per build) is shown too. Target: the umbrella
-# header at most 2.5x the baseline.
+# <string>, <vector> and <map>; each compiled several times, the fastest run kept (the baseline is compiled before
+# each run). Each header is measured header-only and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled:
+# declarations only), and the library's own TU (include/tensorfile/separate_compilation.cpp, compiled once per
+# build) is shown too. Target: the umbrella header at most 2.5x the baseline. With valgrind installed, the
+# instruction counts of the baseline and the umbrella follow (steady where CPU seconds are not).
 # Usage: tests/benchmarks/compile_time.sh [runs (default 3)] [compiler (default g++)] [extra flags...]
 #   e.g. tests/benchmarks/compile_time.sh 5 clang++ -O2
 set -euo pipefail
@@ -44,38 +45,79 @@ headers=(
   tensorfile/verify.hpp
 )
 
-# Prints "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1 (further arguments: extra flags).
-measure() {
+# The machine's speed drifts by tens of percent from minute to minute, so the baseline is compiled right before
+# every measured run, and each ratio is the measured TU's fastest run over the baseline's fastest run overall.
+printf '#include <fmt/format.h>\n#include <map>\n#include <string>\n#include <vector>\n' > "$work/baseline.cpp"
+base_cpu=""
+base_rss=""
+
+# Compiles $1 once (further arguments: extra flags); sets cpu (user + sys seconds) and rss (peak KiB).
+compile_once() {
   local unit=$1
   shift
-  local best_cpu="" best_rss="" cpu rss
+  /usr/bin/time -f '%U %S %M' -o "$work/time" "$compiler" "${flags[@]}" "$@" -Iinclude -c "$unit" -o "$work/unit.o"
+  read -r user sys rss < "$work/time"
+  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+}
+less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# Sets `measured` to "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1 (further arguments: extra
+# flags), each preceded by a compilation of the baseline (no subshell: base_cpu must keep its updates).
+measure() {
+  local best_cpu="" best_rss=""
   for ((i = 0; i < runs; ++i)); do
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$compiler" "${flags[@]}" "$@" -Iinclude -c "$unit" -o "$work/unit.o"
-    read -r user sys rss < "$work/time"
-    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-    if [[ -z $best_cpu ]] || awk -v a="$cpu" -v b="$best_cpu" 'BEGIN { exit !(a < b) }'; then
+    compile_once "$work/baseline.cpp"
+    if [[ -z $base_cpu ]] || less_than "$cpu" "$base_cpu"; then
+      base_cpu=$cpu
+      base_rss=$rss
+    fi
+    compile_once "$@"
+    if [[ -z $best_cpu ]] || less_than "$cpu" "$best_cpu"; then
       best_cpu=$cpu
       best_rss=$rss
     fi
   done
-  awk -v c="$best_cpu" -v r="$best_rss" 'BEGIN { printf "%s %.0f\n", c, r / 1024 }'
+  measured="$best_cpu $(awk -v r="$best_rss" 'BEGIN { printf "%.0f", r / 1024 }')"
 }
 
-printf '#include <fmt/format.h>\n#include <map>\n#include <string>\n#include <vector>\n' > "$work/baseline.cpp"
-read -r base_cpu base_rss < <(measure "$work/baseline.cpp")
-
-echo "$compiler ${flags[*]}, fastest of $runs runs; compiled = -DTENSORFILE_SEPARATE_COMPILATION"
-printf '%-48s %9s %9s %7s %9s %9s %7s\n' "TU includes only" "CPU s" "peak MiB" "x base" "compiled" "peak MiB" "x base"
-printf '%-48s %9s %9s %7s\n' "<fmt/format.h> <string> <vector> <map>" "$base_cpu" "$base_rss" "1.00"
-ratio() { awk -v c="$1" -v b="$base_cpu" 'BEGIN { printf "%.2f", c / b }'; }
+rows=()
 for header in "${headers[@]}"; do
   [[ -f include/$header ]] || continue
   printf '#include <%s>\n' "$header" > "$work/unit.cpp"
-  read -r cpu rss < <(measure "$work/unit.cpp")
-  read -r compiled_cpu compiled_rss < <(measure "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION)
-  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "<$header>" "$cpu" "$rss" "$(ratio "$cpu")" \
+  measure "$work/unit.cpp"
+  header_only=$measured
+  measure "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION
+  rows+=("<$header> $header_only $measured")
+done
+measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION
+read -r library_cpu library_rss <<< "$measured"
+
+ratio() { awk -v c="$1" -v b="$base_cpu" 'BEGIN { printf "%.2f", c / b }'; }
+echo "$compiler ${flags[*]}, fastest of $runs runs; compiled = -DTENSORFILE_SEPARATE_COMPILATION"
+printf '%-48s %9s %9s %7s %9s %9s %7s\n' "TU includes only" "CPU s" "peak MiB" "x base" "compiled" "peak MiB" "x base"
+printf '%-48s %9s %9s %7s\n' "<fmt/format.h> <string> <vector> <map>" "$base_cpu" \
+  "$(awk -v r="$base_rss" 'BEGIN { printf "%.0f", r / 1024 }')" "1.00"
+for row in "${rows[@]}"; do
+  read -r name cpu rss compiled_cpu compiled_rss <<< "$row"
+  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "$name" "$cpu" "$rss" "$(ratio "$cpu")" \
     "$compiled_cpu" "$compiled_rss" "$(ratio "$compiled_cpu")"
 done
-read -r library_cpu library_rss < <(measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION)
 printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, once)" "" "" "" \
   "$library_cpu" "$library_rss" "$(ratio "$library_cpu")"
+
+# Instructions the compiler proper executes do not drift with the machine: counted with cachegrind when valgrind
+# is installed, for the baseline and the umbrella (header-only and compiled). About a minute per TU.
+if command -v valgrind > /dev/null; then
+  instructions() {
+    valgrind --tool=cachegrind --cache-sim=no --trace-children=yes --cachegrind-out-file=/dev/null \
+      "$compiler" "${flags[@]}" "$@" -Iinclude -c -o "$work/unit.o" 2>&1 |
+      awk '/I +refs/ { gsub(",", "", $NF); total += $NF } END { printf "%.2f", total / 1e9 }'
+  }
+  printf '#include <tensorfile/tensorfile.hpp>\n' > "$work/unit.cpp"
+  base_instructions=$(instructions "$work/baseline.cpp")
+  umbrella_instructions=$(instructions "$work/unit.cpp")
+  compiled_instructions=$(instructions "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION)
+  echo "instructions (cachegrind, billions): baseline $base_instructions; <tensorfile/tensorfile.hpp>" \
+    "$umbrella_instructions ($(awk -v a="$umbrella_instructions" -v b="$base_instructions" 'BEGIN { printf "%.2f", a / b }')x)," \
+    "compiled $compiled_instructions ($(awk -v a="$compiled_instructions" -v b="$base_instructions" 'BEGIN { printf "%.2f", a / b }')x)"
+fi

@@ -337,27 +337,17 @@ class Tensor {
 
   std::size_t wrap_dim(std::int64_t d) const {
     const auto rank = static_cast<std::int64_t>(sizes_.size());
-    if (d < -rank || d >= rank) {
-      throw ArgumentError("dimension " + std::to_string(d) + " is out of range for a " + std::to_string(rank) +
-                          "-d tensor");
-    }
+    if (d < -rank || d >= rank) dimension_out_of_range(d);
     return static_cast<std::size_t>(d < 0 ? d + rank : d);
   }
+  [[noreturn]] void dimension_out_of_range(std::int64_t d) const;
 
+  // The address of the first element in host memory (for writing: through the storage's mutable_data(), which
+  // refuses a read-only one); throws for an undefined, meta or device tensor.
+  std::byte* host_address(bool for_writing) const;
   template <class Byte>
   Byte* host_bytes() const {
-    if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
-    if (device().is_meta()) {
-      throw DeviceError(
-          "tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
-          "holds only sizes and dtype)");
-    }
-    if (!device().is_cpu()) {
-      throw DeviceError("tensor is on " + device().str() + "; expected host memory (call to(Device::cpu()) first)");
-    }
-    std::byte* base = std::is_const_v<Byte> ? const_cast<std::byte*>(storage_.data()) : storage_.mutable_data();
-    if (base == nullptr) return nullptr;
-    return reinterpret_cast<Byte*>(base + offset_ * static_cast<std::int64_t>(element_size()));
+    return reinterpret_cast<Byte*>(host_address(!std::is_const_v<Byte>));
   }
 
   void check_bounds() const;
@@ -683,6 +673,26 @@ TENSORFILE_ENTRY void Tensor::convert_into(std::byte* out, DType dtype) const {
     convert_elements(dtype_, base + offset * elem, stride, dtype, out, count);
     out += count * out_step;
   });
+}
+
+TENSORFILE_ENTRY void Tensor::dimension_out_of_range(std::int64_t d) const {
+  throw ArgumentError("dimension " + std::to_string(d) + " is out of range for a " + std::to_string(sizes_.size()) +
+                      "-d tensor");
+}
+
+TENSORFILE_ENTRY std::byte* Tensor::host_address(bool for_writing) const {
+  if (!storage_.defined()) throw ArgumentError("tensor is undefined; expected a tensor with a storage");
+  if (device().is_meta()) {
+    throw DeviceError(
+        "tensor is on meta and has no data; expected a tensor in host memory (a meta tensor "
+        "holds only sizes and dtype)");
+  }
+  if (!device().is_cpu()) {
+    throw DeviceError("tensor is on " + device().str() + "; expected host memory (call to(Device::cpu()) first)");
+  }
+  std::byte* base = for_writing ? storage_.mutable_data() : const_cast<std::byte*>(storage_.data());
+  if (base == nullptr) return nullptr;
+  return base + offset_ * static_cast<std::int64_t>(element_size());
 }
 
 TENSORFILE_ENTRY void Tensor::check_bounds() const {
