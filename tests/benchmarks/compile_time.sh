@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: MIT
 # What including tensorfile costs a translation unit: CPU time (user + sys) and peak memory of compiling a TU that
 # includes only <tensorfile/tensorfile.hpp>, one per capability header, and a baseline TU with only <fmt/format.h>,
-# <string>, <vector> and <map>; each compiled several times, the fastest run kept (the baseline is compiled before
-# each run). Each header is measured header-only and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled:
-# declarations only), and the library's own TU (include/tensorfile/separate_compilation.cpp, compiled once per
-# build) is shown too. Target: the umbrella header at most 2.5x the baseline. With valgrind installed, the
-# instruction counts of the baseline and the umbrella follow (steady where CPU seconds are not).
+# <string>, <vector> and <map>. Each TU is compiled several times, each time right after the baseline; its ratio is
+# the median of those paired ratios (the machine's speed drifts by tens of percent from minute to minute, which a
+# pair shares), and its CPU seconds and memory are those of its fastest run. Each header is measured header-only
+# and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled: declarations only), and the library's own TU
+# (include/tensorfile/separate_compilation.cpp, compiled once per build) is shown too. Target: the umbrella header
+# at most 2.5x the baseline. With valgrind installed, the instruction counts of the baseline and the umbrella
+# follow (steady where CPU seconds are not).
 # Usage: tests/benchmarks/compile_time.sh [runs (default 3)] [compiler (default g++)] [extra flags...]
 #   e.g. tests/benchmarks/compile_time.sh 5 clang++ -O2
+# HEADERS="tensorfile/tensorfile.hpp ..." measures only those headers (and skips the library TU).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -45,8 +48,6 @@ headers=(
   tensorfile/verify.hpp
 )
 
-# The machine's speed drifts by tens of percent from minute to minute, so the baseline is compiled right before
-# every measured run, and each ratio is the measured TU's fastest run over the baseline's fastest run overall.
 printf '#include <fmt/format.h>\n#include <map>\n#include <string>\n#include <vector>\n' > "$work/baseline.cpp"
 base_cpu=""
 base_rss=""
@@ -61,25 +62,32 @@ compile_once() {
 }
 less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
-# Sets `measured` to "<cpu seconds> <peak MiB>" of the fastest of $runs compilations of $1 (further arguments: extra
-# flags), each preceded by a compilation of the baseline (no subshell: base_cpu must keep its updates).
+# Sets `measured` to "<cpu seconds> <peak MiB> <ratio>": the fastest of $runs compilations of $1 (further arguments:
+# extra flags) and the median of its CPU time over that of the baseline compiled right before it (no subshell:
+# base_cpu, the fastest baseline shown in the table, must keep its updates).
 measure() {
-  local best_cpu="" best_rss=""
+  local best_cpu="" best_rss="" ratios=()
   for ((i = 0; i < runs; ++i)); do
     compile_once "$work/baseline.cpp"
+    local paired=$cpu
     if [[ -z $base_cpu ]] || less_than "$cpu" "$base_cpu"; then
       base_cpu=$cpu
       base_rss=$rss
     fi
     compile_once "$@"
+    ratios+=("$(awk -v c="$cpu" -v b="$paired" 'BEGIN { printf "%.4f", c / b }')")
     if [[ -z $best_cpu ]] || less_than "$cpu" "$best_cpu"; then
       best_cpu=$cpu
       best_rss=$rss
     fi
   done
-  measured="$best_cpu $(awk -v r="$best_rss" 'BEGIN { printf "%.0f", r / 1024 }')"
+  local median
+  median=$(printf '%s\n' "${ratios[@]}" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  measured="$best_cpu $(awk -v r="$best_rss" 'BEGIN { printf "%.0f", r / 1024 }') $median"
 }
 
+if [[ -n ${HEADERS:-} ]]; then read -r -a headers <<< "$HEADERS"; fi
 rows=()
 for header in "${headers[@]}"; do
   [[ -f include/$header ]] || continue
@@ -89,21 +97,26 @@ for header in "${headers[@]}"; do
   measure "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION
   rows+=("<$header> $header_only $measured")
 done
-measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION
-read -r library_cpu library_rss <<< "$measured"
+library_cpu="" library_rss="" library_ratio=""
+if [[ -z ${HEADERS:-} ]]; then
+  measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION
+  read -r library_cpu library_rss library_ratio <<< "$measured"
+fi
 
-ratio() { awk -v c="$1" -v b="$base_cpu" 'BEGIN { printf "%.2f", c / b }'; }
-echo "$compiler ${flags[*]}, fastest of $runs runs; compiled = -DTENSORFILE_SEPARATE_COMPILATION"
+echo "$compiler ${flags[*]}; CPU s and MiB: fastest of $runs runs; x base: median of $runs paired ratios;" \
+  "compiled = -DTENSORFILE_SEPARATE_COMPILATION"
 printf '%-48s %9s %9s %7s %9s %9s %7s\n' "TU includes only" "CPU s" "peak MiB" "x base" "compiled" "peak MiB" "x base"
 printf '%-48s %9s %9s %7s\n' "<fmt/format.h> <string> <vector> <map>" "$base_cpu" \
   "$(awk -v r="$base_rss" 'BEGIN { printf "%.0f", r / 1024 }')" "1.00"
 for row in "${rows[@]}"; do
-  read -r name cpu rss compiled_cpu compiled_rss <<< "$row"
-  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "$name" "$cpu" "$rss" "$(ratio "$cpu")" \
-    "$compiled_cpu" "$compiled_rss" "$(ratio "$compiled_cpu")"
+  read -r name cpu rss ratio compiled_cpu compiled_rss compiled_ratio <<< "$row"
+  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "$name" "$cpu" "$rss" "$ratio" "$compiled_cpu" "$compiled_rss" \
+    "$compiled_ratio"
 done
-printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, once)" "" "" "" \
-  "$library_cpu" "$library_rss" "$(ratio "$library_cpu")"
+if [[ -n $library_cpu ]]; then
+  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, once)" "" "" "" \
+    "$library_cpu" "$library_rss" "$library_ratio"
+fi
 
 # Instructions the compiler proper executes do not drift with the machine: counted with cachegrind when valgrind
 # is installed, for the baseline and the umbrella (header-only and compiled). About a minute per TU.

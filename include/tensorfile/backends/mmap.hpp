@@ -10,8 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/storage.hpp"
-#include "tensorfile/detail/posix/file.hpp"  // MapMode
+#include "tensorfile/detail/posix/mapping.hpp"  // MapMode, Mapping
 
 namespace tensorfile {
 
@@ -47,8 +48,19 @@ class MmapBackend {
 /// Maps the first `bytes` bytes of the file at `path` (the whole file when `bytes` is nullopt)
 /// into a Storage. read_only and copy_on_write open the file read-only; shared opens it read-write.
 /// Throws IoError when the file cannot be opened or mapped, FormatError when it is shorter than `bytes`.
-[[nodiscard]] inline Storage mmap_storage(const std::filesystem::path& path, MapMode mode,
-                                          std::optional<std::uint64_t> bytes = std::nullopt) {
+[[nodiscard]] TENSORFILE_ENTRY Storage mmap_storage(const std::filesystem::path& path, MapMode mode,
+                                                    std::optional<std::uint64_t> bytes = std::nullopt);
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY Storage mmap_storage(const std::filesystem::path& path, MapMode mode,
+                                      std::optional<std::uint64_t> bytes) {
   const auto file =
       detail::FileHandle::open(path, mode == MapMode::shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   const std::uint64_t file_size = file.size();
@@ -62,3 +74,4 @@ class MmapBackend {
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

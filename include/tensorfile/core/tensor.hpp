@@ -261,11 +261,7 @@ class Tensor {
         fn(std::span<const std::byte>(base + offset * elem, static_cast<std::size_t>(count * elem)));
         return;
       }
-      scratch.resize(static_cast<std::size_t>(count * elem));
-      for (std::int64_t i = 0; i < count; ++i) {
-        std::memcpy(scratch.data() + i * elem, base + (offset + i * stride) * elem, static_cast<std::size_t>(elem));
-      }
-      fn(std::span<const std::byte>(scratch));
+      fn(gather(scratch, base + offset * elem, count, stride, elem));
     });
   }
 
@@ -291,10 +287,8 @@ class Tensor {
   [[nodiscard]] std::vector<std::remove_cv_t<T>> to_vector() const {
     using Value = std::remove_cv_t<T>;
     const auto count = static_cast<std::size_t>(numel());
-    if constexpr (std::is_same_v<Value, bool>) {  // std::vector<bool> packs bits: convert to bytes first
-      std::vector<std::uint8_t> bytes(count);
-      host_source().convert_into(reinterpret_cast<std::byte*>(bytes.data()), DType::Bool);
-      return std::vector<bool>(bytes.begin(), bytes.end());
+    if constexpr (std::is_same_v<Value, bool>) {
+      return to_bools();
     } else {
       std::vector<Value> out(count);
       host_source().convert_into(reinterpret_cast<std::byte*>(out.data()), dtype_of<Value>);
@@ -310,13 +304,8 @@ class Tensor {
       throw ArgumentError("copy_into needs a span of exactly " + std::to_string(numel()) + " elements; got " +
                           std::to_string(out.size()));
     }
-    if constexpr (std::is_same_v<T, bool>) {
-      std::vector<std::uint8_t> bytes(out.size());
-      host_source().convert_into(reinterpret_cast<std::byte*>(bytes.data()), DType::Bool);
-      std::copy(bytes.begin(), bytes.end(), out.begin());
-    } else {
-      host_source().convert_into(reinterpret_cast<std::byte*>(out.data()), dtype_of<T>);
-    }
+    static_assert(!std::is_same_v<T, bool> || sizeof(bool) == 1, "DType::Bool elements are written as bools");
+    host_source().convert_into(reinterpret_cast<std::byte*>(out.data()), dtype_of<T>);
   }
 
   /// Writes the elements' bytes in C order, unconverted, to `out`. Throws ArgumentError when out.size() !=
@@ -334,6 +323,12 @@ class Tensor {
 
   // Converts the elements (any layout, on the host) to `dtype`, written densely at `out`.
   void convert_into(std::byte* out, DType dtype) const;
+  // to_vector<bool>(): std::vector<bool> packs bits, so the elements are converted to bytes first. Out of line, as
+  // is gather(), so that the templates above instantiate no vector code in every including TU.
+  std::vector<bool> to_bools() const;
+  // Copies `count` elements of `elem` bytes, `stride` elements apart from `first`, densely into `scratch`.
+  static std::span<const std::byte> gather(std::vector<std::byte>& scratch, const std::byte* first, std::int64_t count,
+                                           std::int64_t stride, std::int64_t elem);
 
   std::size_t wrap_dim(std::int64_t d) const {
     const auto rank = static_cast<std::int64_t>(sizes_.size());
@@ -622,6 +617,21 @@ TENSORFILE_ENTRY Tensor Tensor::to(Device target, DType dtype) const {
   if (target.is_meta()) return to(target).to(dtype);
   if (device().is_cpu() || device().is_meta()) return to(dtype).to(target);
   return to(Device::cpu()).to(dtype).to(target);
+}
+
+TENSORFILE_ENTRY std::vector<bool> Tensor::to_bools() const {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(numel()));
+  host_source().convert_into(reinterpret_cast<std::byte*>(bytes.data()), DType::Bool);
+  return std::vector<bool>(bytes.begin(), bytes.end());
+}
+
+TENSORFILE_ENTRY std::span<const std::byte> Tensor::gather(std::vector<std::byte>& scratch, const std::byte* first,
+                                                           std::int64_t count, std::int64_t stride, std::int64_t elem) {
+  scratch.resize(static_cast<std::size_t>(count * elem));
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::memcpy(scratch.data() + i * elem, first + i * stride * elem, static_cast<std::size_t>(elem));
+  }
+  return scratch;
 }
 
 TENSORFILE_ENTRY void Tensor::copy_into(std::span<std::byte> out) const {

@@ -396,13 +396,13 @@ class List {
 
   List() = default;
   /// `List{1, "two", tensor}`.
-  List(std::initializer_list<Value> items) : items_(items) {}
+  List(std::initializer_list<Value> items);
   /// The Values in [first, last).
   template <std::input_iterator It>
   List(It first, It last) : items_(first, last) {}
   /// Takes the Values of `items`.
   explicit List(std::vector<Value> items) noexcept : items_(std::move(items)) {}
-  List(const List&) = default;      ///< shares the elements' containers (as copying each Value)
+  List(const List& other);          ///< shares the elements' containers (as copying each Value)
   List(List&&) noexcept = default;  ///< takes the elements
   /// Replaces every element; throws ArgumentError (changing nothing) when one holds this list.
   List& operator=(const List& other);
@@ -420,10 +420,10 @@ class List {
   [[nodiscard]] const Value& front() const noexcept { return items_.front(); }  ///< first element (not empty)
   [[nodiscard]] const Value& back() const noexcept { return items_.back(); }    ///< last element (not empty)
   /// The elements as a span.
-  [[nodiscard]] std::span<const Value> items() const noexcept { return items_; }
+  [[nodiscard]] std::span<const Value> items() const noexcept { return {items_.data(), items_.size()}; }
 
   /// Makes room for `count` elements.
-  void reserve(std::size_t count) { items_.reserve(count); }
+  void reserve(std::size_t count);
   /// Appends `item`; throws ArgumentError (changing nothing) when `item` holds this list.
   void push_back(Value item);
   /// Appends a Value made from `args`; throws ArgumentError (changing nothing) when it holds this list.
@@ -625,6 +625,7 @@ struct ValueAccess {
   static Dict& dict(const Value& v) { return v.expect(Value::Kind::dict).box<Value::DictBox>().dict; }
   static Object& object(const Value& v) { return v.expect(Value::Kind::object).box<Value::ObjectBox>().object; }
   static void set(Dict& dict, Value key, Value value) { dict.set_unchecked(std::move(key), std::move(value)); }
+  static void reserve_more(Dict& dict, std::size_t count) { dict.index_.reserve_more(count); }
   static Value& attributes(Dict& dict) noexcept { return dict.attributes_; }
   static std::span<Dict::Item> items(Dict& dict) noexcept { return dict.index_.mutable_items(); }
   /// Where a container's contents live, as the public mutators know their own address; null for other kinds.
@@ -779,6 +780,10 @@ TENSORFILE_ENTRY void refuse_cycle(const Value& item, const void* container, std
 }
 
 }  // namespace detail
+
+TENSORFILE_ENTRY List::List(std::initializer_list<Value> items) : items_(items) {}
+TENSORFILE_ENTRY List::List(const List& other) = default;
+TENSORFILE_ENTRY void List::reserve(std::size_t count) { items_.reserve(count); }
 
 TENSORFILE_ENTRY const Value& List::at(std::size_t index) const {
   check_index(index, items_.size());

@@ -62,6 +62,13 @@ class OrderedIndex {
   [[nodiscard]] std::span<Item> mutable_items() noexcept { return items_; }
   /// Makes room for `count` items without moving them again.
   void reserve(std::size_t count) { items_.reserve(count); }
+  /// Makes room for `count` more items, growing by at least a quarter: amortized as push_back's doubling, with
+  /// less room left over when items come in batches of known size.
+  void reserve_more(std::size_t count) {
+    const std::size_t wanted = items_.size() + count;
+    const std::size_t grown = items_.capacity() + items_.capacity() / 4;
+    if (wanted > items_.capacity()) items_.reserve(wanted > grown ? wanted : grown);
+  }
 
   /// The position of the item matching `key`, or npos.
   template <class Key>

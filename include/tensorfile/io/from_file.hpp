@@ -8,9 +8,8 @@
 #include <string>
 
 #include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/bytes/checked_math.hpp"
-#include "tensorfile/detail/posix/file.hpp"
 
 namespace tensorfile {
 
@@ -33,7 +32,17 @@ struct FromFileOptions {
 /// (file too short for the offset and size, or not a whole number of elements after the offset),
 /// ArgumentError (negative or overflowing size, an offset that is not a multiple of the element size,
 /// a path that is not a regular file). A file that a failing call created is removed again.
-[[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {}) {
+[[nodiscard]] TENSORFILE_ENTRY Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY Tensor from_file(const std::filesystem::path& path, FromFileOptions options) {
   const auto elem = static_cast<std::int64_t>(element_size(options.dtype));
   const std::string type_name(dtype_name(options.dtype));
   std::optional<std::int64_t> wanted_bytes;
@@ -110,3 +119,4 @@ struct FromFileOptions {
 }
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The platform layer: one move-only RAII handle for a file descriptor, one for a memory mapping, and
-// the one public map mode (MapMode, reached through <tensorfile/backends/mmap.hpp>).
+// The platform layer: one move-only RAII handle for a file descriptor (and, through detail/posix/mapping.hpp, the
+// one for a memory mapping).
 #pragma once
 
 #include <fcntl.h>
@@ -221,72 +221,7 @@ class FileHandle {
   bool created_ = false;
 };
 
-/// A memory mapping of a whole byte range of a file; unmaps on destruction. A zero-length
-/// mapping holds no pages and a null pointer.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  Mapping(Mapping&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), mode_(other.mode_) {}
-  Mapping& operator=(Mapping&& other) noexcept {
-    if (this != &other) {
-      unmap();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-      mode_ = other.mode_;
-    }
-    return *this;
-  }
-  ~Mapping() { unmap(); }
-
-  /// Maps the first `bytes` of `file`; the caller has checked that the file is that long.
-  [[nodiscard]] static Mapping map(const FileHandle& file, std::uint64_t bytes, MapMode mode) {
-    Mapping mapping;
-    mapping.mode_ = mode;
-    if (bytes == 0) return mapping;
-    if (bytes > static_cast<std::uint64_t>(SIZE_MAX)) {
-      throw ArgumentError("mapping of " + std::to_string(bytes) + " bytes does not fit the address space",
-                          {.file = file.path()});
-    }
-    std::optional<Mapping> mapped = try_map(file, static_cast<std::size_t>(bytes), mode);
-    if (!mapped) {
-      const int error = errno;
-      throw IoError("cannot map " + std::to_string(bytes) + " bytes", error, {.file = file.path()});
-    }
-    return std::move(*mapped);
-  }
-
-  /// Maps the first `bytes` (> 0) of `file`. No throw: nullopt with errno set when mmap(2) refuses, so
-  /// the caller names the file (and member) in its own error.
-  [[nodiscard]] static std::optional<Mapping> try_map(const FileHandle& file, std::size_t bytes,
-                                                      MapMode mode) noexcept {
-    const int protection = mode == MapMode::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
-    const int flags = mode == MapMode::shared ? MAP_SHARED : MAP_PRIVATE;
-    void* address = ::mmap(nullptr, bytes, protection, flags, file.fd(), 0);
-    if (address == MAP_FAILED) return std::nullopt;
-    Mapping mapping;
-    mapping.data_ = static_cast<std::byte*>(address);
-    mapping.size_ = bytes;
-    mapping.mode_ = mode;
-    return mapping;
-  }
-
-  [[nodiscard]] std::byte* data() const noexcept { return data_; }   ///< first mapped byte
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< mapped bytes
-  [[nodiscard]] MapMode mode() const noexcept { return mode_; }      ///< how it was mapped
-
- private:
-  void unmap() noexcept {
-    if (data_ != nullptr) ::munmap(data_, size_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  std::byte* data_ = nullptr;
-  std::size_t size_ = 0;
-  MapMode mode_ = MapMode::read_only;
-};
-
 }  // namespace tensorfile::detail
+
+// Last: its definitions take the FileHandle defined above.
+#include "tensorfile/detail/posix/mapping.hpp"

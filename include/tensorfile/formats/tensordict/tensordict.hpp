@@ -430,8 +430,10 @@ class TensorDict {
   /// Calls `fn(const NestedKey&, const Entry&)` for every leaf, depth first in insertion order.
   template <class Fn>
   void for_each_leaf(Fn&& fn) const {
-    NestedKey path;
-    visit_leaves(path, fn);
+    using Target = std::remove_reference_t<Fn>;  // const for a const callable: the cast below restores it
+    visit_leaves(
+        [](void* context, const NestedKey& key, const Entry& leaf) { (*static_cast<Target*>(context))(key, leaf); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
   /// Every leaf with its nested key, depth first in insertion order.
@@ -466,18 +468,10 @@ class TensorDict {
 
   TENSORFILE_ENTRY Shape stacked_batch_size() const;
 
-  template <class Fn>
-  void visit_leaves(NestedKey& path, Fn& fn) const {
-    for (const auto& item : items_) {
-      path.push_back(item.key);
-      if (item.value.is_tensordict()) {
-        item.value.as_tensordict().visit_leaves(path, fn);
-      } else {
-        fn(std::as_const(path), item.value);
-      }
-      path.pop_back();
-    }
-  }
+  // for_each_leaf's walk, out of line: `visit(context, key, leaf)` calls the caller's function.
+  using LeafVisitor = void (*)(void* context, const NestedKey& key, const Entry& leaf);
+  TENSORFILE_ENTRY void visit_leaves(LeafVisitor visit, void* context) const;
+  void visit_leaves(NestedKey& path, LeafVisitor visit, void* context) const;
 
   TENSORFILE_ENTRY static void clone_entry(Entry& entry);
 
@@ -715,6 +709,23 @@ TENSORFILE_ENTRY bool TensorDict::erase(std::string_view key) {
   if (i == Index::npos) return false;
   items_.erase(i);
   return true;
+}
+
+TENSORFILE_ENTRY void TensorDict::visit_leaves(LeafVisitor visit, void* context) const {
+  NestedKey path;
+  visit_leaves(path, visit, context);
+}
+
+TENSORFILE_ENTRY void TensorDict::visit_leaves(NestedKey& path, LeafVisitor visit, void* context) const {
+  for (const auto& item : items_) {
+    path.push_back(item.key);
+    if (item.value.is_tensordict()) {
+      item.value.as_tensordict().visit_leaves(path, visit, context);
+    } else {
+      visit(context, std::as_const(path), item.value);
+    }
+    path.pop_back();
+  }
 }
 
 TENSORFILE_ENTRY std::vector<TensorDict::Leaf> TensorDict::leaves() const {

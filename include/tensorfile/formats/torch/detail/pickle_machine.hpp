@@ -485,6 +485,9 @@ class PickleMachine {
     if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs; got an odd number of items");
     check_open(target);
     Dict& dict = ValueAccess::dict(target);  // insert_check below refuses cycles
+    // Room for the batch at once (Python's pickler writes up to 1,000 pairs per SETITEMS): a state dict's item
+    // vector ends near its size, not at the next power of two, and is moved fewer times.
+    ValueAccess::reserve_more(dict, items.size() / 2);
     for (std::size_t i = 0; i < items.size(); i += 2) {
       check_hashable(items[i], "dict key");
       insert_check(target, items[i], dict.size() + 1);
