@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
 #include <span>
 #include <sstream>
@@ -1400,5 +1401,86 @@ TEST_CASE("ZipReader: local headers read on several threads", "[zip][reader][hos
     REQUIRE_THROWS_WITH(open_with(1), expected);
     REQUIRE_THROWS_WITH(open_with(4), expected);
     REQUIRE_THROWS_WITH(open_with(3), expected);
+  }
+}
+
+TEST_CASE("ZipReader: an index without its local headers, completed later, hands over the windows it read",
+          "[zip][reader]") {
+  // Small records (each in the window of its header and the next), then one past the windows' 4 KiB gap.
+  std::vector<Member> members = {stored("archive/data.pkl", "PKL!")};
+  for (int i = 0; i < 1000; ++i) {
+    members.push_back(stored("archive/data/" + std::to_string(i),
+                             std::string(static_cast<std::size_t>(1 + i % 300), static_cast<char>('a' + i % 26))));
+  }
+  members.push_back(stored("archive/data/big", std::string(10000, 'z')));
+  members.push_back(stored("archive/version", "3\n"));
+  Built b = build_zip(members);
+  const ZipReader::HeaderReader read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
+    if (offset > b.bytes.size() || out.size() > b.bytes.size() - offset) throw std::out_of_range("read past the end");
+    std::memcpy(out.data(), b.bytes.data() + offset, out.size());
+  };
+  const auto index_with = [&](std::size_t threads) {
+    return ZipReader::open_file_index(b.bytes.size(), "index.pt", read_at, {.header_threads = threads});
+  };
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+    INFO(threads << " header threads");
+    ZipReader zip = index_with(threads);
+    const ZipEntry& pickle = *zip.find("data.pkl");
+    REQUIRE_THROWS_AS(zip.read(pickle), ArgumentError);  // no data_offset before its header is read
+    zip.read_local_header(pickle);
+    CHECK(pickle.data_offset == b.data[0]);
+    CHECK(zip.read(pickle) == to_bytes("PKL!"));
+
+    // Written from the header threads, each to the entries of its own windows: no Catch2 assertion in the sink.
+    const std::size_t count = zip.entries().size();
+    std::vector<int> handed(count, 0);
+    std::vector<Bytes> copied(count);
+    zip.read_local_headers(
+        [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first, std::size_t end) {
+          for (std::size_t i = first; i < end; ++i) {
+            ++handed[i];
+            const ZipEntry& entry = zip.entries()[i];
+            if (entry.data_offset >= offset && entry.data_offset + entry.size <= offset + window.size()) {
+              const auto from = window.begin() + static_cast<std::ptrdiff_t>(entry.data_offset - offset);
+              copied[i].assign(from, from + static_cast<std::ptrdiff_t>(entry.size));
+            }
+          }
+        });
+    std::size_t in_windows = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      INFO(zip.entries()[i].name);
+      CHECK(handed[i] == 1);
+      CHECK(zip.entries()[i].data_offset == b.data[i]);
+      if (!copied[i].empty()) {
+        ++in_windows;
+        CHECK(copied[i] == members[i].payload);
+      }
+    }
+    CHECK(copied[1001].empty());     // data/big: past the gap, never read with the headers
+    CHECK(in_windows >= count - 8);  // the others, but for the last of some windows
+  }
+  SECTION("a bad local header is reported as open_file reports it, and nothing after it is handed over") {
+    put32(b.bytes, b.local[700], 0x08074b50);
+    const std::string expected =
+        "tensorfile: index.pt: archive/data/699: bad local file header signature; expected 0x04034b50, got "
+        "0x08074b50" +
+        at(b.local[700]);
+    REQUIRE_THROWS_WITH(ZipReader::open_file(b.bytes.size(), "index.pt", read_at), expected);
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+      ZipReader zip = index_with(threads);
+      std::mutex mutex;
+      std::size_t last_end = 0;  // of the windows handed over: none holds the bad header or one after it
+      const auto note = [&](std::uint64_t, std::span<const std::byte>, std::size_t, std::size_t end) {
+        const std::lock_guard lock(mutex);
+        last_end = std::max(last_end, end);
+      };
+      REQUIRE_THROWS_WITH(zip.read_local_headers(note), expected);
+      CHECK(last_end <= 700);
+    }
+  }
+  SECTION("an entry of another reader is refused") {
+    ZipReader zip = index_with(1);
+    const ZipReader other = index_with(1);
+    REQUIRE_THROWS_AS(zip.read_local_header(other.entries()[3]), ArgumentError);
   }
 }

@@ -9,10 +9,12 @@
 
 #include "expect.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -89,6 +91,50 @@ int main(int argc, char** argv) {
     }
     for (auto& th : threads) th.join();
     loads += done;
+  }
+  {
+    // A file of many small records: each heap load reads its local headers on other threads while its pickle
+    // runs, copying the records from there, and a copy with one bad header in the middle fails the same way.
+    const fs::path scratch = fs::temp_directory_path() / ("tensorfile-beside-" + std::to_string(::getpid()));
+    fs::create_directories(scratch);
+    tf::Dict dict;
+    for (int n = 0; n < 600; ++n) {
+      const std::int64_t numel = 1 + n % 100;
+      tf::Tensor t(tf::heap_storage(static_cast<std::size_t>(numel) * 4), tf::DType::Float32, {numel});
+      for (std::int64_t i = 0; i < numel; ++i) t.data<float>()[i] = static_cast<float>(n * 1000 + i);
+      dict.set(tf::Value("w" + std::to_string(n)), tf::Value(t));
+    }
+    const tf::Value reference(dict);
+    const fs::path good = scratch / "many.pt";
+    const fs::path bad = scratch / "bad.pt";
+    tf::save(reference, good);
+    std::vector<std::byte> corrupt = slurp(good);
+    const std::string_view name = "many/data/300";
+    const auto at = std::search(corrupt.begin(), corrupt.end(), name.begin(), name.end(),
+                                [](std::byte b, char c) { return b == static_cast<std::byte>(c); });
+    EXPECT(at != corrupt.end() && at - corrupt.begin() >= 30);
+    (at - 30)[2] = std::byte{0x07};  // "PK\x03\x04" -> "PK\x07\x04"
+    std::ofstream(bad, std::ios::binary)
+        .write(reinterpret_cast<const char*>(corrupt.data()), static_cast<std::streamsize>(corrupt.size()));
+    std::vector<std::thread> threads;
+    std::atomic<int> done{0};
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 4; ++round) {
+          EXPECT(tf::load(good, {.read_threads = static_cast<std::size_t>(2 + (t + round) % 2)}) == reference);
+          try {
+            (void)tf::load(bad, {.read_threads = 2});
+            EXPECT(false);
+          } catch (const tf::FormatError& e) {
+            EXPECT(e.member() == name);
+          }
+          ++done;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    loads += done;
+    fs::remove_all(scratch);
   }
   std::printf("threads: %d concurrent loads (8 threads), all equal to the single-threaded result\n", loads);
 

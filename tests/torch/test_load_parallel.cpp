@@ -5,13 +5,16 @@
 #include <tensorfile/core/heap_backend.hpp>
 #include <tensorfile/detail/posix/direct_reads.hpp>
 #include <tensorfile/detail/posix/parallel_reads.hpp>
+#include <tensorfile/formats/torch/archive.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <string>
 
 #include "page_cache.hpp"
 #include "tensorfile_catch.hpp"
@@ -351,5 +354,103 @@ TEST_CASE("select on torch-written files: legacy format, conj/neg views, shared 
     CHECK(picked["a"] == plain["a"]);
     CHECK(picked["b"].as_tensor().device().is_meta());
     CHECK(picked["b"].as_tensor().sizes() == plain["b"].as_tensor().sizes());
+  }
+}
+
+namespace {
+
+// 2,000 small tensors (each record lies in the window the zip reader reads with its local header), three past
+// the windows' 4 KiB gap, two views of one storage and a plain value.
+Value many_small_dict() {
+  Dict dict;
+  for (int n = 0; n < 2000; ++n) {
+    const std::int64_t numel = 1 + (n * 37) % 300 + (n % 500 == 7 ? 5000 : 0);
+    Tensor t(heap_storage(static_cast<std::size_t>(numel) * 4), DType::Float32, {numel});
+    for (std::int64_t i = 0; i < numel; ++i) t.data<float>()[i] = static_cast<float>(n * 1000003 + i);
+    dict.set(Value("block" + std::to_string(n / 4) + ".w" + std::to_string(n % 4)), Value(t));
+  }
+  const Tensor whole = dict.at(Value("block0.w1")).as_tensor();
+  dict.set(Value("view.head"), Value(Tensor(whole.storage(), DType::Float32, {10}, {1}, 0)));
+  dict.set(Value("view.tail"), Value(Tensor(whole.storage(), DType::Float32, {5}, {2}, 20)));
+  dict.set(Value("step"), Value(std::int64_t{12345}));
+  return Value(dict);
+}
+
+// The offset of the local header of `member` (its name's first appearance: local headers precede the central
+// directory).
+std::size_t local_header_of(const std::string& bytes, const std::string& member) {
+  const std::size_t name = bytes.find(member);
+  REQUIRE(name != std::string::npos);
+  REQUIRE(name >= 30);
+  REQUIRE(bytes.compare(name - 30, 4, "PK\x03\x04") == 0);
+  return name - 30;
+}
+
+}  // namespace
+
+TEST_CASE("heap loads read the local headers beside the pickle and take small records from the windows read for them",
+          "[load][parallel]") {
+  const tensorfile_test::ScratchDir dir;
+  const Value dict = many_small_dict();
+  const auto path = dir / "small.pt";
+  save(dict, path);
+  const std::uint64_t file_bytes = std::filesystem::file_size(path);
+  // One thread: every header before the pickle, the records after it (each byte of a record read twice).
+  std::uint64_t before = tensorfile_test::bytes_read_so_far();
+  CHECK(load(path, {.read_threads = 1}) == dict);
+  const std::uint64_t read_alone = tensorfile_test::bytes_read_so_far() - before;
+  CHECK(read_alone > file_bytes * 3 / 2);
+  for (const std::size_t threads : {std::size_t{2}, std::size_t{3}}) {
+    INFO(threads << " threads");
+    before = tensorfile_test::bytes_read_so_far();
+    const Value beside = load(path, {.read_threads = threads});
+    const std::uint64_t read = tensorfile_test::bytes_read_so_far() - before;
+    CHECK(beside == dict);
+    CHECK(read < file_bytes * 11 / 10);  // the small records come from the header windows, not a second read
+    const Tensor& head = beside["view.head"].as_tensor();
+    const Tensor& tail = beside["view.tail"].as_tensor();
+    CHECK(head.storage().shares_owner_with(tail.storage()));
+    CHECK(head.storage().data() == tail.storage().data());
+    CHECK(head.storage().data() == beside["block0.w1"].as_tensor().storage().data());
+  }
+  SECTION("records bound for another device or through a map_location function wait for the headers") {
+    const Value meta = load(path, {.map_location = "meta", .read_threads = 2});
+    CHECK(meta["block7.w3"].as_tensor().device().is_meta());
+    const Value through =
+        load(path,
+             {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
+              .read_threads = 2});
+    CHECK(through == dict);
+  }
+  SECTION("a bad local header is reported with its member and offset, before what the pickle found meanwhile") {
+    std::string bytes = tensorfile_test::read_text(path);
+    std::size_t stop = 0;  // the pickle's last byte
+    for (const ArchiveRecord& record : list_records(path)) {
+      if (record.name == "small/data.pkl") stop = static_cast<std::size_t>(record.offset + record.size - 1);
+    }
+    const std::size_t bad = local_header_of(bytes, "small/data/1500");
+    bytes.replace(bad, 4, "PK\x07\x08");
+    tensorfile_test::write_text(path, bytes);
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+      INFO(threads << " threads");
+      try {
+        (void)load(path, {.read_threads = threads});
+        FAIL("a load with a bad local header succeeded");
+      } catch (const FormatError& e) {
+        CHECK(e.member() == "small/data/1500");
+        CHECK(e.offset() == bad);
+        CHECK_THAT(e.reason(), Catch::Matchers::StartsWith("bad local file header signature"));
+      }
+    }
+    // The pickle's last opcode (STOP) made unknown too: the header's error still comes first.
+    REQUIRE(bytes[stop] == '.');
+    bytes[stop] = '\xff';
+    tensorfile_test::write_text(path, bytes);
+    try {
+      (void)load(path, {.read_threads = 2});
+      FAIL("a load with a bad local header and a bad pickle succeeded");
+    } catch (const FormatError& e) {
+      CHECK(e.member() == "small/data/1500");
+    }
   }
 }

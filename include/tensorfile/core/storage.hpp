@@ -66,22 +66,25 @@ class Storage {
   template <class B>
   requires(!std::same_as<B, Storage> && storage_backend<B>)  // Storage itself first: keeps copies unconstrained
       explicit Storage(B backend) {
-    auto owner = std::make_shared<B>(std::move(backend));
-    data_ = const_cast<std::byte*>(static_cast<const std::byte*>(owner->data()));
-    size_ = static_cast<std::size_t>(owner->size_bytes());
-    device_ = owner->device();
-    writable_ = owner->writable();
+    auto owned = std::make_shared<Owned<B>>(std::move(backend));
+    const B& owner = owned->backend;
+    data_ = const_cast<std::byte*>(static_cast<const std::byte*>(owner.data()));
+    size_ = static_cast<std::size_t>(owner.size_bytes());
+    device_ = owner.device();
+    writable_ = owner.writable();
+    Facts& facts = owned->facts;
     if constexpr (requires {
-                    { owner->kind() } -> std::convertible_to<StorageKind>;
+                    { owner.kind() } -> std::convertible_to<StorageKind>;
                   })
-      kind_ = owner->kind();
-    if constexpr (requires { std::string_view{owner->name()}; }) {
-      name_ = owner->name();
+      facts.kind = owner.kind();
+    if constexpr (requires { std::string_view{owner.name()}; }) {
+      facts.name = owner.name();
     } else {
-      name_ = storage_kind_name(kind_);
+      facts.name = storage_kind_name(facts.kind);
     }
-    type_tag_ = &type_tag<B>;
-    owner_ = std::move(owner);
+    facts.type_tag = &type_tag<B>;
+    facts_ = &facts;
+    owner_ = std::shared_ptr<void>(owned, &owned->backend);  // shares the block, points at the backend
   }
 
   /// Whether this Storage holds a backend.
@@ -91,7 +94,7 @@ class Storage {
   /// First byte for writing; throws ArgumentError when the storage is read-only.
   [[nodiscard]] std::byte* mutable_data() const {
     if (!writable_)
-      throw ArgumentError("storage (" + std::string(name_) + ") is read-only; expected a writable storage");
+      throw ArgumentError("storage (" + std::string(name()) + ") is read-only; expected a writable storage");
     return data_;
   }
   /// Length in bytes.
@@ -101,16 +104,16 @@ class Storage {
   /// Whether the bytes may be written.
   [[nodiscard]] bool writable() const noexcept { return writable_; }
   /// Which backend holds the bytes; custom for a backend written outside tensorfile and when empty.
-  [[nodiscard]] StorageKind kind() const noexcept { return kind_; }
+  [[nodiscard]] StorageKind kind() const noexcept { return facts_ != nullptr ? facts_->kind : StorageKind::custom; }
   /// The backend's name in messages ("heap", "mmap_private", a custom backend's own), or "custom".
-  [[nodiscard]] std::string_view name() const noexcept { return name_; }
+  [[nodiscard]] std::string_view name() const noexcept { return facts_ != nullptr ? facts_->name : "custom"; }
   /// How many Storage objects share the backend.
   [[nodiscard]] long use_count() const noexcept { return owner_.use_count(); }
 
   /// The backend object, when it is of type B; null otherwise.
   template <storage_backend B>
   [[nodiscard]] B* backend() const noexcept {
-    return type_tag_ == &type_tag<B> ? static_cast<B*>(owner_.get()) : nullptr;
+    return facts_ != nullptr && facts_->type_tag == &type_tag<B> ? static_cast<B*>(owner_.get()) : nullptr;
   }
 
   /// A Storage over bytes [offset, offset + bytes) of this one, sharing its owner.
@@ -138,14 +141,26 @@ class Storage {
   template <class B>
   static constexpr char type_tag = 0;
 
-  std::shared_ptr<void> owner_;
+  // What every Storage of one backend shares, kept beside the backend in its block rather than in each Storage
+  // (a load makes a Storage per tensor, and a Tensor holds one).
+  struct Facts {
+    StorageKind kind = StorageKind::custom;
+    std::string_view name;
+    const void* type_tag = nullptr;
+  };
+  template <class B>
+  struct Owned {
+    explicit Owned(B&& b) : backend(std::move(b)) {}
+    Facts facts;
+    B backend;
+  };
+
+  std::shared_ptr<void> owner_;  // the backend, in an Owned<B> block
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  const Facts* facts_ = nullptr;  // in owner_'s block; null when empty
   Device device_ = Device::cpu();
   bool writable_ = false;
-  StorageKind kind_ = StorageKind::custom;
-  std::string_view name_ = "custom";
-  const void* type_tag_ = nullptr;
 };
 
 }  // namespace tensorfile

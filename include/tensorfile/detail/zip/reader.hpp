@@ -162,12 +162,44 @@ class ZipReader {
   /// shrinks meanwhile gives read_at's error (FormatError, IoError), never a fault. Throws like open().
   [[nodiscard]] static ZipReader open_file(std::uint64_t size, std::filesystem::path file_for_errors,
                                            const HeaderReader& read_at, const ZipLimits& limits = {}) {
-    ZipReader reader;
-    reader.size_ = size;
-    reader.file_ = std::move(file_for_errors);
-    reader.read_at_ = read_at;
+    ZipReader reader = unread_file(size, std::move(file_for_errors), read_at);
     reader.build(limits);
     return reader;
+  }
+
+  /// Receives a window of archive bytes that the local-header pass read: entries [first, end) have their
+  /// headers in it, checked and with data_offset set. A stored record whose data lies inside the window can
+  /// be copied from it instead of being read again. Called from the thread that read the window.
+  using WindowSink =
+      std::function<void(std::uint64_t offset, std::span<const std::byte> window, std::size_t first, std::size_t end)>;
+
+  /// open_file() up to the local headers: the end records, the central directory and the name index are read
+  /// and checked, but no entry has a data_offset yet. read_local_header() (one entry, before its bytes are
+  /// read) and read_local_headers() (all of them, then the layout checks) complete it, so that a caller can
+  /// work on one record (a pickle) while another thread reads the headers of thousands of others.
+  [[nodiscard]] static ZipReader open_file_index(std::uint64_t size, std::filesystem::path file_for_errors,
+                                                 const HeaderReader& read_at, const ZipLimits& limits = {}) {
+    ZipReader reader = unread_file(size, std::move(file_for_errors), read_at);
+    reader.end_ = reader.read_end_records(limits);
+    reader.index_names(reader.read_central_directory(reader.end_, limits));
+    reader.header_threads_ = limits.header_threads;
+    return reader;
+  }
+
+  /// Reads and checks the local header of `entry` (one of entries()) of a reader from open_file_index().
+  void read_local_header(const ZipEntry& entry) {
+    check_entry(entry);
+    const auto index = static_cast<std::size_t>(&entry - entries_.data());
+    read_header_range(index, index + 1, {});
+  }
+
+  /// Reads and checks every local header of a reader from open_file_index() (with `threads` threads; 0: as
+  /// ZipLimits::header_threads said), handing each window read to `sink` when given, then checks the layout.
+  /// Throws like open_file(). While it runs, other threads may use the reader's names, sizes and methods, and
+  /// the records whose header read_local_header() read before: it writes nothing else.
+  void read_local_headers(const WindowSink& sink = {}, std::size_t threads = 0) {
+    read_local_headers(threads != 0 ? threads : header_threads_, sink);
+    check_layout(end_);
   }
 
   /// Whether the archive bytes are in memory (open), so that stored_bytes() can hand them out.
@@ -338,10 +370,19 @@ class ZipReader {
 
   ZipReader() = default;
 
+  /// A reader of a file that only `read_at` reaches, with nothing read yet.
+  static ZipReader unread_file(std::uint64_t size, std::filesystem::path file_for_errors, const HeaderReader& read_at) {
+    ZipReader reader;
+    reader.size_ = size;
+    reader.file_ = std::move(file_for_errors);
+    reader.read_at_ = read_at;
+    return reader;
+  }
+
   void build(const ZipLimits& limits) {
     const EndRecords end = read_end_records(limits);
     const std::vector<std::uint64_t> header_offsets = read_central_directory(end, limits);
-    read_local_headers(limits.header_threads);
+    read_local_headers(limits.header_threads, {});
     index_names(header_offsets);
     check_layout(end);
   }
@@ -370,8 +411,16 @@ class ZipReader {
   }
 
   /// Re-checks the data range of `entry`, so that an entry from another reader cannot reach outside.
+  /// Throws ArgumentError unless `entry` is one of entries().
+  void check_entry(const ZipEntry& entry) const {
+    const std::less<const ZipEntry*> before;  // a total order, also for pointers into other arrays
+    if (before(&entry, entries_.data()) || !before(&entry, entries_.data() + entries_.size()))
+      throw ArgumentError("the entry does not belong to this archive", {file_, zip_impl::printable(entry.name)});
+  }
+
   void check_belongs(const ZipEntry& entry) const {
-    if (entry.data_offset > size_ || size_ - entry.data_offset < entry.compressed_size)
+    // A data_offset of 0 is one that open_file_index() has not read yet (data follows a 30-byte header).
+    if (entry.data_offset == 0 || entry.data_offset > size_ || size_ - entry.data_offset < entry.compressed_size)
       throw ArgumentError("the entry does not belong to this archive",
                           {file_, zip_impl::printable(entry.name), entry.data_offset});
   }
@@ -618,14 +667,14 @@ class ZipReader {
   /// Reads every entry's local header (read_header_range), in one thread or, for an archive of many
   /// entries read through read_at_, in `threads` contiguous index ranges at once. The error reported is
   /// the first in entry order, as in one thread.
-  void read_local_headers(std::size_t threads) {
+  void read_local_headers(std::size_t threads, const WindowSink& sink) {
     // Below this many entries per thread, starting a thread costs more than the reads it takes over.
     constexpr std::size_t min_entries_per_thread = 256;
     const std::size_t count = entries_.size();
     threads =
         read_at_ ? std::clamp<std::size_t>(count / min_entries_per_thread, 1, std::max<std::size_t>(threads, 1)) : 1;
     if (threads == 1) {
-      read_header_range(0, count);
+      read_header_range(0, count, sink);
       return;
     }
     std::vector<std::exception_ptr> errors(threads);
@@ -633,7 +682,7 @@ class ZipReader {
     workers.reserve(threads - 1);
     const auto range = [&](std::size_t t) {
       try {
-        read_header_range(count * t / threads, count * (t + 1) / threads);
+        read_header_range(count * t / threads, count * (t + 1) / threads, sink);
       } catch (...) {
         errors[t] = std::current_exception();
       }
@@ -649,8 +698,9 @@ class ZipReader {
       if (error) std::rethrow_exception(error);
   }
 
-  /// Reads and checks the local headers of entries [first, last), setting each one's data_offset.
-  void read_header_range(std::size_t first, std::size_t last) {
+  /// Reads and checks the local headers of entries [first, last), setting each one's data_offset; hands each
+  /// window read to `sink` once the headers in it are checked.
+  void read_header_range(std::size_t first, std::size_t last, const WindowSink& sink) {
     using namespace zip_impl;
     const std::uint64_t size = size_;
     // With read_at_, one read covers this header and the following ones that lie within 64 KiB of it,
@@ -668,6 +718,12 @@ class ZipReader {
     const auto covers = [&](std::uint64_t offset, std::uint64_t length) {
       return offset >= window_begin && offset - window_begin <= window_size &&
              window_size - (offset - window_begin) >= length;
+    };
+    std::size_t window_first = first;  // the first entry whose header is in the window
+    const auto hand_over = [&](std::size_t end) {
+      if (sink && window_size != 0 && end > window_first) {
+        sink(window_begin, std::span(window).first(window_size), window_first, end);
+      }
     };
     std::vector<std::byte> long_copy;
     for (std::size_t i = first; i < last; ++i) {
@@ -689,6 +745,8 @@ class ZipReader {
             if (next_end - lho > batch_bytes) break;
             end = std::max(end, next_end);
           }
+          hand_over(i);
+          window_first = i;
           window_begin = lho;
           window_size = static_cast<std::size_t>(end - lho);
           if (window.size() < window_size) window.resize(window_size);
@@ -714,12 +772,15 @@ class ZipReader {
         fail("the local file header compression method " + std::to_string(u16(h + 8)) +
                  " differs from the central directory method " + std::to_string(entry.method),
              lho, entry.name);
-      entry.data_offset = lho + local_header_size + name_length + extra_length;
-      if (size - entry.data_offset < entry.compressed_size)
+      const std::uint64_t data_offset = lho + local_header_size + name_length + extra_length;
+      if (size - data_offset < entry.compressed_size)
         fail("the entry data (" + std::to_string(entry.compressed_size) + " bytes at byte " +
-                 std::to_string(entry.data_offset) + ") runs past the end of the archive",
-             entry.data_offset, entry.name);
+                 std::to_string(data_offset) + ") runs past the end of the archive",
+             data_offset, entry.name);
+      // Written only when new: another thread may be reading a record that read_local_header() resolved.
+      if (entry.data_offset != data_offset) entry.data_offset = data_offset;
     }
+    hand_over(last);
   }
 
   void index_names(const std::vector<std::uint64_t>& header_offsets) {
@@ -772,6 +833,8 @@ class ZipReader {
   }
 
   HeaderReader read_at_;
+  EndRecords end_;                  // open_file_index(): for read_local_headers()' layout check
+  std::size_t header_threads_ = 1;  // open_file_index(): for read_local_headers()
   std::span<const std::byte> archive_;
   std::uint64_t size_ = 0;  // archive bytes; archive_ holds them all unless the archive is read through read_at_
   std::filesystem::path file_;

@@ -51,7 +51,9 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
 /// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
 /// each; legacy files whole into one buffer), or with `.mmap` set become views into one mapping
-/// of the file in that MapMode.
+/// of the file in that MapMode. With `read_threads` of 2 or more, a full heap load reads the zip's
+/// local headers on other threads while the pickle runs, and copies the small records that lie among
+/// them from what it read there.
 /// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
 /// of a file that another process truncates can die of SIGBUS (as any mapping can).
 /// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
@@ -72,12 +74,15 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <istream>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -396,16 +401,29 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   }
   const ZipLimits limits{.max_entries = options.max_records,
                          .header_threads = options.read_threads != 0 ? options.read_threads : default_read_threads()};
-  const ZipReader zip = archive.pread_only ? ZipReader::open_file(archive.size, archive.path, read_at, limits)
-                                           : ZipReader::open(archive.bytes, archive.path, limits, read_at);
+  // A file read with pread is indexed without its local headers: those of the few records read first are read
+  // now, the rest by header_pass below (with the pickle running meanwhile where it can) or before the pickle.
+  ZipReader zip = archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
+                                     : ZipReader::open(archive.bytes, archive.path, limits, read_at);
+  bool headers_read = !archive.pread_only;
+  const auto read_headers = [&] {
+    if (!headers_read) zip.read_local_headers();
+    headers_read = true;
+  };
   const std::string prefix(zip.prefix());
   const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
   if (zip.find("constants.pkl") != nullptr) {
     throw UnsupportedError("this is a TorchScript archive (torch.jit.save); tensorfile reads torch.save files",
                            {.file = archive.path});
   }
+  if (!headers_read) {
+    for (const std::string_view name : {".data/version", "version", "byteorder", "data.pkl"}) {
+      if (const ZipEntry* entry = zip.find(name)) zip.read_local_header(*entry);
+    }
+  }
   const bool big_endian = read_torch_zip_header(zip, archive.path).big_endian;
   if (options.verify_crc) {
+    read_headers();
     for (const auto& entry : zip.entries()) zip.verify_crc(entry);
   }
 
@@ -432,7 +450,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     }
   }
   // Stored records bound for the host are slices of one arena (holding the records alone, not the zip's
-  // headers, padding and pickle), read after the pickle, together (ParallelReads: neighbours share a preadv).
+  // headers, padding and pickle), read after the pickle, together (ParallelReads: neighbours share a preadv),
+  // unless header_pass copied them from the windows it read for the local headers.
   Storage arena;
   std::vector<std::uint64_t> arena_slot;  // per entry: its offset in the arena, or no_slot
   static constexpr std::uint64_t no_slot = UINT64_MAX;
@@ -465,25 +484,78 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     if (!batches) batches.emplace(zip.entries(), *archive.file);
     return batches->slice(record);
   };
+  // The local headers of a zip file read with pread, read by another thread while the pickle runs: a full load
+  // of records bound for an arena that is not to mirror the file (whose layout needs the headers first).
+  // Records whose bytes lie in the windows it reads are copied into the arena from there (prefilled).
+  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
+  std::vector<std::uint8_t> prefilled;  // per entry (bytes, not vector<bool>: the header threads write apart)
+  std::exception_ptr header_error;
+  std::jthread header_pass;  // declared after what it writes to, so that it is joined before they go
+  // Joins header_pass and throws its error: before anything that needs a data_offset, and after the pickle (a
+  // header's error comes first, as in a reader that reads every header before the pickle).
+  const auto wait_for_headers = [&] {
+    if (header_pass.joinable()) header_pass.join();
+    if (header_error) std::rethrow_exception(header_error);
+  };
   if (archive.pread_only && !big_endian) {
     arena_slot.assign(zip.entries().size(), no_slot);
     arena_slice.assign(zip.entries().size(), Slice::unused);
     std::uint64_t arena_bytes = 0;
-    std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
-    std::uint64_t last = 0;
-    bool aligned = true;
     for (std::size_t i = 0; i < zip.entries().size(); ++i) {
       const ZipEntry& entry = zip.entries()[i];
       if (entry.method != 0 || entry.size == 0 || !data_record[i]) continue;
       arena_slot[i] = arena_bytes;
       arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
+    }
+    const bool may_read_directly = options.direct_reads == DirectReads::always ||
+                                   (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
+    // The pickle's thread and header_pass's together are `read_threads` (one: the headers are read first). Below
+    // a few hundred records, a thread costs more than the headers' reads it would hide.
+    constexpr std::size_t min_records_beside = 256;
+    if (!headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && arena_bytes != 0 &&
+        !each_on_its_own && !options.storage_source && !may_read_directly) {
+      arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+      prefilled.assign(zip.entries().size(), 0);
+      const auto copy_records = [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first,
+                                    std::size_t end) {
+        for (std::size_t i = first; i < end; ++i) {
+          const ZipEntry& entry = zip.entries()[i];  // its data_offset was set by this thread
+          if (arena_slot[i] == no_slot || entry.data_offset < offset || entry.data_offset - offset > window.size() ||
+              window.size() - (entry.data_offset - offset) < entry.size) {
+            continue;
+          }
+          std::memcpy(arena_bytes_of(i), window.data() + (entry.data_offset - offset),
+                      static_cast<std::size_t>(entry.size));
+          prefilled[i] = 1;
+        }
+      };
+      try {
+        header_pass = std::jthread([&zip, &header_error, copy_records, threads = read_threads] {
+          try {
+            zip.read_local_headers(copy_records, threads - 1);
+          } catch (...) {
+            header_error = std::current_exception();
+          }
+        });
+      } catch (const std::system_error&) {  // no thread to be had: read them here
+        zip.read_local_headers(copy_records, read_threads - 1);
+      }
+      headers_read = true;  // by header_pass: wait_for_headers() before using a data_offset
+    }
+    read_headers();
+    std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
+    std::uint64_t last = 0;
+    bool aligned = true;
+    for (std::size_t i = 0; i < zip.entries().size() && !arena.defined(); ++i) {
+      if (arena_slot[i] == no_slot) continue;
+      const ZipEntry& entry = zip.entries()[i];
       first = std::min(first, entry.data_offset);
       last = std::max(last, entry.data_offset + entry.size);
       aligned = aligned && entry.data_offset % HeapBackend::alignment == 0;
     }
     // Records read around the page cache need an arena laid out as the file (headers and padding included,
     // a few percent for large records), so that they can be read in whole pages straight into it.
-    if (arena_bytes != 0 && aligned && archive.file != nullptr) {
+    if (arena_bytes != 0 && aligned && archive.file != nullptr && !arena.defined()) {
       const std::uint64_t start = first / direct_alignment * direct_alignment;
       direct = direct_reads_for(options.direct_reads, *archive.file, start, last - start, arena_bytes);
       if (direct) {
@@ -497,7 +569,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
     if (arena_bytes != 0 && !arena.defined()) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
   }
-  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
+  read_headers();
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
@@ -537,7 +609,10 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
       if (arena.defined() && arena_slot[index] != no_slot && stays_on_host(location)) {
         cpu = arena.slice(static_cast<std::size_t>(arena_slot[index]), size);
         if (arena_slice[index] == Slice::unused) arena_slice[index] = Slice::unread;
-      } else if (record->method == 0 && archive.views.defined() && !big_endian) {
+        return cpu;
+      }
+      wait_for_headers();  // the other ways read at the record's data_offset
+      if (record->method == 0 && archive.views.defined() && !big_endian) {
         cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
       } else if (std::optional<Storage> batched = batch_slice(*record)) {
         cpu = *std::move(batched);
@@ -566,9 +641,11 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   // Reads the unread slices that `wanted` accepts (all when null).
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
+    wait_for_headers();
     ParallelReads reads;
     for (std::size_t i = 0; i < arena_slice.size(); ++i) {
-      std::byte* const data = arena_slice[i] == Slice::unread ? arena_bytes_of(i) : nullptr;
+      const bool unread = arena_slice[i] == Slice::unread && (prefilled.empty() || prefilled[i] == 0);
+      std::byte* const data = unread ? arena_bytes_of(i) : nullptr;
       if (data != nullptr && (wanted == nullptr || wanted->contains(data))) {
         const ZipEntry& record = zip.entries()[i];
         const auto buffer = read_into.find(data);
@@ -583,11 +660,15 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   hooks.before_reading_storages([&] { complete_reads(nullptr); });
   Value result;
   std::size_t pickle_end = 0;
-  {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
+  try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
     PickleMachine machine(pickle_bytes, hooks, {archive.path, pickle->name}, pickle_limits(options));
     result = machine.run();
     pickle_end = machine.end();
+  } catch (...) {
+    wait_for_headers();  // a local header's error first
+    throw;
   }
+  wait_for_headers();
   hooks.forget_storages();
   const std::size_t pickle_size = pickle_bytes.size();
   inflated = std::vector<std::byte>();

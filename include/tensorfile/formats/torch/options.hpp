@@ -59,7 +59,8 @@ struct LoadOptions {
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of their dicts (elsewhere: meta)
   /// Threads reading the records of a heap load of a zip file together (a legacy file: its bytes), and the
-  /// local headers of a file of many records (1 for one at a time); 0: min(4, cores).
+  /// local headers of a file of many records, those beside the thread running the pickle (1 for one thing
+  /// at a time); 0: min(4, cores).
   std::size_t read_threads = 0;
   DirectReads direct_reads = DirectReads::automatic;  ///< whether heap loads of a path read around the page cache
   /// Tensors to load into buffers the caller owns, by path (as `select` names them): each a tensor of the file's
