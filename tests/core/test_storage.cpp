@@ -4,6 +4,8 @@
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/storage.hpp>
 
+#include <utility>
+
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -51,6 +53,21 @@ TEST_CASE("A default Storage is empty and read-only", "[storage]") {
   REQUIRE_THROWS_WITH(empty.mutable_data(), "tensorfile: storage (custom) is read-only; expected a writable storage");
   CHECK(empty.kind() == StorageKind::custom);
   CHECK(empty.name() == "custom");
+}
+
+TEST_CASE("A Storage moved from, whose backend is then gone, answers as an empty one", "[storage]") {
+  Storage from = heap_storage(64);
+  CHECK(from.kind() == StorageKind::heap);
+  CHECK(from.name() == "heap");
+  {
+    const Storage to = std::move(from);
+    CHECK(to.kind() == StorageKind::heap);
+    CHECK(to.backend<HeapBackend>() != nullptr);
+  }                             // the backend and the facts kept beside it are freed here
+  CHECK_FALSE(from.defined());  // NOLINT(bugprone-use-after-move): the moved-from state is what is tested
+  CHECK(from.kind() == StorageKind::custom);
+  CHECK(from.name() == "custom");
+  CHECK(from.backend<HeapBackend>() == nullptr);
 }
 
 TEST_CASE("storage_kind_name names every StorageKind", "[storage]") {

@@ -413,7 +413,7 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     CHECK(head.storage().data() == tail.storage().data());
     CHECK(head.storage().data() == beside["block0.w1"].as_tensor().storage().data());
   }
-  SECTION("records bound for another device or through a map_location function wait for the headers") {
+  SECTION("records bound for another device or through a map_location function: the headers first, as before") {
     const Value meta = load(path, {.map_location = "meta", .read_threads = 2});
     CHECK(meta["block7.w3"].as_tensor().device().is_meta());
     const Value through =

@@ -104,16 +104,16 @@ class Storage {
   /// Whether the bytes may be written.
   [[nodiscard]] bool writable() const noexcept { return writable_; }
   /// Which backend holds the bytes; custom for a backend written outside tensorfile and when empty.
-  [[nodiscard]] StorageKind kind() const noexcept { return facts_ != nullptr ? facts_->kind : StorageKind::custom; }
+  [[nodiscard]] StorageKind kind() const noexcept { return owner_ != nullptr ? facts_->kind : StorageKind::custom; }
   /// The backend's name in messages ("heap", "mmap_private", a custom backend's own), or "custom".
-  [[nodiscard]] std::string_view name() const noexcept { return facts_ != nullptr ? facts_->name : "custom"; }
+  [[nodiscard]] std::string_view name() const noexcept { return owner_ != nullptr ? facts_->name : "custom"; }
   /// How many Storage objects share the backend.
   [[nodiscard]] long use_count() const noexcept { return owner_.use_count(); }
 
   /// The backend object, when it is of type B; null otherwise.
   template <storage_backend B>
   [[nodiscard]] B* backend() const noexcept {
-    return facts_ != nullptr && facts_->type_tag == &type_tag<B> ? static_cast<B*>(owner_.get()) : nullptr;
+    return owner_ != nullptr && facts_->type_tag == &type_tag<B> ? static_cast<B*>(owner_.get()) : nullptr;
   }
 
   /// A Storage over bytes [offset, offset + bytes) of this one, sharing its owner.
@@ -158,7 +158,7 @@ class Storage {
   std::shared_ptr<void> owner_;  // the backend, in an Owned<B> block
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
-  const Facts* facts_ = nullptr;  // in owner_'s block; null when empty
+  const Facts* facts_ = nullptr;  // in owner_'s block: read only while owner_ holds it (a moved-from copy does not)
   Device device_ = Device::cpu();
   bool writable_ = false;
 };

@@ -410,7 +410,6 @@ class ZipReader {
     return archive_.data() + static_cast<std::size_t>(offset);
   }
 
-  /// Re-checks the data range of `entry`, so that an entry from another reader cannot reach outside.
   /// Throws ArgumentError unless `entry` is one of entries().
   void check_entry(const ZipEntry& entry) const {
     const std::less<const ZipEntry*> before;  // a total order, also for pointers into other arrays
@@ -418,6 +417,7 @@ class ZipReader {
       throw ArgumentError("the entry does not belong to this archive", {file_, zip_impl::printable(entry.name)});
   }
 
+  /// Re-checks the data range of `entry`, so that an entry from another reader cannot reach outside.
   void check_belongs(const ZipEntry& entry) const {
     // A data_offset of 0 is one that open_file_index() has not read yet (data follows a 30-byte header).
     if (entry.data_offset == 0 || entry.data_offset > size_ || size_ - entry.data_offset < entry.compressed_size)

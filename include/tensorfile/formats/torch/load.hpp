@@ -510,10 +510,11 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     const bool may_read_directly = options.direct_reads == DirectReads::always ||
                                    (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
     // The pickle's thread and header_pass's together are `read_threads` (one: the headers are read first). Below
-    // a few hundred records, a thread costs more than the headers' reads it would hide.
+    // a few hundred records, a thread costs more than the headers' reads it would hide. Only where the records
+    // saved on the host stay there (the copies would be lost on records bound elsewhere).
     constexpr std::size_t min_records_beside = 256;
     if (!headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && arena_bytes != 0 &&
-        !each_on_its_own && !options.storage_source && !may_read_directly) {
+        !each_on_its_own && !options.storage_source && !may_read_directly && stays_on_host("cpu")) {
       arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
       prefilled.assign(zip.entries().size(), 0);
       const auto copy_records = [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first,
