@@ -10,12 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
-#include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/storage.hpp"
-#include "tensorfile/core/tensor.hpp"
 
 namespace tensorfile {
 
@@ -34,31 +31,49 @@ class MapLocation {
   MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}  ///< everything to `device`
   MapLocation(const char* device) : MapLocation(Device::parse(device)) {}   ///< "cpu", "cuda:1", "meta"
   MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
-  MapLocation(std::map<std::string, std::string> tags) : form_(Form::tags), tags_(std::move(tags)) {}  ///< tag remap
-  MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}            ///< callable
+  MapLocation(std::map<std::string, std::string> tags);  ///< tag remap
+  MapLocation(Function function);                        ///< callable
 
   /// The tag a storage saved under `saved` goes to, before any callable is asked.
-  [[nodiscard]] std::string target_tag(const std::string& saved) const {
-    if (form_ == Form::fixed) return fixed_;
-    if (form_ == Form::tags) {
-      auto it = tags_.find(saved);
-      return it == tags_.end() ? saved : it->second;
-    }
-    return saved;
-  }
+  [[nodiscard]] std::string target_tag(const std::string& saved) const;
   /// The callable form, or null.
   [[nodiscard]] const Function* function() const noexcept { return form_ == Form::function ? &function_ : nullptr; }
   /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
   [[nodiscard]] bool all_meta() const noexcept { return form_ == Form::fixed && fixed_ == "meta"; }
 
  private:
-  // One member per form rather than a std::variant, which would cost every including TU its instantiations.
+  // One member per form rather than a std::variant, which would cost every including TU its instantiations; the
+  // members that move or search the map or the callable are out of line for the same reason.
   enum class Form : unsigned char { saved, fixed, tags, function };
   Form form_ = Form::saved;
   std::string fixed_;
   std::map<std::string, std::string> tags_;
   Function function_;
 };
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/tensor.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY MapLocation::MapLocation(std::map<std::string, std::string> tags)
+    : form_(Form::tags), tags_(std::move(tags)) {}
+
+TENSORFILE_ENTRY MapLocation::MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}
+
+TENSORFILE_ENTRY std::string MapLocation::target_tag(const std::string& saved) const {
+  if (form_ == Form::fixed) return fixed_;
+  if (form_ == Form::tags) {
+    auto it = tags_.find(saved);
+    return it == tags_.end() ? saved : it->second;
+  }
+  return saved;
+}
 
 namespace detail {
 
@@ -96,3 +111,4 @@ Storage place_storage(const MapLocation& where_to, std::size_t bytes, const std:
 }  // namespace detail
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
