@@ -27,12 +27,17 @@ class MapLocation {
   /// The callable form.
   using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
 
-  MapLocation() = default;                                                  ///< restore saved tags
-  MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}  ///< everything to `device`
-  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}   ///< "cpu", "cuda:1", "meta"
-  MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+  MapLocation();                                         ///< restore saved tags
+  MapLocation(Device device);                            ///< everything to `device`
+  MapLocation(const char* device);                       ///< "cpu", "cuda:1", "meta"
+  MapLocation(const std::string& device);                ///< "cpu", "cuda:1", "meta"
   MapLocation(std::map<std::string, std::string> tags);  ///< tag remap
   MapLocation(Function function);                        ///< callable
+  MapLocation(const MapLocation& other);                 ///< copies the form (and the map or callable)
+  MapLocation(MapLocation&& other) noexcept;             ///< takes the form
+  MapLocation& operator=(const MapLocation& other);      ///< copies the form (and the map or callable)
+  MapLocation& operator=(MapLocation&& other) noexcept;  ///< takes the form
+  ~MapLocation();                                        ///< releases the map or callable
 
   /// The tag a storage saved under `saved` goes to, before any callable is asked.
   [[nodiscard]] std::string target_tag(const std::string& saved) const;
@@ -43,7 +48,8 @@ class MapLocation {
 
  private:
   // One member per form rather than a std::variant, which would cost every including TU its instantiations; the
-  // members that move or search the map or the callable are out of line for the same reason.
+  // constructors, assignments and destructor are out of line for the same reason (inline, they would instantiate the
+  // map's and the callable's in every TU whose options structs default a MapLocation).
   enum class Form : unsigned char { saved, fixed, tags, function };
   Form form_ = Form::saved;
   std::string fixed_;
@@ -60,6 +66,16 @@ class MapLocation {
 #include "tensorfile/core/tensor.hpp"
 
 namespace tensorfile {
+
+TENSORFILE_ENTRY MapLocation::MapLocation() = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const char* device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation::~MapLocation() = default;
 
 TENSORFILE_ENTRY MapLocation::MapLocation(std::map<std::string, std::string> tags)
     : form_(Form::tags), tags_(std::move(tags)) {}
