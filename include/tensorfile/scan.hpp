@@ -3,7 +3,6 @@
 // with a verdict, read from the pickles alone (no tensor data). It sits above the formats because it covers them all.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -15,7 +14,7 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/torch/detail/global_verdicts.hpp"
+#include "tensorfile/formats/torch/detail/verdict.hpp"
 
 namespace tensorfile {
 
@@ -58,7 +57,9 @@ struct ScanReport {
   /// The worst verdict among the globals (tensor_rebuild when there are none).
   [[nodiscard]] GlobalVerdict worst() const noexcept {
     GlobalVerdict worst = GlobalVerdict::tensor_rebuild;
-    for (const ScannedGlobal& global : globals) worst = std::max(worst, global.verdict);
+    for (const ScannedGlobal& global : globals) {
+      if (global.verdict > worst) worst = global.verdict;
+    }
     return worst;
   }
   /// Whether torch.load(weights_only=True) would accept every global and nothing looks crafted or broken.

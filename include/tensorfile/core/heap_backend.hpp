@@ -3,18 +3,11 @@
 // for transparent huge pages, so that filling them costs one fault per 2 MiB instead of per 4 KiB.
 #pragma once
 
-#include <sys/mman.h>
-
-#include <cerrno>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <memory>
-#include <new>
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/storage.hpp"
-#include "tensorfile/detail/posix/populate.hpp"
 
 namespace tensorfile {
 
@@ -39,18 +32,7 @@ class HeapBackend {
   /// Allocates `size` bytes, zero-filled when `zeroed`; with `populate`, a large block's pages are faulted
   /// in ahead of use (MADV_POPULATE_WRITE, or MAP_POPULATE on kernels without it). Throws std::bad_alloc
   /// when memory is short.
-  explicit HeapBackend(std::size_t size, bool zeroed = true, bool populate = false) : size_(size) {
-    if (size == 0) return;
-    if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
-      if (std::byte* mapped = map(size, populate)) {  // anonymous memory is already zero
-        memory_.reset(mapped);
-        return;
-      }
-    }
-    memory_ = std::unique_ptr<std::byte, Release>(
-        static_cast<std::byte*>(::operator new (size, std::align_val_t{alignment})), Release{});
-    if (zeroed) std::memset(memory_.get(), 0, size);
-  }
+  explicit HeapBackend(std::size_t size, bool zeroed = true, bool populate = false);
 
   [[nodiscard]] std::byte* data() const noexcept { return memory_.get(); }  ///< first byte
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }   ///< bytes owned
@@ -63,45 +45,13 @@ class HeapBackend {
   // Frees either kind of block: a mapping (mapped_bytes > 0) or operator new's memory.
   struct Release {
     std::size_t mapped_bytes = 0;
-    void operator()(std::byte* p) const noexcept {
-      if (mapped_bytes != 0) {
-        ::munmap(p, mapped_bytes);
-      } else {
-        ::operator delete (p, std::align_val_t{alignment});
-      }
-    }
+    void operator()(std::byte* p) const noexcept;
   };
 
   // A mapping of `size` bytes in whole 4 KiB pages starting at a huge-page boundary: the kernel backs each
   // aligned 2 MiB range inside it with a huge page and the tail with small ones (rounding the tail up to a
   // huge page would cost up to 2 MiB of memory per block). Null when mmap refuses, so that operator new is tried.
-  std::byte* map(std::size_t size, bool populate) {
-    constexpr std::size_t page = 4096;
-    const std::size_t rounded = (size + page - 1) & ~(page - 1);
-    if (rounded < size) return nullptr;
-    const std::size_t reserved = rounded + detail::huge_page;
-    void* address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (address == MAP_FAILED) return nullptr;
-    // Trim the reservation to the aligned range inside it.
-    auto* base = static_cast<std::byte*>(address);
-    const auto misalign = reinterpret_cast<std::uintptr_t>(base) & (detail::huge_page - 1);
-    const std::size_t head = misalign == 0 ? 0 : detail::huge_page - misalign;
-    if (head != 0) ::munmap(base, head);
-    if (reserved - head - rounded != 0) ::munmap(base + head + rounded, reserved - head - rounded);
-    std::byte* block = base + head;
-    ::madvise(block, rounded, MADV_HUGEPAGE);  // advice only: without THP the block still works
-    if (populate && !detail::populate_for_write(block, rounded)) {
-      // No MADV_POPULATE_WRITE (Linux < 5.14): map again with MAP_POPULATE, which faults the pages in.
-      void* again =
-          ::mmap(block, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0);
-      if (again == MAP_FAILED) {
-        ::munmap(block, rounded);
-        return nullptr;
-      }
-    }
-    memory_ = std::unique_ptr<std::byte, Release>(nullptr, Release{rounded});
-    return block;
-  }
+  std::byte* map(std::size_t size, bool populate);
 
   std::unique_ptr<std::byte, Release> memory_{nullptr, Release{}};
   std::size_t size_;
@@ -114,7 +64,67 @@ class HeapBackend {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "tensorfile/detail/posix/populate.hpp"
+
 namespace tensorfile {
+
+// The constructor, the mapping and the release are out of line: their unique_ptr and system calls would cost every
+// TU that includes the header (through tensor.hpp: nearly all) their instantiations and <sys/mman.h>.
+TENSORFILE_ENTRY HeapBackend::HeapBackend(std::size_t size, bool zeroed, bool populate) : size_(size) {
+  if (size == 0) return;
+  if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
+    if (std::byte* mapped = map(size, populate)) {  // anonymous memory is already zero
+      memory_.reset(mapped);
+      return;
+    }
+  }
+  memory_ = std::unique_ptr<std::byte, Release>(
+      static_cast<std::byte*>(::operator new (size, std::align_val_t{alignment})), Release{});
+  if (zeroed) std::memset(memory_.get(), 0, size);
+}
+
+TENSORFILE_ENTRY void HeapBackend::Release::operator()(std::byte* p) const noexcept {
+  if (mapped_bytes != 0) {
+    ::munmap(p, mapped_bytes);
+  } else {
+    ::operator delete (p, std::align_val_t{alignment});
+  }
+}
+
+TENSORFILE_ENTRY std::byte* HeapBackend::map(std::size_t size, bool populate) {
+  constexpr std::size_t page = 4096;
+  const std::size_t rounded = (size + page - 1) & ~(page - 1);
+  if (rounded < size) return nullptr;
+  const std::size_t reserved = rounded + detail::huge_page;
+  void* address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (address == MAP_FAILED) return nullptr;
+  // Trim the reservation to the aligned range inside it.
+  auto* base = static_cast<std::byte*>(address);
+  const auto misalign = reinterpret_cast<std::uintptr_t>(base) & (detail::huge_page - 1);
+  const std::size_t head = misalign == 0 ? 0 : detail::huge_page - misalign;
+  if (head != 0) ::munmap(base, head);
+  if (reserved - head - rounded != 0) ::munmap(base + head + rounded, reserved - head - rounded);
+  std::byte* block = base + head;
+  ::madvise(block, rounded, MADV_HUGEPAGE);  // advice only: without THP the block still works
+  if (populate && !detail::populate_for_write(block, rounded)) {
+    // No MADV_POPULATE_WRITE (Linux < 5.14): map again with MAP_POPULATE, which faults the pages in.
+    void* again =
+        ::mmap(block, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0);
+    if (again == MAP_FAILED) {
+      ::munmap(block, rounded);
+      return nullptr;
+    }
+  }
+  memory_ = std::unique_ptr<std::byte, Release>(nullptr, Release{rounded});
+  return block;
+}
 
 TENSORFILE_ENTRY Storage heap_storage(std::size_t bytes, bool zeroed, bool populate) {
   return Storage(HeapBackend(bytes, zeroed, populate));

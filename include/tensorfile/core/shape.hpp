@@ -2,7 +2,6 @@
 // Shape: a tensor's sizes or strides, a vector of int64 that keeps up to five of them inline (no allocation).
 #pragma once
 
-#include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -47,9 +46,9 @@ class Shape {
     assign(first, last);
   }
   /// The values of `values`.
-  Shape(const std::vector<std::int64_t>& values) { assign(values.begin(), values.end()); }
+  Shape(const std::vector<std::int64_t>& values) { assign(values.data(), values.data() + values.size()); }
   /// The values of `values` (explicit: a span says nothing about ownership).
-  explicit Shape(std::span<const std::int64_t> values) { assign(values.begin(), values.end()); }
+  explicit Shape(std::span<const std::int64_t> values) { assign(values.data(), values.data() + values.size()); }
   /// Copies the values.
   Shape(const Shape& other) {
     if (other.heap()) {
@@ -156,7 +155,7 @@ class Shape {
   iterator insert(const_iterator position, std::int64_t value) {
     const auto at = static_cast<size_type>(position - begin());
     push_back(value);
-    std::rotate(begin() + at, end() - 1, end());
+    rotate_tail(at, size_ - 1);
     return begin() + at;
   }
   /// Inserts the values in [first, last) (not from this shape) before `position`; returns where the first now is.
@@ -165,7 +164,7 @@ class Shape {
     const auto at = static_cast<size_type>(position - begin());
     const size_type old_size = size_;
     for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
-    std::rotate(begin() + at, begin() + old_size, end());
+    rotate_tail(at, old_size);
     return begin() + at;
   }
   /// Removes the value at `position`; returns what follows it.
@@ -174,7 +173,7 @@ class Shape {
   iterator erase(const_iterator first, const_iterator last) noexcept {
     const auto at = static_cast<size_type>(first - begin());
     const auto count = static_cast<size_type>(last - first);
-    std::copy(begin() + at + count, end(), begin() + at);
+    if (count != 0) std::memmove(begin() + at, begin() + at + count, (size_ - at - count) * sizeof(std::int64_t));
     size_ -= static_cast<std::uint32_t>(count);
     return begin() + at;
   }
@@ -187,22 +186,42 @@ class Shape {
 
   /// Same values in the same order.
   friend bool operator==(const Shape& a, const Shape& b) noexcept {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    return a.size_ == b.size_ && same_values(a.data(), b.data(), a.size_);
   }
   /// Lexicographic order, as std::vector's.
-  friend auto operator<=>(const Shape& a, const Shape& b) noexcept {
-    return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+  friend std::strong_ordering operator<=>(const Shape& a, const Shape& b) noexcept {
+    const size_type common = a.size_ < b.size_ ? a.size_ : b.size_;
+    for (size_type i = 0; i < common; ++i) {
+      if (a[i] != b[i]) return a[i] < b[i] ? std::strong_ordering::less : std::strong_ordering::greater;
+    }
+    return a.size_ <=> b.size_;
   }
   /// Same values as `b`, without converting it.
   friend bool operator==(const Shape& a, const std::vector<std::int64_t>& b) noexcept {
-    return a.size_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
+    return a.size_ == b.size() && same_values(a.data(), b.data(), a.size_);
   }
 
  private:
   [[nodiscard]] bool heap() const noexcept { return capacity_ > inline_capacity; }
+  // Hand-written rather than <algorithm>'s, whose instantiations every including TU would pay for.
+  static bool same_values(const std::int64_t* a, const std::int64_t* b, size_type count) noexcept {
+    for (size_type i = 0; i < count; ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+  // Moves the values from `middle` on to `at`, shifting those in [at, middle) after them (std::rotate).
+  void rotate_tail(size_type at, size_type middle) noexcept {
+    std::int64_t* values = data();
+    for (size_type i = middle; i < size_; ++i) {  // each value of the tail sinks to its place, as insertion does
+      const std::int64_t moved = values[i];
+      std::memmove(values + at + 1, values + at, (i - at) * sizeof(std::int64_t));
+      values[at++] = moved;
+    }
+  }
   // Moves the values to an allocation of at least `count` (and at least twice the inline capacity).
   void grow_to(size_type count) {
-    count = std::max<size_type>(count, 2 * inline_capacity);
+    if (count < 2 * inline_capacity) count = 2 * inline_capacity;
     if (count > UINT32_MAX) throw std::bad_alloc();
     auto* bigger = new std::int64_t[count];
     if (size_ != 0) std::memcpy(bigger, data(), size_ * sizeof(std::int64_t));

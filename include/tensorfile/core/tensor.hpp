@@ -2,7 +2,6 @@
 // Tensor: a Storage seen through a dtype, sizes, strides and an offset (in elements, as in torch).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -358,6 +357,7 @@ class Tensor {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <algorithm>
 #include <complex>
 
 #include "tensorfile/core/convert.hpp"

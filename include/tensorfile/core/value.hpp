@@ -438,9 +438,9 @@ class List {
   /// Removes element `index`; throws ArgumentError when out of range.
   void erase(std::size_t index);
   /// Removes the last element (not empty).
-  void pop_back() noexcept { items_.pop_back(); }
+  void pop_back() noexcept;
   /// Removes every element.
-  void clear() noexcept { items_.clear(); }
+  void clear() noexcept;
 
   /// Element-wise equality, as Value's ==.
   friend bool operator==(const List& a, const List& b);
@@ -527,7 +527,7 @@ class Dict {
     return true;
   }
   /// Removes every item (the attributes stay).
-  void clear() noexcept { index_ = {}; }
+  void clear() noexcept;
   /// Number of items.
   [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
   [[nodiscard]] bool empty() const noexcept { return index_.empty(); }
@@ -625,9 +625,9 @@ struct ValueAccess {
   static Dict& dict(const Value& v) { return v.expect(Value::Kind::dict).box<Value::DictBox>().dict; }
   static Object& object(const Value& v) { return v.expect(Value::Kind::object).box<Value::ObjectBox>().object; }
   static void set(Dict& dict, Value key, Value value) { dict.set_unchecked(std::move(key), std::move(value)); }
-  static void reserve_more(Dict& dict, std::size_t count) { dict.index_.reserve_more(count); }
+  static void reserve_more(Dict& dict, std::size_t count);
   static Value& attributes(Dict& dict) noexcept { return dict.attributes_; }
-  static std::span<Dict::Item> items(Dict& dict) noexcept { return dict.index_.mutable_items(); }
+  static std::span<Dict::Item> items(Dict& dict) noexcept;
   /// Where a container's contents live, as the public mutators know their own address; null for other kinds.
   static const void* contents(const Value& v) noexcept {
     switch (v.kind()) {
@@ -1145,6 +1145,18 @@ TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
 }
 
 }  // namespace detail
+
+// Out of line (as every member that instantiates vector or index code), so that TUs which only include
+// the header do not instantiate it.
+TENSORFILE_ENTRY void List::pop_back() noexcept { items_.pop_back(); }
+TENSORFILE_ENTRY void List::clear() noexcept { items_.clear(); }
+TENSORFILE_ENTRY void Dict::clear() noexcept { index_ = {}; }
+TENSORFILE_ENTRY void detail::ValueAccess::reserve_more(Dict& dict, std::size_t count) {
+  dict.index_.reserve_more(count);
+}
+TENSORFILE_ENTRY std::span<Dict::Item> detail::ValueAccess::items(Dict& dict) noexcept {
+  return dict.index_.mutable_items();
+}
 
 }  // namespace tensorfile
 

@@ -10,12 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
-#include "tensorfile/core/dtype.hpp"
-#include "tensorfile/core/error.hpp"
-#include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/storage.hpp"
-#include "tensorfile/core/tensor.hpp"
 
 namespace tensorfile {
 
@@ -30,35 +27,69 @@ class MapLocation {
   /// The callable form.
   using Function = std::function<std::optional<Storage>(const Storage& cpu_bytes, std::string_view saved_tag)>;
 
-  MapLocation() = default;                                                  ///< restore saved tags
-  MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}  ///< everything to `device`
-  MapLocation(const char* device) : MapLocation(Device::parse(device)) {}   ///< "cpu", "cuda:1", "meta"
-  MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
-  MapLocation(std::map<std::string, std::string> tags) : form_(Form::tags), tags_(std::move(tags)) {}  ///< tag remap
-  MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}            ///< callable
+  MapLocation();                                         ///< restore saved tags
+  MapLocation(Device device);                            ///< everything to `device`
+  MapLocation(const char* device);                       ///< "cpu", "cuda:1", "meta"
+  MapLocation(const std::string& device);                ///< "cpu", "cuda:1", "meta"
+  MapLocation(std::map<std::string, std::string> tags);  ///< tag remap
+  MapLocation(Function function);                        ///< callable
+  MapLocation(const MapLocation& other);                 ///< copies the form (and the map or callable)
+  MapLocation(MapLocation&& other) noexcept;             ///< takes the form
+  MapLocation& operator=(const MapLocation& other);      ///< copies the form (and the map or callable)
+  MapLocation& operator=(MapLocation&& other) noexcept;  ///< takes the form
+  ~MapLocation();                                        ///< releases the map or callable
 
   /// The tag a storage saved under `saved` goes to, before any callable is asked.
-  [[nodiscard]] std::string target_tag(const std::string& saved) const {
-    if (form_ == Form::fixed) return fixed_;
-    if (form_ == Form::tags) {
-      auto it = tags_.find(saved);
-      return it == tags_.end() ? saved : it->second;
-    }
-    return saved;
-  }
+  [[nodiscard]] std::string target_tag(const std::string& saved) const;
   /// The callable form, or null.
   [[nodiscard]] const Function* function() const noexcept { return form_ == Form::function ? &function_ : nullptr; }
   /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
   [[nodiscard]] bool all_meta() const noexcept { return form_ == Form::fixed && fixed_ == "meta"; }
 
  private:
-  // One member per form rather than a std::variant, which would cost every including TU its instantiations.
+  // One member per form rather than a std::variant, which would cost every including TU its instantiations; the
+  // constructors, assignments and destructor are out of line for the same reason (inline, they would instantiate the
+  // map's and the callable's in every TU whose options structs default a MapLocation).
   enum class Form : unsigned char { saved, fixed, tags, function };
   Form form_ = Form::saved;
   std::string fixed_;
   std::map<std::string, std::string> tags_;
   Function function_;
 };
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/tensor.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY MapLocation::MapLocation() = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const char* device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation::~MapLocation() = default;
+
+TENSORFILE_ENTRY MapLocation::MapLocation(std::map<std::string, std::string> tags)
+    : form_(Form::tags), tags_(std::move(tags)) {}
+
+TENSORFILE_ENTRY MapLocation::MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}
+
+TENSORFILE_ENTRY std::string MapLocation::target_tag(const std::string& saved) const {
+  if (form_ == Form::fixed) return fixed_;
+  if (form_ == Form::tags) {
+    auto it = tags_.find(saved);
+    return it == tags_.end() ? saved : it->second;
+  }
+  return saved;
+}
 
 namespace detail {
 
@@ -96,3 +127,4 @@ Storage place_storage(const MapLocation& where_to, std::size_t bytes, const std:
 }  // namespace detail
 
 }  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -358,52 +358,34 @@ class TensorDict {
 
   /// The entry `key`, or null.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::string_view key) const noexcept;
-  [[nodiscard]] Entry* find(std::string_view key) noexcept {
-    return const_cast<Entry*>(std::as_const(*this).find(key));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::string_view key) noexcept;
   /// The entry at a nested key ({"nested", "e"}), or null when a key is missing or a step is not a TensorDict.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string_view> key) const noexcept;
-  [[nodiscard]] const Entry* find(std::initializer_list<std::string_view> key) const {
-    return find(std::span<const std::string_view>(key.begin(), key.size()));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::initializer_list<std::string_view> key) const;
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string> key) const;
-  [[nodiscard]] Entry* find(std::span<const std::string_view> key) noexcept {
-    return const_cast<Entry*>(std::as_const(*this).find(key));
-  }
-  [[nodiscard]] Entry* find(std::initializer_list<std::string_view> key) {
-    return const_cast<Entry*>(std::as_const(*this).find(key));
-  }
-  [[nodiscard]] Entry* find(std::span<const std::string> key) {
-    return const_cast<Entry*>(std::as_const(*this).find(key));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::span<const std::string_view> key) noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::initializer_list<std::string_view> key);
+  [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::span<const std::string> key);
 
   /// Whether `key` is present.
-  [[nodiscard]] bool contains(std::string_view key) const noexcept { return find(key) != nullptr; }
+  [[nodiscard]] TENSORFILE_ENTRY bool contains(std::string_view key) const noexcept;
   /// Whether the nested key is present.
-  [[nodiscard]] bool contains(std::initializer_list<std::string_view> key) const { return find(key) != nullptr; }
+  [[nodiscard]] TENSORFILE_ENTRY bool contains(std::initializer_list<std::string_view> key) const;
 
   /// The entry `key`; throws ArgumentError when missing.
-  [[nodiscard]] const Entry& operator[](std::string_view key) const { return get(key); }
-  [[nodiscard]] Entry& operator[](std::string_view key) { return get(key); }
+  [[nodiscard]] TENSORFILE_ENTRY const Entry& operator[](std::string_view key) const;
+  [[nodiscard]] TENSORFILE_ENTRY Entry& operator[](std::string_view key);
 
   /// The entry `key`; throws ArgumentError when missing.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::string_view key) const;
-  [[nodiscard]] Entry& get(std::string_view key) { return const_cast<Entry&>(std::as_const(*this).get(key)); }
+  [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::string_view key);
   /// The entry at a nested key: `td.get({"nested", "e"})`; throws ArgumentError naming the missing step.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string_view> key) const;
-  [[nodiscard]] Entry& get(std::span<const std::string_view> key) {
-    return const_cast<Entry&>(std::as_const(*this).get(key));
-  }
-  [[nodiscard]] const Entry& get(std::initializer_list<std::string_view> key) const {
-    return get(std::span<const std::string_view>(key.begin(), key.size()));
-  }
-  [[nodiscard]] Entry& get(std::initializer_list<std::string_view> key) {
-    return get(std::span<const std::string_view>(key.begin(), key.size()));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::span<const std::string_view> key);
+  [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::initializer_list<std::string_view> key) const;
+  [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::initializer_list<std::string_view> key);
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string> key) const;
-  [[nodiscard]] Entry& get(std::span<const std::string> key) {
-    return const_cast<Entry&>(std::as_const(*this).get(key));
-  }
+  [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::span<const std::string> key);
 
   /// Inserts `value` at `key`, or replaces the value there (keeping its position); returns it. Throws
   /// ArgumentError when the value's leading dimensions (a sub-TensorDict's batch size) do not start with
@@ -411,9 +393,7 @@ class TensorDict {
   TENSORFILE_ENTRY Entry& set(std::string key, Entry value);
   /// Sets a nested key, creating missing intermediate TensorDicts with this batch size.
   TENSORFILE_ENTRY Entry& set(std::span<const std::string_view> key, Entry value);
-  Entry& set(std::initializer_list<std::string_view> key, Entry value) {
-    return set(std::span<const std::string_view>(key.begin(), key.size()), std::move(value));
-  }
+  TENSORFILE_ENTRY Entry& set(std::initializer_list<std::string_view> key, Entry value);
   TENSORFILE_ENTRY Entry& set(std::span<const std::string> key, Entry value);
 
   /// Removes `key`; returns whether it was present.
@@ -880,6 +860,49 @@ TENSORFILE_ENTRY void TensorDict::clone_entry(Entry& entry) {
       break;
     case Entry::Kind::non_tensor: break;
   }
+}
+
+// The forwarding overloads are out of line too: their bodies' overload resolution (string views against spans and
+// initializer lists, whose range constraints GCC checks) cost every including TU more than all of TensorDict's
+// other declarations.
+TENSORFILE_ENTRY Entry* TensorDict::find(std::string_view key) noexcept {
+  return const_cast<Entry*>(std::as_const(*this).find(key));
+}
+TENSORFILE_ENTRY const Entry* TensorDict::find(std::initializer_list<std::string_view> key) const {
+  return find(std::span<const std::string_view>(key.begin(), key.size()));
+}
+TENSORFILE_ENTRY Entry* TensorDict::find(std::span<const std::string_view> key) noexcept {
+  return const_cast<Entry*>(std::as_const(*this).find(key));
+}
+TENSORFILE_ENTRY Entry* TensorDict::find(std::initializer_list<std::string_view> key) {
+  return const_cast<Entry*>(std::as_const(*this).find(key));
+}
+TENSORFILE_ENTRY Entry* TensorDict::find(std::span<const std::string> key) {
+  return const_cast<Entry*>(std::as_const(*this).find(key));
+}
+TENSORFILE_ENTRY bool TensorDict::contains(std::string_view key) const noexcept { return find(key) != nullptr; }
+TENSORFILE_ENTRY bool TensorDict::contains(std::initializer_list<std::string_view> key) const {
+  return find(key) != nullptr;
+}
+TENSORFILE_ENTRY const Entry& TensorDict::operator[](std::string_view key) const { return get(key); }
+TENSORFILE_ENTRY Entry& TensorDict::operator[](std::string_view key) { return get(key); }
+TENSORFILE_ENTRY Entry& TensorDict::get(std::string_view key) {
+  return const_cast<Entry&>(std::as_const(*this).get(key));
+}
+TENSORFILE_ENTRY Entry& TensorDict::get(std::span<const std::string_view> key) {
+  return const_cast<Entry&>(std::as_const(*this).get(key));
+}
+TENSORFILE_ENTRY const Entry& TensorDict::get(std::initializer_list<std::string_view> key) const {
+  return get(std::span<const std::string_view>(key.begin(), key.size()));
+}
+TENSORFILE_ENTRY Entry& TensorDict::get(std::initializer_list<std::string_view> key) {
+  return get(std::span<const std::string_view>(key.begin(), key.size()));
+}
+TENSORFILE_ENTRY Entry& TensorDict::get(std::span<const std::string> key) {
+  return const_cast<Entry&>(std::as_const(*this).get(key));
+}
+TENSORFILE_ENTRY Entry& TensorDict::set(std::initializer_list<std::string_view> key, Entry value) {
+  return set(std::span<const std::string_view>(key.begin(), key.size()), std::move(value));
 }
 
 }  // namespace tensorfile

@@ -3,32 +3,13 @@
 // allow-list, dangerous (runs code or touches the system), or unknown.
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
-#include <iterator>
 #include <string>
 #include <string_view>
 
+#include "tensorfile/config.hpp"
+#include "tensorfile/formats/torch/detail/verdict.hpp"
+
 namespace tensorfile {
-
-/// The verdict on one global a pickle references, from harmless to dangerous (ordered: worst is largest).
-enum class GlobalVerdict : std::uint8_t {
-  tensor_rebuild,  ///< torch's own tensor rebuild functions and storage classes
-  allowed,         ///< on torch 2.x's weights_only allow-list (OrderedDict, torch.Size, dtypes, devices...)
-  unknown,         ///< neither: torch.load(weights_only=True) refuses it; plain torch.load imports and may call it
-  dangerous,       ///< calls code or touches the system (os.system, builtins.eval, subprocess, torch.load...)
-};
-
-/// "tensor-rebuild", "allowed", "unknown" or "dangerous".
-[[nodiscard]] constexpr std::string_view verdict_name(GlobalVerdict verdict) noexcept {
-  switch (verdict) {
-    case GlobalVerdict::tensor_rebuild: return "tensor-rebuild";
-    case GlobalVerdict::allowed: return "allowed";
-    case GlobalVerdict::unknown: return "unknown";
-    case GlobalVerdict::dangerous: return "dangerous";
-  }
-  return "unknown";
-}
 
 namespace detail {
 
@@ -165,7 +146,10 @@ inline constexpr std::string_view dangerous_globals[] = {"builtins.eval",
                                                          "numpy.load"};
 
 [[nodiscard]] constexpr bool listed(auto const& list, std::string_view what) noexcept {
-  return std::find(std::begin(list), std::end(list), what) != std::end(list);
+  for (std::string_view entry : list) {
+    if (entry == what) return true;
+  }
+  return false;
 }
 
 /// Whether `module` is `root` or inside it ("os.path" is inside "os").
@@ -175,10 +159,8 @@ inline constexpr std::string_view dangerous_globals[] = {"builtins.eval",
 
 }  // namespace detail
 
-/// The verdict on the global `module`.`name` (`full` is the two joined by a dot). Python 2's `__builtin__` is read
-/// as `builtins`, as the unpickler maps it for protocols 0 to 2.
-[[nodiscard]] inline GlobalVerdict classify_global(std::string_view module, std::string_view name,
-                                                   std::string_view full) {
+#if TENSORFILE_DEFINITIONS
+TENSORFILE_ENTRY GlobalVerdict classify_global(std::string_view module, std::string_view name, std::string_view full) {
   if (module == "__builtin__") {
     const std::string builtin = "builtins." + std::string(name);
     return classify_global("builtins", name, builtin);
@@ -198,5 +180,7 @@ inline constexpr std::string_view dangerous_globals[] = {"builtins.eval",
   if ((module == "torch" || module == "torch.cuda") && name.ends_with("Tensor")) return GlobalVerdict::allowed;
   return GlobalVerdict::unknown;
 }
+
+#endif  // TENSORFILE_DEFINITIONS
 
 }  // namespace tensorfile
