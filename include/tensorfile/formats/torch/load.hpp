@@ -99,6 +99,7 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 #include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/posix/parallel_reads.hpp"
+#include "tensorfile/detail/posix/populate.hpp"
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
@@ -531,8 +532,10 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         }
       };
       try {
-        header_pass = std::jthread([&zip, &header_error, copy_records, threads = read_threads] {
+        header_pass = std::jthread([&zip, &arena, &header_error, copy_records, threads = read_threads] {
           try {
+            // The arena's pages in one call, rather than a fault per page as the copies reach them (best effort).
+            populate_for_write(arena.mutable_data(), arena.size_bytes());
             zip.read_local_headers(copy_records, threads - 1);
           } catch (...) {
             header_error = std::current_exception();
