@@ -400,8 +400,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const ZipLimits limits{.max_entries = options.max_records,
-                         .header_threads = options.read_threads != 0 ? options.read_threads : default_read_threads()};
+  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
+  const ZipLimits limits{.max_entries = options.max_records, .header_threads = read_threads};
   // A file read with pread is indexed without its local headers: those of the few records read first are read
   // now, the rest by header_pass below (with the pickle running meanwhile where it can) or before the pickle.
   ZipReader zip = archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
@@ -488,7 +488,6 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   // The local headers of a zip file read with pread, read by another thread while the pickle runs: a full load
   // of records bound for an arena that is not to mirror the file (whose layout needs the headers first).
   // Records whose bytes lie in the windows it reads are copied into the arena from there (prefilled).
-  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
   std::vector<std::uint8_t> prefilled;  // per entry (bytes, not vector<bool>: the header threads write apart)
   std::exception_ptr header_error;
   std::jthread header_pass;  // declared after what it writes to, so that it is joined before they go
@@ -549,17 +548,17 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     read_headers();
     std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
     std::uint64_t last = 0;
-    bool aligned = true;
-    for (std::size_t i = 0; i < zip.entries().size() && !arena.defined(); ++i) {
+    bool aligned = !arena.defined();  // (an arena made for header_pass is laid out by record, not as the file)
+    for (std::size_t i = 0; i < zip.entries().size() && aligned; ++i) {
       if (arena_slot[i] == no_slot) continue;
       const ZipEntry& entry = zip.entries()[i];
       first = std::min(first, entry.data_offset);
       last = std::max(last, entry.data_offset + entry.size);
-      aligned = aligned && entry.data_offset % HeapBackend::alignment == 0;
+      aligned = entry.data_offset % HeapBackend::alignment == 0;
     }
     // Records read around the page cache need an arena laid out as the file (headers and padding included,
     // a few percent for large records), so that they can be read in whole pages straight into it.
-    if (arena_bytes != 0 && aligned && archive.file != nullptr && !arena.defined()) {
+    if (arena_bytes != 0 && aligned && archive.file != nullptr) {
       const std::uint64_t start = first / direct_alignment * direct_alignment;
       direct = direct_reads_for(options.direct_reads, *archive.file, start, last - start, arena_bytes);
       if (direct) {
