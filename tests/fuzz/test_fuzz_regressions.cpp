@@ -3,6 +3,10 @@
 // replayed by run_fuzzers.sh through their harness).
 #include <tensorfile/tensorfile.hpp>
 
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
@@ -33,4 +37,29 @@ TEST_CASE("A saved bare storage of a legacy storage class round-trips", "[save][
     const Value saved(StorageValue{Tensor::zeros({5}, dtype), "cpu"});
     CHECK(load(std::span<const std::byte>(save_to_bytes(saved))) == saved);
   }
+}
+
+// fuzz_safetensors, regressions/safetensors/empty_metadata_dropped_on_save: a header with
+// `"__metadata__":{}` loads with an empty map kept, and saving the result wrote no `__metadata__`, so the
+// file loaded back differed from the load it was saved from. An empty map is now written back; a Value
+// without one still saves without `__metadata__`.
+TEST_CASE("An empty safetensors __metadata__ survives a save", "[safetensors][save][fuzz]") {
+  const std::string header = R"({"__metadata__":{},"H":{"dtype":"U16","shape":[3],"data_offsets":[0,6]}})";
+  std::vector<std::byte> file(8 + header.size() + 6, std::byte{0});
+  file[0] = static_cast<std::byte>(header.size());
+  std::memcpy(file.data() + 8, header.data(), header.size());
+  const Value loaded = load_safetensors(std::span<const std::byte>(file));
+  REQUIRE(safetensors_metadata(loaded) != nullptr);
+  CHECK(safetensors_metadata(loaded)->size() == 0);
+  const std::vector<std::byte> saved = save_safetensors_to_bytes(loaded);
+  const std::string saved_text(reinterpret_cast<const char*>(saved.data()), saved.size());
+  CHECK(saved_text.find(R"("__metadata__":{})") != std::string::npos);
+  const Value again = load_safetensors(std::span<const std::byte>(saved));
+  CHECK(again == loaded);
+
+  // Given metadata replaces the kept map; without a kept map nothing is written.
+  const std::vector<std::byte> given = save_safetensors_to_bytes(loaded, {.metadata = {{"format", "pt"}}});
+  CHECK(safetensors_metadata(load_safetensors(std::span<const std::byte>(given)))->size() == 1);
+  const Value bare = load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(named_tensors(loaded))));
+  CHECK(safetensors_metadata(bare) == nullptr);
 }

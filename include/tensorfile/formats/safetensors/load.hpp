@@ -15,6 +15,7 @@
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
+#include "tensorfile/formats/safetensors/metadata.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
 
 namespace tensorfile::detail {
@@ -58,14 +59,6 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
                                              const SafetensorsLoadOptions& options);
 
 }  // namespace detail
-
-/// The `__metadata__` string map a load_safetensors() result keeps (in Dict::attributes, so that
-/// named_tensors, printing and save() see only the tensors), or null when the file had none.
-[[nodiscard]] inline const Dict* safetensors_metadata(const Value& loaded) {
-  if (!loaded.is_dict() || !loaded.as_dict().attributes().is_dict()) return nullptr;
-  const Value* metadata = loaded.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
-  return metadata != nullptr && metadata->is_dict() ? &metadata->as_dict() : nullptr;
-}
 
 /// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
 /// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see

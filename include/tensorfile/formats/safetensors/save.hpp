@@ -13,6 +13,7 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/safetensors/metadata.hpp"
 #include "tensorfile/formats/safetensors/options.hpp"
 
 namespace tensorfile {
@@ -115,9 +116,10 @@ inline void refuse_shared_tensors(const std::vector<std::pair<std::string, Tenso
   }
 }
 
-/// Writes the whole file into `sink`.
+/// Writes the whole file into `sink`. `empty_metadata_kept`: the tensors came from a load whose header had
+/// `"__metadata__":{}`, written back as such (absent and empty differ in the reference's metadata()).
 inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink,
-                              const SafetensorsSaveOptions& options) {
+                              const SafetensorsSaveOptions& options, bool empty_metadata_kept = false) {
   struct Entry {
     const std::string* name;
     Tensor tensor;  // on the host
@@ -148,7 +150,7 @@ inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>&
   }
 
   std::string header = "{";
-  if (!options.metadata.empty()) {
+  if (!options.metadata.empty() || empty_metadata_kept) {
     header += "\"__metadata__\":{";
     for (std::size_t i = 0; i < options.metadata.size(); ++i) {
       const auto& [key, value] = options.metadata[i];
@@ -195,18 +197,18 @@ inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>&
   sink.flush();  // before `entries` (device tensors' host copies) goes
 }
 
-/// The named tensors of a Value, and its `__metadata__` unless `options` gives metadata.
-inline SafetensorsSaveOptions with_kept_metadata(const Value& tensors, SafetensorsSaveOptions options) {
-  if (!options.metadata.empty() || !tensors.is_dict() || !tensors.as_dict().attributes().is_dict()) return options;
-  const Value* kept = tensors.as_dict().attributes().as_dict().find(std::string_view("__metadata__"));
-  if (kept == nullptr || !kept->is_dict()) return options;
-  for (const auto& [key, value] : kept->as_dict()) {
-    if (!key.is_string() || !value.is_string()) {
-      throw ArgumentError("__metadata__ holds a value that is not a str; expected a dict of str to str");
+/// Writes a Value's named tensors with the `__metadata__` it kept, unless `options` gives metadata.
+inline void write_safetensors(const Value& tensors, ByteSink& sink, SafetensorsSaveOptions options) {
+  const Dict* kept = options.metadata.empty() ? safetensors_metadata(tensors) : nullptr;
+  if (kept != nullptr) {
+    for (const auto& [key, value] : *kept) {
+      if (!key.is_string() || !value.is_string()) {
+        throw ArgumentError("__metadata__ holds a value that is not a str; expected a dict of str to str");
+      }
+      options.metadata.emplace_back(key.as_string(), value.as_string());
     }
-    options.metadata.emplace_back(key.as_string(), value.as_string());
   }
-  return options;
+  write_safetensors(named_tensors(tensors), sink, options, kept != nullptr);
 }
 
 }  // namespace detail
@@ -234,12 +236,17 @@ TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
 
 TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesystem::path& path,
                                        const SafetensorsSaveOptions& options) {
-  save_safetensors(named_tensors(tensors), path, detail::with_kept_metadata(tensors, options));
+  detail::AtomicFileSink sink(path, options.sync);
+  detail::write_safetensors(tensors, sink, options);
+  sink.commit();
 }
 
 TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors,
                                                                   const SafetensorsSaveOptions& options) {
-  return save_safetensors_to_bytes(named_tensors(tensors), detail::with_kept_metadata(tensors, options));
+  std::vector<std::byte> out;
+  detail::VectorSink sink(out);
+  detail::write_safetensors(tensors, sink, options);
+  return out;
 }
 
 }  // namespace tensorfile
