@@ -5,6 +5,8 @@
 #include <tensorfile/core/heap_backend.hpp>
 #include <tensorfile/detail/posix/direct_reads.hpp>
 #include <tensorfile/detail/posix/parallel_reads.hpp>
+#include <tensorfile/detail/zip/crc32.hpp>
+#include <tensorfile/detail/zip/writer.hpp>
 #include <tensorfile/formats/torch/archive.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
@@ -15,6 +17,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "page_cache.hpp"
 #include "tensorfile_catch.hpp"
@@ -452,5 +455,64 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     } catch (const FormatError& e) {
       CHECK(e.member() == "small/data/1500");
     }
+  }
+}
+
+namespace {
+
+// `archive` (a torch zip in memory) written again with the record `deflated` (a name past the prefix) compressed:
+// as a single stored DEFLATE block, so that it has no place in a heap load's arena and is read on its own.
+std::vector<std::byte> with_deflated_record(std::span<const std::byte> archive, const std::string& deflated) {
+  const ArchiveInfo info = read_archive_info(archive);
+  std::vector<std::byte> out;
+  detail::VectorSink sink(out);
+  detail::ZipWriter zip(sink, info.prefix, 64);
+  for (const ArchiveRecord& record : info.records) {
+    REQUIRE(record.compression == Compression::stored);
+    const auto bytes = archive.subspan(static_cast<std::size_t>(record.offset), static_cast<std::size_t>(record.size));
+    const std::string name = record.name.substr(info.prefix.size() + 1);
+    if (name != deflated) {
+      zip.add(name, bytes);
+      continue;
+    }
+    REQUIRE(bytes.size() < 65536);
+    const auto length = static_cast<std::uint16_t>(bytes.size());
+    std::vector<std::byte> block{std::byte{1},  // BFINAL, stored
+                                 std::byte(length & 0xFF), std::byte(length >> 8), std::byte(~length & 0xFF),
+                                 std::byte((~length >> 8) & 0xFF)};
+    block.insert(block.end(), bytes.begin(), bytes.end());
+    zip.add_deflated(name, bytes.size(), detail::crc32(bytes), block);
+  }
+  zip.finish();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a heap load that meets a record outside the arena mid-pickle waits for the local headers there",
+          "[load][parallel]") {
+  const tensorfile_test::ScratchDir dir;
+  const Value dict = many_small_dict();
+  const std::vector<std::byte> saved = save_to_bytes(dict);
+  const std::vector<std::byte> bytes = with_deflated_record(saved, "data/1000");
+  REQUIRE(bytes != saved);
+  const auto path = dir / "deflated.pt";
+  tensorfile_test::write_text(path, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+    INFO(threads << " threads");
+    CHECK(load(path, {.read_threads = threads}) == dict);
+  }
+  // A bad local header after the deflated record: the wait there reports it, not a record read at a wrong offset.
+  std::string text = tensorfile_test::read_text(path);
+  const std::string member = read_archive_info(bytes).prefix + "/data/1900";
+  const std::size_t bad = local_header_of(text, member);
+  text.replace(bad, 4, "PK\x07\x08");
+  tensorfile_test::write_text(path, text);
+  try {
+    (void)load(path, {.read_threads = 2});
+    FAIL("a load with a bad local header succeeded");
+  } catch (const FormatError& e) {
+    CHECK(e.member() == member);
+    CHECK(e.offset() == bad);
   }
 }
