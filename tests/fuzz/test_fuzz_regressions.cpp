@@ -56,10 +56,15 @@ TEST_CASE("An empty safetensors __metadata__ survives a save", "[safetensors][sa
   CHECK(saved_text.find(R"("__metadata__":{})") != std::string::npos);
   const Value again = load_safetensors(std::span<const std::byte>(saved));
   CHECK(again == loaded);
+  const tensorfile_test::ScratchDir dir;  // the same through a file
+  save_safetensors(loaded, dir / "empty_metadata.safetensors");
+  CHECK(load_safetensors(dir / "empty_metadata.safetensors") == loaded);
 
   // Given metadata replaces the kept map; without a kept map nothing is written.
-  const std::vector<std::byte> given = save_safetensors_to_bytes(loaded, {.metadata = {{"format", "pt"}}});
-  CHECK(safetensors_metadata(load_safetensors(std::span<const std::byte>(given)))->size() == 1);
+  const Value given =
+      load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(loaded, {.metadata = {{"format", "pt"}}})));
+  REQUIRE(safetensors_metadata(given) != nullptr);
+  CHECK(safetensors_metadata(given)->size() == 1);
   const Value bare = load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(named_tensors(loaded))));
   CHECK(safetensors_metadata(bare) == nullptr);
 }

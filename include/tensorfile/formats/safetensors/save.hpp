@@ -116,10 +116,10 @@ inline void refuse_shared_tensors(const std::vector<std::pair<std::string, Tenso
   }
 }
 
-/// Writes the whole file into `sink`. `empty_metadata_kept`: the tensors came from a load whose header had
-/// `"__metadata__":{}`, written back as such (absent and empty differ in the reference's metadata()).
+/// Writes the whole file into `sink`. `metadata_kept`: the tensors came from a load that kept a `__metadata__`,
+/// written back even when empty (`"__metadata__":{}` and none differ in the reference's metadata()).
 inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink,
-                              const SafetensorsSaveOptions& options, bool empty_metadata_kept = false) {
+                              const SafetensorsSaveOptions& options, bool metadata_kept = false) {
   struct Entry {
     const std::string* name;
     Tensor tensor;  // on the host
@@ -150,7 +150,7 @@ inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>&
   }
 
   std::string header = "{";
-  if (!options.metadata.empty() || empty_metadata_kept) {
+  if (!options.metadata.empty() || metadata_kept) {
     header += "\"__metadata__\":{";
     for (std::size_t i = 0; i < options.metadata.size(); ++i) {
       const auto& [key, value] = options.metadata[i];
