@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: the pickle machine alone, with hooks that build inert values (nothing executes);
-// then with torch's hooks twice, recognising tensor calls and running every opcode, which must agree.
+// then with torch's hooks twice, recognising tensor calls and running every opcode, which must agree; and once
+// more reading the pickle through a small window (as heap loads of files do), which must agree too.
 #include <tensorfile/formats/torch/detail/pickle_machine.hpp>
 
 #include "../torch/recognition_differential.hpp"
@@ -39,6 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto fast = tensorfile_test::run_torch_pickle(bytes, true, strict, limits);
   const auto slow = tensorfile_test::run_torch_pickle(bytes, false, strict, limits);
   if (!tensorfile_test::recognition_difference(fast, slow).empty()) __builtin_trap();  // one meaning, two paths
+  const std::size_t window = 1 + size % 61;
+  const auto streamed = tensorfile_test::run_torch_pickle(bytes, true, strict, limits, window);
+  if (!tensorfile_test::recognition_difference(streamed, fast).empty()) __builtin_trap();  // and in windows
   if (fast.value) tensorfile_fuzz::walk(*fast.value);
   return 0;
 }

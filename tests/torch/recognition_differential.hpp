@@ -10,10 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tensorfile_test {
@@ -50,8 +54,8 @@ class RecognizingHooks : public OpcodeHooks {
 
   template <class Memo>
   std::optional<RecognizedCall> recognize_call(const tensorfile::Value& callable, std::span<const std::byte> bytes,
-                                               std::size_t pos, const Memo& memo) const {
-    return inner_.recognize_call(callable, bytes, pos, memo);
+                                               std::size_t pos, std::uint64_t base, const Memo& memo) const {
+    return inner_.recognize_call(callable, bytes, pos, base, memo);
   }
   tensorfile::Value finish_call(RecognizedCall& call) {
     ++recognized;
@@ -67,9 +71,10 @@ struct PickleOutcome {
   std::size_t recognized = 0;  ///< calls built without running their opcodes
 };
 
-/// Runs a torch pickle with meta storages (any declared size, nothing allocated).
+/// Runs a torch pickle with meta storages (any declared size, nothing allocated); with a `window`, the machine
+/// reads the pickle through a PickleSource that many bytes at a time, as heap loads of files do.
 inline PickleOutcome run_torch_pickle(std::span<const std::byte> pickle, bool recognize, bool strict = true,
-                                      const tensorfile::detail::PickleLimits& limits = {}) {
+                                      const tensorfile::detail::PickleLimits& limits = {}, std::size_t window = 0) {
   using namespace tensorfile;
   LoadOptions options;
   options.strict = strict;
@@ -83,16 +88,27 @@ inline PickleOutcome run_torch_pickle(std::span<const std::byte> pickle, bool re
   };
   detail::TorchHooks torch(options, {"test.pt", "archive/data.pkl"}, load_storage);
   PickleOutcome out;
+  const auto run = [&](auto& hooks) {
+    using Machine = detail::PickleMachine<std::remove_reference_t<decltype(hooks)>>;
+    const ErrorLocation where{"test.pt", "archive/data.pkl"};
+    if (window == 0) return Machine(pickle, hooks, where, limits).run();
+    // Reads from the pickle's own bytes, refusing anything past them as a file that ends would.
+    detail::PickleSource source{pickle.size(), [pickle](std::uint64_t offset, std::span<std::byte> to) {
+                                  if (offset > pickle.size() || to.size() > pickle.size() - offset) {
+                                    throw std::logic_error("the machine read past the pickle");
+                                  }
+                                  std::memcpy(to.data(), pickle.data() + offset, to.size());
+                                }};
+    return Machine(std::move(source), hooks, where, limits, window).run();
+  };
   try {
     if (recognize) {
       RecognizingHooks hooks(torch);
-      detail::PickleMachine<RecognizingHooks> machine(pickle, hooks, {"test.pt", "archive/data.pkl"}, limits);
-      out.value = machine.run();
+      out.value = run(hooks);
       out.recognized = hooks.recognized;
     } else {
       OpcodeHooks hooks(torch);
-      detail::PickleMachine<OpcodeHooks> machine(pickle, hooks, {"test.pt", "archive/data.pkl"}, limits);
-      out.value = machine.run();
+      out.value = run(hooks);
     }
   } catch (const Error& error) {
     out.value.reset();

@@ -50,6 +50,54 @@ TEST_CASE("recognized tensor calls equal the opcode-by-opcode result on every to
   CHECK(recognized > in_big_state_dict);
 }
 
+TEST_CASE("a pickle read through a window of any size gives the result and the error of the pickle in memory") {
+  // Heap loads read the pickle from the file a window at a time; opcodes, lines and whole tensor calls then
+  // straddle the windows' edges.
+  const auto same = [](std::span<const std::byte> pickle, std::size_t window, bool recognize) {
+    const auto whole = tensorfile_test::run_torch_pickle(pickle, recognize);
+    const auto streamed = tensorfile_test::run_torch_pickle(pickle, recognize, true, {}, window);
+    return tensorfile_test::recognition_difference(streamed, whole);
+  };
+  std::size_t fixtures = 0;
+  for (const auto& path : tensorfile_test::torch_fixtures()) {
+    if (path.stem() == "legacy_format") continue;  // no zip, no data.pkl
+    CAPTURE(path.filename().string());
+    const auto pickle = pickle_of(path);
+    for (const std::size_t window : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{100}}) {
+      CAPTURE(window);
+      CHECK(same(pickle, window, true).empty());
+    }
+    CHECK(same(pickle, 3, false).empty());
+    ++fixtures;
+  }
+  CHECK(fixtures >= 50);
+  // Every window from 1 to 64 bytes (so that each opcode meets an edge at each of its bytes), then every
+  // truncation and a changed byte at every offset, of one fixture with shared views and memo reads.
+  const auto pickle = pickle_of(tensorfile_test::data_dir() / "torch_gen" / "views_shared_storage.pt");
+  for (std::size_t window = 1; window <= 64; ++window) {
+    const std::string difference = same(pickle, window, true);
+    if (!difference.empty()) FAIL_CHECK("a window of " << window << " bytes: " << difference);
+  }
+  std::size_t errors = 0;
+  for (std::size_t at = 0; at < pickle.size(); ++at) {
+    CAPTURE(at);
+    const auto cut = std::span(pickle).first(at);
+    const std::string truncated = same(cut, 1 + at % 13, true);
+    if (!truncated.empty()) FAIL_CHECK("truncated to " << at << " bytes: " << truncated);
+    auto changed = pickle;
+    changed[at] = static_cast<std::byte>(0xff);
+    const std::string difference = same(changed, 1 + at % 5, true);
+    if (!difference.empty()) FAIL_CHECK("byte " << at << " = 0xff: " << difference);
+    if (!tensorfile_test::run_torch_pickle(changed, true).value) ++errors;
+  }
+  CHECK(errors > pickle.size() / 4);  // the changes reach the error paths, whose messages must agree too
+  // A large state dict: whole tensor calls, and many windows of the default size.
+  const auto big = pickle_of(tensorfile_test::data_dir() / "torch_gen" / "state_dict_1100_entries.pt");
+  REQUIRE(big.size() > 3 * 4096);
+  CHECK(same(big, 4096, true).empty());
+  CHECK(same(big, 64, true).empty());
+}
+
 TEST_CASE("recognized tensor calls equal the opcode result under every one-byte change and truncation") {
   std::size_t inputs = 0;
   std::size_t recognized = 0;

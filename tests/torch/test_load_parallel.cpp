@@ -399,6 +399,11 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
   const auto path = dir / "small.pt";
   save(dict, path);
   const std::uint64_t file_bytes = std::filesystem::file_size(path);
+  std::uint64_t pickle_bytes = 0;
+  for (const ArchiveRecord& record : list_records(path)) {
+    if (record.name == "small/data.pkl") pickle_bytes = record.size;
+  }
+  REQUIRE(pickle_bytes > 0);
   // One thread: every header before the pickle, the records after it (each byte of a record read twice).
   std::uint64_t before = tensorfile_test::bytes_read_so_far();
   CHECK(load(path, {.read_threads = 1}) == dict);
@@ -410,7 +415,9 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     const Value beside = load(path, {.read_threads = threads});
     const std::uint64_t read = tensorfile_test::bytes_read_so_far() - before;
     CHECK(beside == dict);
-    CHECK(read < file_bytes * 11 / 10);  // the small records come from the header windows, not a second read
+    // The small records come from the header windows, not a second read; the pickle is read twice, a window at a
+    // time (its memo scan, then its run).
+    CHECK(read < file_bytes * 21 / 20 + pickle_bytes);
     const Tensor& head = beside["view.head"].as_tensor();
     const Tensor& tail = beside["view.tail"].as_tensor();
     CHECK(head.storage().shares_owner_with(tail.storage()));

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +34,13 @@ struct PickleLimits {
   std::size_t max_int_bytes = 128;       ///< bytes of a LONG1/LONG4 integer
 };
 
+/// A pickle that is not in memory: `read(offset, out)` fills `out` with the pickle's bytes from `offset` (throwing
+/// on failure); `size` is the pickle's length. The machine holds a window of it at a time.
+struct PickleSource {
+  std::uint64_t size = 0;
+  std::function<void(std::uint64_t offset, std::span<std::byte> out)> read;
+};
+
 /// What the machine asks of its user (the torch layer). Every call gets the opcode's byte offset.
 template <class H>
 concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_view s, std::uint64_t at) {
@@ -44,7 +52,8 @@ concept pickle_hooks = requires(H& h, const Value& v, Value owned, std::string_v
 };
 
 /// Hooks that may also recognise the bytes of a whole call (`callable MARK ... REDUCE`) and build
-/// its result directly: recognize_call reads without side effects and returns the memo indices the
+/// its result directly: recognize_call reads without side effects (from `pos` in `bytes`, which start at
+/// pickle offset `base`; the offsets it returns are the pickle's) and returns the memo indices the
 /// bytes write; finish_call builds the result. The machine falls back to running the opcodes
 /// whenever recognition fails or one of those memo entries is read later.
 template <class H>
@@ -52,7 +61,9 @@ concept call_recognizing_hooks = requires(H& h, const Value& v, std::span<const 
                                           const Value* (*memo)(std::uint64_t)) {
   typename H::RecognizedCall;
   { H::RecognizedCall::max_growth } -> std::convertible_to<std::size_t>;  // stack values or memo entries, at most
-  { h.recognize_call(v, bytes, std::size_t{}, memo) } -> std::same_as<std::optional<typename H::RecognizedCall>>;
+  {
+    h.recognize_call(v, bytes, std::size_t{}, std::uint64_t{}, memo)
+    } -> std::same_as<std::optional<typename H::RecognizedCall>>;
   { h.finish_call(std::declval<typename H::RecognizedCall&>()) } -> std::same_as<Value>;
 };
 
@@ -60,8 +71,19 @@ concept call_recognizing_hooks = requires(H& h, const Value& v, std::span<const 
 template <pickle_hooks Hooks>
 class PickleMachine {
  public:
+  /// Bytes read from `window_bytes` at a time when the pickle comes from a PickleSource.
+  static constexpr std::size_t default_window = std::size_t{64} << 10;
+
+  /// A machine over a pickle in memory (borrowed for the machine's life).
   PickleMachine(std::span<const std::byte> bytes, Hooks& hooks, ErrorLocation where, PickleLimits limits = {})
-      : bytes_(bytes), hooks_(hooks), where_(std::move(where)), limits_(limits) {}
+      : window_(bytes), size_(bytes.size()), hooks_(hooks), where_(std::move(where)), limits_(limits) {}
+  /// A machine that reads its pickle from `source`, a window of about `window_bytes` at a time (more when one
+  /// opcode needs more), so that a large pickle is never in memory whole. Results and errors are those of the
+  /// same bytes in memory, but for the source's own errors.
+  PickleMachine(PickleSource source, Hooks& hooks, ErrorLocation where, PickleLimits limits = {},
+                std::size_t window_bytes = default_window)
+      : size_(source.size), source_(std::move(source.read)), window_bytes_(std::max<std::size_t>(window_bytes, 1)),
+        hooks_(hooks), where_(std::move(where)), limits_(limits) {}
 
   /// Runs from `start` to the STOP opcode and returns the one value left; `end()` then gives the
   /// offset just past STOP (the legacy format holds several pickles back to back).
@@ -70,6 +92,7 @@ class PickleMachine {
     pos_ = start;
     while (true) {
       op_at_ = pos_;
+      keep_from_ = pos_;
       const auto op = static_cast<std::uint8_t>(read_byte());
       if (op == static_cast<std::uint8_t>(Op::stop)) break;
       step(op);
@@ -87,7 +110,7 @@ class PickleMachine {
   }
 
   /// Offset just past the STOP opcode of the last run.
-  [[nodiscard]] std::size_t end() const noexcept { return pos_; }
+  [[nodiscard]] std::size_t end() const noexcept { return static_cast<std::size_t>(pos_); }
 
   /// Error location of the opcode being run (for hooks that fail).
   [[nodiscard]] ErrorLocation location(std::uint64_t offset) const {
@@ -101,17 +124,55 @@ class PickleMachine {
   [[noreturn]] void over(const std::string& what) const { throw LimitError(what, location(op_at_)); }
 
   // ---- reading -------------------------------------------------------------------------------
+  // Offsets are the pickle's; window_ holds its bytes from base_. With a source, views handed out stay valid
+  // until the next opcode starts: a refill moves the bytes from keep_from_ (the opcode's start, or the scan's
+  // position) into another buffer and keeps the old one until then.
+  [[nodiscard]] std::uint64_t window_end() const noexcept { return base_ + window_.size(); }
+  [[nodiscard]] std::uint64_t remaining(std::uint64_t at) const noexcept { return size_ - at; }
+  // Whether [at, at + n) is in the window after reading it in where needed; false past the pickle's end.
+  bool have(std::uint64_t at, std::uint64_t n) {
+    if (at >= base_ && n <= window_end() - std::min(at, window_end())) return true;
+    if (!source_ || n > size_ - std::min(at, size_)) return false;
+    refill(at, n);
+    return true;
+  }
+  // Reads a window holding [keep, at + n), keep = min(keep_from_, at), at least window_bytes_ long where the pickle
+  // has that many bytes left: the bytes it shares with the current window are copied, the rest read.
+  void refill(std::uint64_t at, std::uint64_t n) {
+    const std::uint64_t keep = std::min(keep_from_, at);
+    const auto length =
+        static_cast<std::size_t>(std::min(size_ - keep, std::max<std::uint64_t>(at + n - keep, window_bytes_)));
+    // The spare buffer may hold views of the current opcode when it was retired during it: not reused then.
+    std::vector<std::byte> next;
+    if (spare_retired_at_ != keep_from_) next = std::move(spare_);
+    next.resize(length);
+    std::uint64_t copied = 0;
+    if (keep >= base_ && keep < window_end()) {
+      copied = window_end() - keep;
+      std::memcpy(next.data(), window_.data() + (keep - base_), static_cast<std::size_t>(copied));
+    }
+    source_(keep + copied, std::span(next).subspan(static_cast<std::size_t>(copied)));
+    spare_ = std::move(buffer_);
+    spare_retired_at_ = keep_from_;
+    buffer_ = std::move(next);
+    window_ = buffer_;
+    base_ = keep;
+  }
+  [[nodiscard]] std::byte byte_at(std::uint64_t at) const noexcept {
+    return window_[static_cast<std::size_t>(at - base_)];
+  }
+
   std::byte read_byte() {
-    if (pos_ >= bytes_.size()) fail("pickle ends before its STOP opcode");
-    return bytes_[pos_++];
+    if (!have(pos_, 1)) fail("pickle ends before its STOP opcode");
+    return byte_at(pos_++);
   }
   std::span<const std::byte> read_span(std::uint64_t n) {
-    if (n > bytes_.size() - pos_) {
+    if (!have(pos_, n)) {
       fail("pickle ends inside an opcode argument; expected " + std::to_string(n) + " bytes, got " +
-           std::to_string(bytes_.size() - pos_));
+           std::to_string(remaining(pos_)));
     }
-    auto out = bytes_.subspan(pos_, static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
+    auto out = window_.subspan(static_cast<std::size_t>(pos_ - base_), static_cast<std::size_t>(n));
+    pos_ += n;
     return out;
   }
   template <class T>
@@ -127,11 +188,12 @@ class PickleMachine {
     return {reinterpret_cast<const char*>(raw.data()), raw.size()};
   }
   std::string_view read_line() {
-    const std::size_t start = pos_;
-    while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
-    if (pos_ >= bytes_.size()) fail("pickle ends inside a text argument; expected a newline");
+    const std::uint64_t start = pos_;
+    while (have(pos_, 1) && byte_at(pos_) != std::byte{'\n'}) ++pos_;
+    if (pos_ >= size_) fail("pickle ends inside a text argument; expected a newline");
     ++pos_;
-    return {reinterpret_cast<const char*>(bytes_.data() + start), pos_ - 1 - start};
+    return {reinterpret_cast<const char*>(window_.data() + (start - base_)),
+            static_cast<std::size_t>(pos_ - 1 - start)};
   }
 
   // ---- memo scan: which memo indices does any GET read? ---------------------------------------
@@ -170,26 +232,25 @@ class PickleMachine {
     constexpr std::uint64_t dense_limit = std::uint64_t{1} << 24;
     memo_reads_.clear();
     reads_unknown_ = true;
-    std::size_t at = start;
-    const auto remaining = [&] { return bytes_.size() - at; };
+    std::uint64_t at = start;
     const auto skip = [&](std::uint64_t n) {
-      if (n > remaining()) return false;
-      at += static_cast<std::size_t>(n);
+      if (n > remaining(at)) return false;
+      at += n;
       return true;
     };
     const auto le = [&](std::size_t n, std::uint64_t& out) {
-      if (n > remaining()) return false;
+      if (!have(at, n)) return false;
       out = 0;
       for (std::size_t i = 0; i < n; ++i)
-        out |= std::uint64_t{std::to_integer<std::uint8_t>(bytes_[at + i])} << (8 * i);
+        out |= std::uint64_t{std::to_integer<std::uint8_t>(byte_at(at + i))} << (8 * i);
       at += n;
       return true;
     };
     const auto line = [&](std::string_view& out) {
-      const std::size_t begin = at;
-      while (at < bytes_.size() && bytes_[at] != std::byte{'\n'}) ++at;
-      if (at >= bytes_.size()) return false;
-      out = {reinterpret_cast<const char*>(bytes_.data() + begin), at - begin};
+      const std::uint64_t begin = at;
+      while (have(at, 1) && byte_at(at) != std::byte{'\n'}) ++at;
+      if (at >= size_) return false;
+      out = {reinterpret_cast<const char*>(window_.data() + (begin - base_)), static_cast<std::size_t>(at - begin)};
       ++at;
       return true;
     };
@@ -202,8 +263,10 @@ class PickleMachine {
     std::uint64_t n = 0;
     std::string_view text;
     std::size_t puts = 0;
-    while (at < bytes_.size()) {
-      const auto byte = std::to_integer<std::uint8_t>(bytes_[at]);
+    while (at < size_) {
+      keep_from_ = at;  // the scan keeps nothing behind the opcode it reads
+      if (!have(at, 1)) return;
+      const auto byte = std::to_integer<std::uint8_t>(byte_at(at));
       // Most opcodes only need skipping: one table load and a well-predicted branch rather than a dispatch. A
       // skip cut off by the end leaves the loop with reads_unknown_ set, as the checked skips below do.
       if (const std::uint8_t width = scan_skips[byte]; width != 0) {
@@ -312,7 +375,9 @@ class PickleMachine {
       auto it = sparse_memo_.find(index);
       return it == sparse_memo_.end() ? nullptr : &it->second;
     };
-    auto call = hooks_.recognize_call(stack_.back(), bytes_, pos_, memo);
+    // A whole call in view where the pickle has it (a tensor's is a few hundred bytes): the hooks read no further.
+    (void)have(pos_, std::min<std::uint64_t>(remaining(pos_), call_lookahead));
+    auto call = hooks_.recognize_call(stack_.back(), window_, static_cast<std::size_t>(pos_ - base_), base_, memo);
     if (!call) return false;
     for (std::size_t i = 0; i < call->put_count; ++i) {
       if (read_anywhere(call->puts[i])) return false;
@@ -551,9 +616,9 @@ class PickleMachine {
       }
       case Op::frame: {  // a length hint; the frame's opcodes follow inline
         const auto length = read_le<std::uint64_t>();
-        if (length > bytes_.size() - pos_) {
+        if (length > remaining(pos_)) {
           fail("FRAME of " + std::to_string(length) + " bytes runs past the pickle's end; expected at most " +
-               std::to_string(bytes_.size() - pos_));
+               std::to_string(remaining(pos_)));
         }
         return;
       }
@@ -748,12 +813,23 @@ class PickleMachine {
     push(Value(Bytes{{raw.begin(), raw.end()}}));
   }
 
-  std::span<const std::byte> bytes_;
+  // How far ahead of a MARK a recognized call is looked for in a window.
+  static constexpr std::uint64_t call_lookahead = 4096;
+
+  std::span<const std::byte> window_;  // the pickle's bytes from base_ (all of them without a source)
+  std::uint64_t base_ = 0;
+  std::uint64_t size_ = 0;
+  std::function<void(std::uint64_t, std::span<std::byte>)> source_;  // empty: the pickle is in memory
+  std::size_t window_bytes_ = default_window;
+  std::vector<std::byte> buffer_;       // the window's bytes, with a source
+  std::vector<std::byte> spare_;        // the window before, kept until its opcode ends, then reused
+  std::uint64_t spare_retired_at_ = 0;  // keep_from_ when spare_ was retired
+  std::uint64_t keep_from_ = 0;         // first offset whose bytes a refill must keep (see refill)
   Hooks& hooks_;
   ErrorLocation where_;
   PickleLimits limits_;
-  std::size_t pos_ = 0;
-  std::size_t op_at_ = 0;
+  std::uint64_t pos_ = 0;
+  std::uint64_t op_at_ = 0;
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;
   // Per dense memo index: 0 for the placeholder, else 1 + the index of its Value in memo_values_. Four bytes

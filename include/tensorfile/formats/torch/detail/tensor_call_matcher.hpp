@@ -39,7 +39,7 @@ struct TensorRecord {
   std::optional<DType> dtype;                  ///< set for _rebuild_tensor_v3
   std::uint64_t storage_at = 0;                ///< offset of the BINPERSID opcode
   std::uint64_t call_at = 0;                   ///< offset of the final REDUCE
-  std::size_t end = 0;                         ///< offset just past that REDUCE
+  std::uint64_t end = 0;                       ///< offset just past that REDUCE
   std::array<std::uint64_t, max_puts> puts{};  ///< memo indices written on the way, in order
   std::size_t put_count = 0;
 };
@@ -170,9 +170,10 @@ class RecordCursor {
 /// where strings, classes and dtypes may be memo reads. Returns nothing when the bytes differ in
 /// any way (text opcodes, metadata dicts, memoized ints, MEMOIZE...): the caller then runs the
 /// general machine. Validates only the shape; values are checked when the tensor is built.
+/// `bytes` start at pickle offset `base`: the record's offsets are the pickle's.
 template <class Memo>
-std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes, std::size_t pos, bool v3,
-                                                const Memo& memo) {
+std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes, std::size_t pos, std::uint64_t base,
+                                                bool v3, const Memo& memo) {
   TensorRecord r;
   RecordCursor in(bytes, pos, memo);
   std::string_view tag;
@@ -186,7 +187,7 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   r.storage_dtype = *storage_dtype;
   if (!in.text(r.key, r) || !in.text(r.location, r) || !in.integer(r.numel) || r.numel < 0) return std::nullopt;
   if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;
-  r.storage_at = in.pos();
+  r.storage_at = base + in.pos();
   if (!in.op(Op::binpersid) || !in.optional_put(r)) return std::nullopt;
   if (!in.integer(r.offset) || !in.int_tuple(r.sizes, r) || !in.int_tuple(r.strides, r)) return std::nullopt;
   if (in.op(Op::newtrue)) {
@@ -202,9 +203,9 @@ std::optional<TensorRecord> match_tensor_record(std::span<const std::byte> bytes
   if (!in.op(Op::empty_tuple) || !in.op(Op::reduce) || !in.optional_put(r)) return std::nullopt;
   if (v3 && !(r.dtype = in.dtype())) return std::nullopt;
   if (!in.op(Op::tuple) || !in.optional_put(r)) return std::nullopt;
-  r.call_at = in.pos();
+  r.call_at = base + in.pos();
   if (!in.op(Op::reduce) || in.broken()) return std::nullopt;
-  r.end = in.pos();
+  r.end = base + in.pos();
   return r;
 }
 

@@ -252,13 +252,13 @@ class TorchHooks {
   using RecognizedCall = TensorRecord;
   template <class Memo>
   std::optional<TensorRecord> recognize_call(const Value& callable, std::span<const std::byte> bytes, std::size_t pos,
-                                             const Memo& memo) const {
+                                             std::uint64_t base, const Memo& memo) const {
     const Global& g = callable.as_global();
     const std::string_view name = g.name;  // compared as views: inlined, no strlen per call
     if (std::string_view(g.module) != "torch._utils") return std::nullopt;
     const bool v3 = name == "_rebuild_tensor_v3";
     if (!v3 && name != "_rebuild_tensor_v2") return std::nullopt;
-    return match_tensor_record(bytes, pos, v3, memo);
+    return match_tensor_record(bytes, pos, base, v3, memo);
   }
   /// Builds what the recognized call returns; errors name the same opcodes the general path would.
   Value finish_call(TensorRecord& r) {
