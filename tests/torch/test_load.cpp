@@ -444,6 +444,43 @@ TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
   }
 }
 
+TEST_CASE("memo entries: overwritten, memoized and read back in any order, with or without a finished memo scan",
+          "[load][memo]") {
+  // Indices 0-199 written (BINPUT, every seventh by MEMOIZE, one twice), a scattered few read back (across a
+  // 64-index word), and one sparse index; a GET of an index at 2^24 or more ends the memo scan early, so that every
+  // entry is kept instead of those read back.
+  const auto pickle = [](bool scan_ends_early) {
+    PickleWriter w;
+    w.proto(4).empty_list().mark();
+    for (int i = 0; i < 200; ++i) {
+      w.integer(i);
+      if (i % 7 == 3) {
+        w.op(0x94);  // MEMOIZE: index i
+      } else {
+        w.put(static_cast<std::uint8_t>(i));
+      }
+      if (i == 150) w.integer(-150).put(150).op(Op::pop);  // written again: its GET sees -150
+    }
+    w.op(Op::appends);
+    w.mark().get(0).get(63).get(64).get(150).get(199).get(3).op(Op::appends);
+    const std::uint32_t sparse = scan_ends_early ? (1u << 24) + 5 : 250;
+    const std::string index(reinterpret_cast<const char*>(&sparse), 4);
+    w.string("sparse").op(0x72).raw(index).op(Op::pop);  // LONG_BINPUT
+    w.op(0x6a).raw(index).op(Op::append);                // LONG_BINGET
+    return w.stop().bytes();
+  };
+  for (const bool scan_ends_early : {false, true}) {
+    CAPTURE(scan_ends_early);
+    const Value v = load(as_span(tensorfile_test::torch_file(pickle(scan_ends_early), "")));
+    const List& items = v.as_list();
+    REQUIRE(items.size() == 207);
+    for (std::size_t i = 0; i < 200; ++i) CHECK(items[i].as_int() == static_cast<std::int64_t>(i));
+    const std::vector<std::int64_t> read_back{0, 63, 64, -150, 199, 3};
+    for (std::size_t i = 0; i < read_back.size(); ++i) CHECK(items[200 + i].as_int() == read_back[i]);
+    CHECK(items[206].as_string() == "sparse");
+  }
+}
+
 TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
   const std::string six = f32_bytes({0, 1, 2, 3, 4, 5});
   const auto run = [&](const std::string& pickle, LoadOptions options = {}) {

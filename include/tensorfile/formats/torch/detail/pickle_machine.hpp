@@ -103,7 +103,8 @@ class PickleMachine {
     }
     Value result = std::move(stack_.back());
     stack_.clear();
-    memo_.clear();
+    memo_size_ = 0;
+    memo_slots_.clear();
     memo_values_.clear();
     sparse_memo_.clear();
     return result;
@@ -215,14 +216,10 @@ class PickleMachine {
     }
     return skips;
   }();
-  static constexpr std::array<std::uint8_t, 256> scan_puts = [] {
-    std::array<std::uint8_t, 256> puts{};
-    for (std::size_t i = 0; i < puts.size(); ++i) puts[i] = scan_skips[i] != 0 && op_info[i].memo == OpMemo::write;
-    return puts;
-  }();
 
   bool read_anywhere(std::uint64_t index) const noexcept {
-    return reads_unknown_ || (index < memo_reads_.size() && memo_reads_[static_cast<std::size_t>(index)]);
+    return reads_unknown_ || (index / 64 < read_words_.size() &&
+                              (read_words_[static_cast<std::size_t>(index / 64)] >> (index % 64)) & 1u);
   }
   // Walks the opcodes from `start` to STOP without running them, recording each GET's index. Any
   // surprise (an opcode the machine does not run, a truncated argument, a huge index) keeps every memo entry instead;
@@ -230,7 +227,10 @@ class PickleMachine {
   // scan that ever disagreed with the run would fail loudly rather than yield a placeholder.
   void scan_memo_reads(std::size_t start) {
     constexpr std::uint64_t dense_limit = std::uint64_t{1} << 24;
-    memo_reads_.clear();
+    read_words_.clear();
+    read_rank_.clear();
+    memo_size_ = 0;
+    memo_slots_.clear();
     reads_unknown_ = true;
     std::uint64_t at = start;
     const auto skip = [&](std::uint64_t n) {
@@ -256,13 +256,14 @@ class PickleMachine {
     };
     const auto note = [&](std::uint64_t index) {
       if (index >= dense_limit) return false;
-      if (index >= memo_reads_.size()) memo_reads_.resize(static_cast<std::size_t>(index) + 1);
-      memo_reads_[static_cast<std::size_t>(index)] = true;
+      const auto word = static_cast<std::size_t>(index / 64);
+      if (word >= read_words_.size()) read_words_.resize(word + 1);
+      read_words_[word] |= std::uint64_t{1} << (index % 64);
       return true;
     };
     std::uint64_t n = 0;
     std::string_view text;
-    std::size_t puts = 0;
+    std::size_t reads = 0;  // distinct indices read back (counted at STOP)
     while (at < size_) {
       keep_from_ = at;  // the scan keeps nothing behind the opcode it reads
       if (!have(at, 1)) return;
@@ -271,7 +272,6 @@ class PickleMachine {
       // skip cut off by the end leaves the loop with reads_unknown_ set, as the checked skips below do.
       if (const std::uint8_t width = scan_skips[byte]; width != 0) {
         at += width;
-        puts += scan_puts[byte];
         continue;
       }
       ++at;
@@ -281,33 +281,30 @@ class PickleMachine {
       switch (op_shapes[byte]) {
         case op_shape_stop:
           reads_unknown_ = false;
-          memo_.reserve(std::min(puts, limits_.max_memo));  // puts are opcodes in the file: no amplification
+          // A slot per index read back, found by its rank among them: the GETs are opcodes in the file.
+          read_rank_.resize(read_words_.size());
+          for (std::size_t i = 0; i < read_words_.size(); ++i) {
+            read_rank_[i] = static_cast<std::uint32_t>(reads);
+            reads += static_cast<std::size_t>(std::popcount(read_words_[i]));
+          }
+          memo_slots_.assign(reads, 0);
           return;
-        case op_shape(OpArg::none, OpMemo::none): break;
-        case op_shape(OpArg::none, OpMemo::write): ++puts; break;
-        case op_shape(OpArg::fixed1, OpMemo::none): ok = skip(1); break;
-        case op_shape(OpArg::fixed1, OpMemo::write):
-          ++puts;
-          ok = skip(1);
-          break;
+        case op_shape(OpArg::none, OpMemo::none):
+        case op_shape(OpArg::none, OpMemo::write): break;
+        case op_shape(OpArg::fixed1, OpMemo::none):
+        case op_shape(OpArg::fixed1, OpMemo::write): ok = skip(1); break;
         case op_shape(OpArg::fixed1, OpMemo::read): ok = le(1, n) && note(n); break;
         case op_shape(OpArg::fixed2, OpMemo::none): ok = skip(2); break;
-        case op_shape(OpArg::fixed4, OpMemo::none): ok = skip(4); break;
-        case op_shape(OpArg::fixed4, OpMemo::write):
-          ++puts;
-          ok = skip(4);
-          break;
+        case op_shape(OpArg::fixed4, OpMemo::none):
+        case op_shape(OpArg::fixed4, OpMemo::write): ok = skip(4); break;
         case op_shape(OpArg::fixed4, OpMemo::read): ok = le(4, n) && note(n); break;
         case op_shape(OpArg::fixed8, OpMemo::none): ok = skip(8); break;
         case op_shape(OpArg::counted1, OpMemo::none): ok = le(1, n) && skip(n); break;
         case op_shape(OpArg::counted4, OpMemo::none): ok = le(4, n) && skip(n); break;
         case op_shape(OpArg::counted8, OpMemo::none): ok = le(8, n) && skip(n); break;
         case op_shape(OpArg::counted_signed4, OpMemo::none): ok = le(4, n) && n < 0x80000000u && skip(n); break;
-        case op_shape(OpArg::line, OpMemo::none): ok = line(text); break;
-        case op_shape(OpArg::line, OpMemo::write):
-          ++puts;
-          ok = line(text);
-          break;
+        case op_shape(OpArg::line, OpMemo::none):
+        case op_shape(OpArg::line, OpMemo::write): ok = line(text); break;
         case op_shape(OpArg::line, OpMemo::read):
           ok = line(text) && std::from_chars(text.data(), text.data() + text.size(), text_index).ec == std::errc{} &&
                text_index >= 0 && note(static_cast<std::uint64_t>(text_index));
@@ -366,12 +363,12 @@ class PickleMachine {
   bool recognized_call() {
     if (stack_.size() <= floor() || !stack_.back().is_global()) return false;
     constexpr std::size_t margin = Hooks::RecognizedCall::max_growth;
-    if (stack_.size() + margin > limits_.max_stack || memo_.size() + sparse_memo_.size() + margin > limits_.max_memo ||
+    if (stack_.size() + margin > limits_.max_stack || memo_size_ + sparse_memo_.size() + margin > limits_.max_memo ||
         limits_.max_depth < 2 || limits_.max_container < margin || limits_.max_int_bytes < 8) {
       return false;
     }
     const auto memo = [this](std::uint64_t index) -> const Value* {
-      if (index < memo_.size()) return &memo_entry(static_cast<std::size_t>(index));
+      if (index < memo_size_) return &memo_entry(index);
       auto it = sparse_memo_.find(index);
       return it == sparse_memo_.end() ? nullptr : &it->second;
     };
@@ -404,22 +401,21 @@ class PickleMachine {
   }
   // memo_store(index, placeholder_), with the common case first: the next dense index.
   void memo_forget(std::uint64_t index) {
-    if (index == memo_.size() && memo_.size() < limits_.max_memo) {
-      memo_.push_back(0);
+    if (index == memo_size_ && memo_size_ < limits_.max_memo) {
+      grow_memo();
     } else {
       memo_store(index, placeholder_);
     }
   }
   void memo_store(std::uint64_t index, const Value& v) {
-    if (index < memo_.size()) {
-      set_memo_entry(static_cast<std::size_t>(index), v);
-    } else if (index == memo_.size()) {
-      if (memo_.size() >= limits_.max_memo)
-        over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
-      memo_.push_back(0);
-      set_memo_entry(memo_.size() - 1, v);
+    if (index < memo_size_) {
+      set_memo_entry(index, v);
+    } else if (index == memo_size_) {
+      if (memo_size_ >= limits_.max_memo) over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
+      grow_memo();
+      set_memo_entry(index, v);
     } else {
-      if (sparse_memo_.size() + memo_.size() >= limits_.max_memo) {
+      if (sparse_memo_.size() + memo_size_ >= limits_.max_memo) {
         over("pickle memo exceeds " + std::to_string(limits_.max_memo) + " entries");
       }
       sparse_memo_[index] = v;
@@ -428,24 +424,41 @@ class PickleMachine {
   void memo_get(std::uint64_t index) {
     if (!read_anywhere(index))
       fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
-    if (index < memo_.size()) return push(memo_entry(static_cast<std::size_t>(index)));
+    if (index < memo_size_) return push(memo_entry(index));
     if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
     fail("memo index " + std::to_string(index) + " was never stored");
   }
 
-  // The dense memo entry at `index`: the placeholder, or the Value it holds.
-  const Value& memo_entry(std::size_t index) const noexcept {
-    return memo_[index] == 0 ? placeholder_ : memo_values_[memo_[index] - 1];
+  // One more dense index (a slot of its own only when the scan could not say which are read back).
+  void grow_memo() {
+    ++memo_size_;
+    if (reads_unknown_) memo_slots_.push_back(0);
   }
-  void set_memo_entry(std::size_t index, const Value& v) {
+  // The slot of a dense index that is read back: its rank among those indices (its index when unknown).
+  [[nodiscard]] std::size_t memo_slot(std::uint64_t index) const noexcept {
+    if (reads_unknown_) return static_cast<std::size_t>(index);
+    const auto word = static_cast<std::size_t>(index / 64);
+    const std::uint64_t below = read_words_[word] & ((std::uint64_t{1} << (index % 64)) - 1);
+    return read_rank_[word] + static_cast<std::size_t>(std::popcount(below));
+  }
+  // The dense memo entry at `index`: the placeholder, or the Value it holds.
+  const Value& memo_entry(std::uint64_t index) const noexcept {
+    if (!read_anywhere(index)) return placeholder_;
+    const std::uint32_t slot = memo_slots_[memo_slot(index)];
+    return slot == 0 ? placeholder_ : memo_values_[slot - 1];
+  }
+  void set_memo_entry(std::uint64_t index, const Value& v) {
+    // An index nothing reads back keeps no slot: memo_put gives it the placeholder alone.
+    if (!read_anywhere(index)) return;
+    std::uint32_t& slot = memo_slots_[memo_slot(index)];
     if (&v == &placeholder_) {
-      memo_[index] = 0;  // a slot it held stays unused: slots are bounded by the puts, as entries are
-    } else if (memo_[index] != 0) {
-      memo_values_[memo_[index] - 1] = v;
+      slot = 0;  // the value it held stays unused: values are bounded by the puts, as entries are
+    } else if (slot != 0) {
+      memo_values_[slot - 1] = v;
     } else {
       if (memo_values_.size() >= UINT32_MAX) over("pickle memo exceeds " + std::to_string(UINT32_MAX) + " entries");
       memo_values_.push_back(v);
-      memo_[index] = static_cast<std::uint32_t>(memo_values_.size());
+      slot = static_cast<std::uint32_t>(memo_values_.size());
     }
   }
 
@@ -797,7 +810,7 @@ class PickleMachine {
       case Op::persid: push(made(hooks_.persistent_load(Value(std::string(read_line())), op_at_))); return;
       case Op::binput: memo_put(read_le<std::uint8_t>()); return;
       case Op::long_binput: memo_put(read_le<std::uint32_t>()); return;
-      case Op::memoize: memo_put(memo_.size() + sparse_memo_.size()); return;
+      case Op::memoize: memo_put(memo_size_ + sparse_memo_.size()); return;
       case Op::binget: memo_get(read_le<std::uint8_t>()); return;
       case Op::long_binget: memo_get(read_le<std::uint32_t>()); return;
       case Op::put: memo_put(static_cast<std::uint64_t>(parse_text_int(read_line()).as_int())); return;
@@ -832,13 +845,16 @@ class PickleMachine {
   std::uint64_t op_at_ = 0;
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;
-  // Per dense memo index: 0 for the placeholder, else 1 + the index of its Value in memo_values_. Four bytes
-  // per put rather than a Value: torch files memoize nearly every object and read back only a few.
-  std::vector<std::uint32_t> memo_;
+  // Dense memo indices [0, memo_size_). Torch files memoize nearly every object and read back only a few, so only
+  // the indices some GET names have a slot (memo_slot): 0 for the placeholder, else 1 + the index of its Value in
+  // memo_values_. Without a finished scan, every index has one.
+  std::uint64_t memo_size_ = 0;
+  std::vector<std::uint32_t> memo_slots_;
   std::vector<Value> memo_values_;
   std::unordered_map<std::uint64_t, Value> sparse_memo_;
-  std::vector<bool> memo_reads_;  // indices some GET names (from scan_memo_reads)
-  bool reads_unknown_ = true;     // the scan could not finish: keep every memo entry
+  std::vector<std::uint64_t> read_words_;  // bit i: some GET names index i (from scan_memo_reads)
+  std::vector<std::uint32_t> read_rank_;   // per word of read_words_: the read indices below it
+  bool reads_unknown_ = true;              // the scan could not finish: keep every memo entry
   const Value placeholder_;
   const Value empty_tuple_ = Value::tuple({});
 };
