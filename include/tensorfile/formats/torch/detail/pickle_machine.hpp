@@ -132,7 +132,8 @@ class PickleMachine {
   [[nodiscard]] std::uint64_t remaining(std::uint64_t at) const noexcept { return size_ - at; }
   // Whether [at, at + n) is in the window after reading it in where needed; false past the pickle's end.
   bool have(std::uint64_t at, std::uint64_t n) {
-    if (at >= base_ && n <= window_end() - std::min(at, window_end())) return true;
+    const std::uint64_t in_window = at - base_;  // wraps past the window's size when at < base_
+    if (in_window <= window_.size() && n <= window_.size() - in_window) return true;
     if (!source_ || n > size_ - std::min(at, size_)) return false;
     refill(at, n);
     return true;
@@ -267,13 +268,21 @@ class PickleMachine {
     while (at < size_) {
       keep_from_ = at;  // the scan keeps nothing behind the opcode it reads
       if (!have(at, 1)) return;
-      const auto byte = std::to_integer<std::uint8_t>(byte_at(at));
-      // Most opcodes only need skipping: one table load and a well-predicted branch rather than a dispatch. A
-      // skip cut off by the end leaves the loop with reads_unknown_ set, as the checked skips below do.
-      if (const std::uint8_t width = scan_skips[byte]; width != 0) {
-        at += width;
-        continue;
+      // Most opcodes only need skipping: one table load and a well-predicted branch rather than a dispatch, in a
+      // loop over the window. A skip cut off by the end leaves the outer loop with reads_unknown_ set, as the
+      // checked skips below do.
+      const std::byte* const window = window_.data();
+      const std::size_t window_size = window_.size();
+      auto in_window = static_cast<std::size_t>(at - base_);
+      std::uint8_t byte = std::to_integer<std::uint8_t>(window[in_window]);
+      for (std::uint8_t width = scan_skips[byte]; width != 0; width = scan_skips[byte]) {
+        in_window += width;
+        if (in_window >= window_size) break;
+        byte = std::to_integer<std::uint8_t>(window[in_window]);
       }
+      at = base_ + in_window;
+      if (in_window >= window_size) continue;
+      keep_from_ = at;
       ++at;
       bool ok = true;
       std::int64_t text_index = -1;
