@@ -145,6 +145,13 @@ TEST_CASE("map_location takes every form torch.load takes", "[load][map_location
     const MapLocation decline =
         MapLocation::Function([](const Storage&, std::string_view) { return std::optional<Storage>(); });
     CHECK_THROWS_AS(load(path, {.map_location = decline}), DeviceError);  // nullopt: the saved tag, cuda:0
+    for (const std::size_t wrong : {std::size_t{1}, std::size_t{1} << 20}) {
+      const MapLocation resize = MapLocation::Function(
+          [wrong](const Storage&, std::string_view) { return std::optional<Storage>(heap_storage(wrong)); });
+      REQUIRE_THROWS_WITH(load(path, {.map_location = resize}),
+                          Catch::Matchers::Contains("the map_location function returned a storage of " +
+                                                    std::to_string(wrong) + " bytes for one of "));
+    }
   }
   SECTION("an unknown tag") {
     REQUIRE_THROWS_WITH(load(path, {.map_location = std::map<std::string, std::string>{{"cuda:0", "mps"}}}),

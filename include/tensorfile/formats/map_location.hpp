@@ -103,7 +103,15 @@ Storage place_storage(const MapLocation& where_to, std::size_t bytes, const std:
   Storage cpu;
   if (const auto* function = where_to.function()) {
     cpu = read();
-    if (auto chosen = (*function)(cpu, saved_tag)) return *chosen;
+    if (auto chosen = (*function)(cpu, saved_tag)) {
+      // The tensors over it are laid out for the record's bytes: another size is the function's mistake.
+      if (chosen->size_bytes() != bytes) {
+        throw ArgumentError("the map_location function returned a storage of " + std::to_string(chosen->size_bytes()) +
+                                " bytes for one of " + std::to_string(bytes) + " (saved tag \"" + saved_tag + "\")",
+                            where());
+      }
+      return *std::move(chosen);
+    }
   }
   const std::string tag = where_to.target_tag(saved_tag);
   Device device;
