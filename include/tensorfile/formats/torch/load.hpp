@@ -667,20 +667,19 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   Value result;
   std::size_t pickle_end = 0;
   try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
-    const ErrorLocation in_pickle{archive.path, pickle->name};
+    const auto run = [&](auto input) {
+      PickleMachine machine(std::move(input), hooks, {archive.path, pickle->name}, pickle_limits(options));
+      result = machine.run();
+      pickle_end = machine.end();
+    };
     if (pickle_streamed) {
       const std::uint64_t start = pickle->data_offset;
       const FileHandle& file = *archive.file;
-      PickleSource source{pickle->size, [start, &file](std::uint64_t offset, std::span<std::byte> out) {
-                            file.read_exact(start + offset, out);
-                          }};
-      PickleMachine machine(std::move(source), hooks, in_pickle, pickle_limits(options));
-      result = machine.run();
-      pickle_end = machine.end();
+      run(PickleSource{pickle->size, [start, &file](std::uint64_t offset, std::span<std::byte> out) {
+                         file.read_exact(start + offset, out);
+                       }});
     } else {
-      PickleMachine machine(pickle_bytes, hooks, in_pickle, pickle_limits(options));
-      result = machine.run();
-      pickle_end = machine.end();
+      run(pickle_bytes);
     }
   } catch (...) {
     wait_for_headers();  // a local header's error first

@@ -125,9 +125,9 @@ class PickleMachine {
   [[noreturn]] void over(const std::string& what) const { throw LimitError(what, location(op_at_)); }
 
   // ---- reading -------------------------------------------------------------------------------
-  // Offsets are the pickle's; window_ holds its bytes from base_. With a source, views handed out stay valid
-  // until the next opcode starts: a refill moves the bytes from keep_from_ (the opcode's start, or the scan's
-  // position) into another buffer and keeps the old one until then.
+  // Offsets are the pickle's; window_ holds its bytes from base_. With a source, a view handed out lasts until the
+  // next read (every opcode uses its argument before reading on); a refill keeps the bytes from keep_from_ (the
+  // opcode's start, or the scan's position) so that a line read across a refill stays whole.
   [[nodiscard]] std::uint64_t window_end() const noexcept { return base_ + window_.size(); }
   [[nodiscard]] std::uint64_t remaining(std::uint64_t at) const noexcept { return size_ - at; }
   // Whether [at, at + n) is in the window after reading it in where needed; false past the pickle's end.
@@ -138,25 +138,20 @@ class PickleMachine {
     refill(at, n);
     return true;
   }
-  // Reads a window holding [keep, at + n), keep = min(keep_from_, at), at least window_bytes_ long where the pickle
-  // has that many bytes left: the bytes it shares with the current window are copied, the rest read.
-  void refill(std::uint64_t at, std::uint64_t n) {
+  // Makes the window [keep, at + n), keep = min(keep_from_, at), at least window_bytes_ long where the pickle has
+  // that many bytes left: the bytes it shares with the current window move to the buffer's front, the rest are read.
+  // Out of line: the rare path, kept from growing every have() it would be inlined into.
+  [[gnu::noinline]] void refill(std::uint64_t at, std::uint64_t n) {
     const std::uint64_t keep = std::min(keep_from_, at);
     const auto length =
         static_cast<std::size_t>(std::min(size_ - keep, std::max<std::uint64_t>(at + n - keep, window_bytes_)));
-    // The spare buffer may hold views of the current opcode when it was retired during it: not reused then.
-    std::vector<std::byte> next;
-    if (spare_retired_at_ != keep_from_) next = std::move(spare_);
-    next.resize(length);
-    std::uint64_t copied = 0;
+    std::size_t kept = 0;
     if (keep >= base_ && keep < window_end()) {
-      copied = window_end() - keep;
-      std::memcpy(next.data(), window_.data() + (keep - base_), static_cast<std::size_t>(copied));
+      kept = static_cast<std::size_t>(window_end() - keep);
+      std::memmove(buffer_.data(), buffer_.data() + (keep - base_), kept);
     }
-    source_(keep + copied, std::span(next).subspan(static_cast<std::size_t>(copied)));
-    spare_ = std::move(buffer_);
-    spare_retired_at_ = keep_from_;
-    buffer_ = std::move(next);
+    buffer_.resize(length);
+    source_(keep + kept, std::span(buffer_).subspan(kept));
     window_ = buffer_;
     base_ = keep;
   }
@@ -843,10 +838,8 @@ class PickleMachine {
   std::uint64_t size_ = 0;
   std::function<void(std::uint64_t, std::span<std::byte>)> source_;  // empty: the pickle is in memory
   std::size_t window_bytes_ = default_window;
-  std::vector<std::byte> buffer_;       // the window's bytes, with a source
-  std::vector<std::byte> spare_;        // the window before, kept until its opcode ends, then reused
-  std::uint64_t spare_retired_at_ = 0;  // keep_from_ when spare_ was retired
-  std::uint64_t keep_from_ = 0;         // first offset whose bytes a refill must keep (see refill)
+  std::vector<std::byte> buffer_;  // the window's bytes, with a source
+  std::uint64_t keep_from_ = 0;    // first offset whose bytes a refill must keep (see refill)
   Hooks& hooks_;
   ErrorLocation where_;
   PickleLimits limits_;
