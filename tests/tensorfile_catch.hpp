@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,11 @@ namespace tensorfile_test {
 
 /// The committed test data folder (tests/data), from the build's compile definition.
 inline std::filesystem::path data_dir() { return TENSORFILE_TEST_DATA_DIR; }
+
+/// A file or folder of the committed test data: tests/data/<folder>/<name>.
+inline std::filesystem::path sample(const std::string& folder, const std::string& name) {
+  return data_dir() / folder / name;
+}
 
 /// Every torch-written fixture (tests/data/torch and torch_gen, *.pt), sorted.
 inline std::vector<std::filesystem::path> torch_fixtures() {
@@ -65,6 +71,24 @@ inline std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// `n` as 8 little-endian bytes (a safetensors header's length, for instance).
+inline std::string le64(std::uint64_t n) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out;
+}
+
+/// A byte vector as the loaders take it.
+inline std::span<const std::byte> span_of(const std::vector<std::byte>& v) { return v; }
+
+/// The names in a folder, sorted.
+inline std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 /// Replaces a file's content with `text`.

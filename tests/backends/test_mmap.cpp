@@ -11,10 +11,6 @@
 using namespace tensorfile;
 
 namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
@@ -31,14 +27,14 @@ TEST_CASE("mmap_storage maps files in three modes", "[mmap]") {
     CHECK(s.name() == "mmap_shared");
     CHECK(s.size_bytes() == 8);
     s.mutable_data()[0] = std::byte{'X'};
-    CHECK(slurp(path) == "Xbcdefgh");
+    CHECK(tensorfile_test::read_text(path) == "Xbcdefgh");
   }
   SECTION("copy-on-write: writes stay in memory") {
     const Storage s = mmap_storage(path, MapMode::copy_on_write);
     CHECK(s.name() == "mmap_private");
     s.mutable_data()[0] = std::byte{'X'};
     CHECK(s.data()[0] == std::byte{'X'});
-    CHECK(slurp(path) == "abcdefgh");
+    CHECK(tensorfile_test::read_text(path) == "abcdefgh");
   }
   SECTION("read-only: no writes") {
     const Storage s = mmap_storage(path, MapMode::read_only);

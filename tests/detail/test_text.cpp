@@ -19,6 +19,9 @@
 
 #include "tensorfile_catch.hpp"
 
+// The detail namespaces are opened inside a namespace of this file only: the tests compile several files as one
+// translation unit, where a directive at file scope would reach the next file.
+namespace text_tests {
 using namespace tensorfile;
 using namespace tensorfile::detail;
 
@@ -235,3 +238,5 @@ TEST_CASE("json_pointer_step escapes the separator and the escape character", "[
   CHECK(json_pointer_step("~/~") == "~0~1~0");
   CHECK(json_pointer_step("") == "");
 }
+
+}  // namespace text_tests

@@ -47,22 +47,22 @@ using tensorfile::detail::ZipEntry;
 using tensorfile::detail::ZipLimits;
 using tensorfile::detail::ZipReader;
 
-using Bytes = std::vector<std::byte>;
+using ByteVector = std::vector<std::byte>;
 
 const std::string torch_dir = TENSORFILE_TEST_DATA_DIR "/torch";
 const std::string zip_dir = TENSORFILE_TEST_DATA_DIR "/zip";
 
-Bytes read_file(const std::filesystem::path& path) {
+ByteVector read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in.good());
   const std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Bytes bytes(chars.size());
+  ByteVector bytes(chars.size());
   std::transform(chars.begin(), chars.end(), bytes.begin(), [](char c) { return static_cast<std::byte>(c); });
   return bytes;
 }
 
-Bytes to_bytes(std::string_view text) {
-  Bytes bytes(text.size());
+ByteVector to_bytes(std::string_view text) {
+  ByteVector bytes(text.size());
   std::transform(text.begin(), text.end(), bytes.begin(), [](char c) { return static_cast<std::byte>(c); });
   return bytes;
 }
@@ -76,37 +76,37 @@ std::string to_string(std::span<const std::byte> bytes) {
 // ---------------------------------------------------------------------------------------------------
 // Byte-level builders for hostile input.
 
-void put16(Bytes& bytes, std::uint64_t at, std::uint64_t value) {
+void put16(ByteVector& bytes, std::uint64_t at, std::uint64_t value) {
   for (int i = 0; i < 2; ++i) bytes[at + static_cast<std::uint64_t>(i)] = static_cast<std::byte>(value >> (8 * i));
 }
-void put32(Bytes& bytes, std::uint64_t at, std::uint64_t value) {
+void put32(ByteVector& bytes, std::uint64_t at, std::uint64_t value) {
   for (int i = 0; i < 4; ++i) bytes[at + static_cast<std::uint64_t>(i)] = static_cast<std::byte>(value >> (8 * i));
 }
-void put64(Bytes& bytes, std::uint64_t at, std::uint64_t value) {
+void put64(ByteVector& bytes, std::uint64_t at, std::uint64_t value) {
   for (int i = 0; i < 8; ++i) bytes[at + static_cast<std::uint64_t>(i)] = static_cast<std::byte>(value >> (8 * i));
 }
-void append16(Bytes& bytes, std::uint64_t value) {
+void append16(ByteVector& bytes, std::uint64_t value) {
   bytes.resize(bytes.size() + 2);
   put16(bytes, bytes.size() - 2, value);
 }
-void append32(Bytes& bytes, std::uint64_t value) {
+void append32(ByteVector& bytes, std::uint64_t value) {
   bytes.resize(bytes.size() + 4);
   put32(bytes, bytes.size() - 4, value);
 }
-void append64(Bytes& bytes, std::uint64_t value) {
+void append64(ByteVector& bytes, std::uint64_t value) {
   bytes.resize(bytes.size() + 8);
   put64(bytes, bytes.size() - 8, value);
 }
-void append(Bytes& bytes, std::string_view text) {
-  const Bytes more = to_bytes(text);
+void append(ByteVector& bytes, std::string_view text) {
+  const ByteVector more = to_bytes(text);
   bytes.insert(bytes.end(), more.begin(), more.end());
 }
-void append(Bytes& bytes, std::span<const std::byte> more) { bytes.insert(bytes.end(), more.begin(), more.end()); }
+void append(ByteVector& bytes, std::span<const std::byte> more) { bytes.insert(bytes.end(), more.begin(), more.end()); }
 
 /// One member of a hand-made archive.
 struct Member {
   std::string name;
-  Bytes payload;           // the bytes as they sit in the archive
+  ByteVector payload;      // the bytes as they sit in the archive
   std::uint64_t size = 0;  // declared size; 0 means payload.size()
   std::uint16_t method = 0;
   std::uint16_t flags = 0;
@@ -124,7 +124,7 @@ Member stored(std::string name, std::string_view data) {
 
 /// A hand-made archive and where its records are.
 struct Built {
-  Bytes bytes;
+  ByteVector bytes;
   std::vector<std::uint64_t> local;    // local header offsets
   std::vector<std::uint64_t> data;     // data offsets
   std::vector<std::uint64_t> central;  // central header offsets
@@ -224,7 +224,7 @@ std::vector<Member> torch_like() {
   return {stored("archive/data.pkl", "PKL!"), stored("archive/data/0", "01234567"), stored("archive/version", "3\n")};
 }
 
-void open_zip(const Bytes& bytes, const ZipLimits& limits = {}) {
+void open_zip(const ByteVector& bytes, const ZipLimits& limits = {}) {
   static_cast<void>(ZipReader::open(bytes, "hostile.pt", limits));
 }
 
@@ -256,7 +256,7 @@ class BitWriter {
   }
   void byte(std::uint8_t value) { bits(value, 8); }
   [[nodiscard]] std::size_t bit_count() const { return count_; }
-  [[nodiscard]] Bytes finish() {
+  [[nodiscard]] ByteVector finish() {
     align();
     return bytes_;
   }
@@ -267,7 +267,7 @@ class BitWriter {
     bytes_.back() |= static_cast<std::byte>(bit << (count_ % 8));
     ++count_;
   }
-  Bytes bytes_;
+  ByteVector bytes_;
   std::size_t count_ = 0;
 };
 
@@ -301,14 +301,14 @@ std::vector<std::pair<std::uint32_t, unsigned>> dynamic_header(BitWriter& w, uns
   return canonical(code_length_lengths);
 }
 
-void inflate_into(const Bytes& compressed, std::size_t size, const ErrorLocation& where = {}) {
-  Bytes out(size);
+void inflate_into(const ByteVector& compressed, std::size_t size, const ErrorLocation& where = {}) {
+  ByteVector out(size);
   inflate(compressed, std::span<std::byte>(out), where);
 }
 
 /// The reason of the FormatError `inflate` throws, or a note that it did not.
 std::string inflate_failure(std::span<const std::byte> compressed, std::size_t size) {
-  Bytes out(size);
+  ByteVector out(size);
   try {
     inflate(compressed, std::span<std::byte>(out));
   } catch (const FormatError& e) {
@@ -402,7 +402,7 @@ TEST_CASE("crc32", "[zip][crc32]") {
     CHECK(crc32(to_bytes("3\n")) == 0x55679ED1u);  // every torch `version` record (DUMPS.txt)
   }
   SECTION("running value continues a checksum, at every split point and length") {
-    Bytes data(300);
+    ByteVector data(300);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 7 + (i >> 3));
     const std::uint32_t whole = crc32(data);
     for (std::size_t split = 0; split <= data.size(); ++split) {
@@ -424,14 +424,14 @@ TEST_CASE("crc32", "[zip][crc32]") {
 TEST_CASE("inflate: streams written by zlib", "[zip][inflate]") {
   for (const InflateCase& c : inflate_cases()) {
     INFO("case " << c.name);
-    const Bytes compressed = read_file(zip_dir + "/inflate_" + c.name + ".deflate");
+    const ByteVector compressed = read_file(zip_dir + "/inflate_" + c.name + ".deflate");
     SECTION("span form, " + c.name) {
-      Bytes out(c.size);
+      ByteVector out(c.size);
       inflate(compressed, std::span<std::byte>(out));
       CHECK(crc32(out) == c.crc);
     }
     SECTION("vector form, " + c.name) {
-      const Bytes out = inflate(compressed, c.size);
+      const ByteVector out = inflate(compressed, c.size);
       CHECK(out.size() == c.size);
       CHECK(crc32(out) == c.crc);
     }
@@ -444,9 +444,9 @@ TEST_CASE("inflate: streams written by zlib", "[zip][inflate]") {
                                                            std::to_string(c.size));
     }
     SECTION("bytes after the final block are ignored, " + c.name) {
-      Bytes padded = compressed;
+      ByteVector padded = compressed;
       append(padded, "trailing junk");
-      Bytes out(c.size);
+      ByteVector out(c.size);
       inflate(padded, std::span<std::byte>(out));
       CHECK(crc32(out) == c.crc);
     }
@@ -456,12 +456,12 @@ TEST_CASE("inflate: streams written by zlib", "[zip][inflate]") {
 TEST_CASE("inflate: truncated streams", "[zip][inflate]") {
   for (const InflateCase& c : inflate_cases()) {
     INFO("case " << c.name);
-    const Bytes compressed = read_file(zip_dir + "/inflate_" + c.name + ".deflate");
+    const ByteVector compressed = read_file(zip_dir + "/inflate_" + c.name + ".deflate");
     // Every cut of the small streams, about 60 cuts of the large ones.
     const std::size_t step = compressed.size() < 4000 ? 1 : compressed.size() / 60;
     for (std::size_t cut = 0; cut < compressed.size(); cut += step) {
       INFO("cut at " << cut);
-      const Bytes part(compressed.begin(), compressed.begin() + static_cast<std::ptrdiff_t>(cut));
+      const ByteVector part(compressed.begin(), compressed.begin() + static_cast<std::ptrdiff_t>(cut));
       CHECK(inflate_failure(part, c.size) == "deflate stream is truncated");
     }
   }
@@ -473,18 +473,18 @@ TEST_CASE("inflate: corrupted streams never crash", "[zip][inflate]") {
   // exactly the declared size; the sanitizers watch for out-of-bounds access.
   std::mt19937 rng(1234);
   for (const std::string name : {"fixed", "dynamic", "huffman_only", "rle", "stored"}) {
-    const Bytes compressed = read_file(zip_dir + "/inflate_" + name + ".deflate");
+    const ByteVector compressed = read_file(zip_dir + "/inflate_" + name + ".deflate");
     const std::vector<InflateCase> cases = inflate_cases();
     const InflateCase c =
         *std::find_if(cases.begin(), cases.end(), [&](const InflateCase& x) { return x.name == name; });
     for (int round = 0; round < 150; ++round) {
-      Bytes bad = compressed;
+      ByteVector bad = compressed;
       const int changes = 1 + static_cast<int>(rng() % 3);
       for (int k = 0; k < changes; ++k) {
         const std::size_t at_byte = rng() % std::min<std::size_t>(bad.size(), 300);
         bad[at_byte] ^= static_cast<std::byte>(1u << (rng() % 8));
       }
-      Bytes out(c.size);
+      ByteVector out(c.size);
       try {
         inflate(bad, std::span<std::byte>(out));
       } catch (const FormatError&) {
@@ -495,25 +495,25 @@ TEST_CASE("inflate: corrupted streams never crash", "[zip][inflate]") {
 
 TEST_CASE("inflate: hand-made streams", "[zip][inflate]") {
   SECTION("block type 3, with the location of the caller") {
-    REQUIRE_THROWS_WITH(inflate_into(Bytes{std::byte{0x07}}, 1),
+    REQUIRE_THROWS_WITH(inflate_into(ByteVector{std::byte{0x07}}, 1),
                         "tensorfile: invalid deflate block type 3 (at byte 0)");
-    REQUIRE_THROWS_WITH(inflate_into(Bytes{std::byte{0x07}}, 1, {"x.pt", "x/data.pkl", 100}),
+    REQUIRE_THROWS_WITH(inflate_into(ByteVector{std::byte{0x07}}, 1, {"x.pt", "x/data.pkl", 100}),
                         "tensorfile: x.pt: x/data.pkl: invalid deflate block type 3 (at byte 100)");
-    REQUIRE_THROWS_AS(inflate_into(Bytes{std::byte{0x07}}, 1), FormatError);
+    REQUIRE_THROWS_AS(inflate_into(ByteVector{std::byte{0x07}}, 1), FormatError);
   }
   SECTION("stored block whose length does not match its complement") {
-    const Bytes bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0x00}, std::byte{0x00}};
+    const ByteVector bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0x00}, std::byte{0x00}};
     REQUIRE_THROWS_WITH(
         inflate_into(bad, 5),
         "tensorfile: corrupt deflate stored block: length 5 does not match its complement 0 (at byte 1)");
   }
   SECTION("stored block shorter than its length") {
-    Bytes bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0xFA}, std::byte{0xFF}};
+    ByteVector bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0xFA}, std::byte{0xFF}};
     append(bad, "ab");
     REQUIRE_THROWS_WITH(inflate_into(bad, 5), "tensorfile: deflate stream is truncated (at byte 7)");
   }
   SECTION("stored block larger than the declared size") {
-    Bytes bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0xFA}, std::byte{0xFF}};
+    ByteVector bad = {std::byte{0x01}, std::byte{0x05}, std::byte{0x00}, std::byte{0xFA}, std::byte{0xFF}};
     append(bad, "abcde");
     REQUIRE_THROWS_WITH(inflate_into(bad, 4),
                         "tensorfile: inflated data is larger than the declared 4 bytes (at byte 5)");
@@ -680,7 +680,7 @@ TEST_CASE("inflate: hand-made streams", "[zip][inflate]") {
     };
     std::size_t bad_at = 0;
     CHECK(to_string(inflate(stream(false, &bad_at), 4)) == "aaaa");
-    const Bytes bad = stream(true, &bad_at);
+    const ByteVector bad = stream(true, &bad_at);
     REQUIRE_THROWS_WITH(inflate_into(bad, 7), "tensorfile: invalid deflate distance code" + at(bad_at));
   }
   SECTION("distance 32768 and length 258 from code 284") {
@@ -698,7 +698,7 @@ TEST_CASE("inflate: hand-made streams", "[zip][inflate]") {
     w.code(29, 5);
     w.bits(8191, 13);  // 24577 + 8191 = 32768
     w.fixed_literal(256);
-    const Bytes out = inflate(w.finish(), 32768 + 258);
+    const ByteVector out = inflate(w.finish(), 32768 + 258);
     CHECK(std::equal(out.begin(), out.begin() + 258, out.begin() + 32768));
   }
   SECTION("deflate bomb: output beyond the declared size is refused before it is written") {
@@ -711,7 +711,7 @@ TEST_CASE("inflate: hand-made streams", "[zip][inflate]") {
       w.code(0, 5);
     }
     w.fixed_literal(256);
-    const Bytes bomb = w.finish();
+    const ByteVector bomb = w.finish();
     // After the literal, three copies fit in 1000 bytes (775 bytes); the fourth ends at bit 63.
     REQUIRE_THROWS_WITH(inflate_into(bomb, 1000),
                         "tensorfile: inflated data is larger than the declared 1000 bytes (at byte 7)");
@@ -738,7 +738,7 @@ TEST_CASE("ZipReader: every torch sample matches DUMPS.txt", "[zip][reader]") {
   for (const auto& [file, expected] : dumps) {
     if (file == "legacy_format.pt") continue;
     INFO("sample " << file);
-    const Bytes bytes = read_file(torch_dir + "/" + file);
+    const ByteVector bytes = read_file(torch_dir + "/" + file);
     const ZipReader zip = ZipReader::open(bytes, file);
     REQUIRE(zip.entries().size() == expected.size());
     // Saved to a path, the prefix is the file's stem; saved to a buffer, it is "archive".
@@ -767,7 +767,7 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
   SECTION("every sample opens; data.pkl and version are found; CRCs verify") {
     for (const auto& path : torch_zip_samples()) {
       INFO("sample " << path.filename().string());
-      const Bytes bytes = read_file(path);
+      const ByteVector bytes = read_file(path);
       const ZipReader zip = ZipReader::open(bytes, path);
       const ZipEntry* pickle = zip.find("data.pkl");
       const ZipEntry* version = zip.find("version");
@@ -779,7 +779,7 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
     }
   }
   SECTION("t_float32_2x3.pt, byte for byte") {
-    const Bytes bytes = read_file(torch_dir + "/t_float32_2x3.pt");
+    const ByteVector bytes = read_file(torch_dir + "/t_float32_2x3.pt");
     const ZipReader zip = ZipReader::open(bytes, "t_float32_2x3.pt");
     CHECK(zip.prefix() == "t_float32_2x3");
     REQUIRE(zip.entries().size() == 3);
@@ -794,7 +794,7 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
     std::array<float, 6> values{};
     std::memcpy(values.data(), data.data(), sizeof values);
     CHECK(values == std::array<float, 6>{0, 1, 2, 3, 4, 5});
-    Bytes copy(24);
+    ByteVector copy(24);
     zip.read(*storage, copy);
     CHECK(std::equal(copy.begin(), copy.end(), data.begin()));
     CHECK(zip.find("data/1") == nullptr);
@@ -802,13 +802,13 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
     CHECK(zip.find("") == nullptr);
   }
   SECTION("a file saved to a buffer has the prefix 'archive'") {
-    const Bytes bytes = read_file(torch_dir + "/t_float32_2x3_buffer.pt");
+    const ByteVector bytes = read_file(torch_dir + "/t_float32_2x3_buffer.pt");
     const ZipReader zip = ZipReader::open(bytes, "t_float32_2x3_buffer.pt");
     CHECK(zip.prefix() == "archive");
     REQUIRE(zip.find("data/0") != nullptr);
   }
   SECTION("a flipped data byte fails the optional CRC check only") {
-    Bytes bytes = read_file(torch_dir + "/t_float32_2x3.pt");
+    ByteVector bytes = read_file(torch_dir + "/t_float32_2x3.pt");
     const std::uint64_t offset = ZipReader::open(bytes, "x").find("data/0")->data_offset;
     bytes[offset + 3] ^= std::byte{1};
     const ZipReader zip = ZipReader::open(bytes, "t_float32_2x3.pt");
@@ -820,16 +820,16 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
   }
   SECTION("the legacy (non-zip) format is named") {
     const std::string path = torch_dir + "/legacy_format.pt";
-    const Bytes bytes = read_file(path);
+    const ByteVector bytes = read_file(path);
     REQUIRE_THROWS_WITH(static_cast<void>(ZipReader::open(bytes, path)),
                         "tensorfile: " + path +
                             ": not a zip archive: no end-of-central-directory record; it starts "
                             "like a pickle stream (the legacy torch.save format) (at byte 486)");
   }
   SECTION("wrong output size and deflate-only access") {
-    const Bytes bytes = read_file(torch_dir + "/t_float32_2x3.pt");
+    const ByteVector bytes = read_file(torch_dir + "/t_float32_2x3.pt");
     const ZipReader zip = ZipReader::open(bytes, "t.pt");
-    Bytes small(23);
+    ByteVector small(23);
     REQUIRE_THROWS_WITH(zip.read(*zip.find("data/0"), small),
                         "tensorfile: t.pt: t_float32_2x3/data/0: the output buffer does not match the entry size; "
                         "expected 24 bytes, got 23 (at byte 320)");
@@ -838,11 +838,11 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
 }
 
 TEST_CASE("ZipReader: archives rewritten by Python's zipfile", "[zip][reader]") {
-  const Bytes original_bytes = read_file(torch_dir + "/state_dict_linear_bn.pt");
+  const ByteVector original_bytes = read_file(torch_dir + "/state_dict_linear_bn.pt");
   const ZipReader original = ZipReader::open(original_bytes, "state_dict_linear_bn.pt");
   for (const std::string name : {"state_dict_deflated.zip", "state_dict_python_stored.zip"}) {
     INFO("archive " << name);
-    const Bytes bytes = read_file(zip_dir + "/" + name);
+    const ByteVector bytes = read_file(zip_dir + "/" + name);
     const ZipReader zip = ZipReader::open(bytes, name);
     CHECK(zip.prefix() == "state_dict_linear_bn");
     REQUIRE(zip.entries().size() == original.entries().size());
@@ -853,7 +853,7 @@ TEST_CASE("ZipReader: archives rewritten by Python's zipfile", "[zip][reader]") 
       CHECK(copy->method == (name == "state_dict_deflated.zip" ? 8 : 0));
       CHECK(copy->size == e.size);
       CHECK(copy->crc32 == e.crc32);
-      const Bytes contents = zip.read(*copy);
+      const ByteVector contents = zip.read(*copy);
       const std::span<const std::byte> expected = original.stored_bytes(e);
       CHECK(std::equal(contents.begin(), contents.end(), expected.begin(), expected.end()));
       zip.verify_crc(*copy);
@@ -861,7 +861,7 @@ TEST_CASE("ZipReader: archives rewritten by Python's zipfile", "[zip][reader]") 
     }
   }
   SECTION("a deflated entry cannot be viewed in place") {
-    const Bytes bytes = read_file(zip_dir + "/state_dict_deflated.zip");
+    const ByteVector bytes = read_file(zip_dir + "/state_dict_deflated.zip");
     const ZipReader zip = ZipReader::open(bytes, "d.zip");
     REQUIRE_THROWS_WITH(zip.stored_bytes(*zip.find("data.pkl")),
                         "tensorfile: d.zip: state_dict_linear_bn/data.pkl: the entry is deflate-compressed; only "
@@ -932,7 +932,7 @@ TEST_CASE("ZipReader: not a zip, or truncated", "[zip][reader][hostile]") {
     REQUIRE_THROWS_WITH(open_zip({}), "tensorfile: hostile.pt: not a zip archive: the file is empty (at byte 0)");
     REQUIRE_THROWS_WITH(open_zip(to_bytes("hello")),
                         "tensorfile: hostile.pt: not a zip archive: no end-of-central-directory record (at byte 5)");
-    Bytes tar(600, std::byte{0});
+    ByteVector tar(600, std::byte{0});
     std::memcpy(tar.data() + 257, "ustar", 5);
     REQUIRE_THROWS_WITH(open_zip(tar),
                         "tensorfile: hostile.pt: not a zip archive: no end-of-central-directory record; "
@@ -943,10 +943,10 @@ TEST_CASE("ZipReader: not a zip, or truncated", "[zip][reader][hostile]") {
     REQUIRE_THROWS_AS(open_zip(to_bytes("hello")), FormatError);
   }
   SECTION("a real torch file cut at every length") {
-    const Bytes whole = read_file(torch_dir + "/t_float32_2x3.pt");
+    const ByteVector whole = read_file(torch_dir + "/t_float32_2x3.pt");
     for (std::size_t cut = 0; cut < whole.size(); ++cut) {
       INFO("cut at " << cut);
-      const Bytes part(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
+      const ByteVector part(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
       std::string expected = "tensorfile: hostile.pt: not a zip archive: ";
       if (cut == 0) {
         expected += "the file is empty";
@@ -958,8 +958,8 @@ TEST_CASE("ZipReader: not a zip, or truncated", "[zip][reader][hostile]") {
     }
   }
   SECTION("the front of the file missing") {
-    const Bytes whole = read_file(torch_dir + "/t_float32_2x3.pt");
-    const Bytes tail(whole.begin() + 100, whole.end());
+    const ByteVector whole = read_file(torch_dir + "/t_float32_2x3.pt");
+    const ByteVector tail(whole.begin() + 100, whole.end());
     // The zip64 locator (now at byte 723 - 100) still points at byte 667.
     REQUIRE_THROWS_WITH(open_zip(tail),
                         "tensorfile: hostile.pt: the zip64 end-of-central-directory record at byte "
@@ -1328,7 +1328,7 @@ TEST_CASE("ZipReader: lying local headers and overlapping entries", "[zip][reade
     members[1].size = 1000;  // it would inflate to 258001 bytes
     const Built b = build_zip(members);
     const ZipReader zip = ZipReader::open(b.bytes, "hostile.pt");
-    Bytes out(1000);
+    ByteVector out(1000);
     REQUIRE_THROWS_WITH(zip.read(*zip.find("data/0"), out),
                         "tensorfile: hostile.pt: archive/data/0: inflated data "
                         "is larger than the declared 1000 bytes" +
@@ -1351,8 +1351,8 @@ TEST_CASE("ZipReader: lying local headers and overlapping entries", "[zip][reade
                             at(b.data[2]));
   }
   SECTION("an entry from another archive is refused") {
-    const Bytes small = read_file(torch_dir + "/meta.pt");
-    const Bytes large = read_file(torch_dir + "/all_dtypes.pt");
+    const ByteVector small = read_file(torch_dir + "/meta.pt");
+    const ByteVector large = read_file(torch_dir + "/all_dtypes.pt");
     const ZipReader a = ZipReader::open(small, "meta.pt");
     const ZipReader b = ZipReader::open(large, "all_dtypes.pt");
     const ZipEntry& far = *b.find("data/9");
@@ -1434,7 +1434,7 @@ TEST_CASE("ZipReader: an index without its local headers, completed later, hands
     // Written from the header threads, each to the entries of its own windows: no Catch2 assertion in the sink.
     const std::size_t count = zip.entries().size();
     std::vector<int> handed(count, 0);
-    std::vector<Bytes> copied(count);
+    std::vector<ByteVector> copied(count);
     zip.read_local_headers(
         [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first, std::size_t end) {
           for (std::size_t i = first; i < end; ++i) {

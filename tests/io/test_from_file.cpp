@@ -15,10 +15,6 @@
 using namespace tensorfile;
 
 namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
@@ -65,7 +61,7 @@ TEMPLATE_TEST_CASE("from_file maps every dtype", "[from_file]", bool, std::uint8
 
   const Tensor shared = from_file(path, {.mode = MapMode::shared, .size = 5, .dtype = dtype});
   std::memcpy(shared.mutable_raw_data() + sizeof(TestType), bytes.data(), sizeof(TestType));  // element 1 := element 0
-  const std::string after = slurp(path);
+  const std::string after = tensorfile_test::read_text(path);
   CHECK(after.substr(sizeof(TestType), sizeof(TestType)) == bytes.substr(0, sizeof(TestType)));
 }
 
@@ -76,14 +72,14 @@ TEST_CASE("from_file MapMode::shared creates, grows and writes through", "[from_
     const Tensor t = from_file(path, {.mode = MapMode::shared, .size = 4, .dtype = DType::Int32});
     CHECK(std::filesystem::file_size(path) == 16);
     t.data<std::int32_t>()[2] = 0x01020304;
-    CHECK(slurp(path) == std::string("\0\0\0\0\0\0\0\0\x04\x03\x02\x01\0\0\0\0", 16));
+    CHECK(tensorfile_test::read_text(path) == std::string("\0\0\0\0\0\0\0\0\x04\x03\x02\x01\0\0\0\0", 16));
     CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::shared);
   }
   SECTION("grows a short file and never shrinks a long one") {
     write_bytes(path, "abc");
     (void)from_file(path, {.mode = MapMode::shared, .size = 2, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
-    CHECK(slurp(path).substr(0, 3) == "abc");
+    CHECK(tensorfile_test::read_text(path).substr(0, 3) == "abc");
     (void)from_file(path, {.mode = MapMode::shared, .size = 1, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
   }
@@ -103,7 +99,7 @@ TEST_CASE("from_file MapMode::copy_on_write copies on write and reads read-only 
   CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::copy_on_write);
   t.data<std::uint8_t>()[0] = 9;  // copy-on-write: allowed, stays in memory
   CHECK(t.data<const std::uint8_t>()[0] == 9);
-  CHECK(slurp(path) == std::string(8, '\x01'));
+  CHECK(tensorfile_test::read_text(path) == std::string(8, '\x01'));
   const Tensor views = t.narrow(0, 2, 4);
   CHECK(views.storage().shares_owner_with(t.storage()));
 }
@@ -255,7 +251,7 @@ TEST_CASE("from_file with an offset skips a header", "[from_file]") {
       const Tensor t = from_file(grown, {.mode = MapMode::shared, .size = 2, .dtype = DType::Int32, .offset = 8});
       t.data<std::int32_t>()[1] = 0x01020304;
     }
-    const std::string written = slurp(grown);
+    const std::string written = tensorfile_test::read_text(grown);
     REQUIRE(written.size() == 16);
     CHECK(written.substr(0, 12) == std::string(12, '\0'));
     CHECK(written.substr(12) == std::string("\x04\x03\x02\x01", 4));

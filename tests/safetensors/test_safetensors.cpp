@@ -21,9 +21,11 @@ using tensorfile_test::file_bytes;
 using tensorfile_test::write_file;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
+using tensorfile_test::le64;
+
 namespace {
 
-std::filesystem::path sample(const std::string& name) {
+std::filesystem::path safetensors_sample(const std::string& name) {
   return tensorfile_test::data_dir() / "safetensors" / (name + ".safetensors");
 }
 
@@ -85,19 +87,13 @@ std::string to_string(const std::vector<std::byte>& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-std::string le64(std::uint64_t n) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("load_safetensors reads every reference sample in every mode", "[safetensors][load]") {
   const tensorfile_test::ScratchDir scratch;
   for (const std::string& name : sample_names()) {
     INFO(name);
-    const auto path = sample(name);
+    const auto path = safetensors_sample(name);
     const std::string bytes = file_bytes(path);
     check_sample(load_safetensors(path), name);
     check_sample(load_safetensors(path, {.mmap = MapMode::read_only}), name);
@@ -121,7 +117,7 @@ TEST_CASE("Heap loads share one buffer; mmap loads are views of one mapping; sha
           "[safetensors][load][mmap]") {
   const tensorfile_test::ScratchDir scratch;
   const auto copy = scratch / "overall.safetensors";
-  std::filesystem::copy_file(sample("overall"), copy);
+  std::filesystem::copy_file(safetensors_sample("overall"), copy);
   const Value heap = load_safetensors(copy);
   CHECK(heap.as_dict().find(std::string_view("B"))->as_tensor().storage().kind() == StorageKind::heap);
   const Value mapped = load_safetensors(copy, {.mmap = MapMode::read_only});
@@ -183,7 +179,7 @@ TEST_CASE("save_safetensors rebuilds every reference sample byte for byte", "[sa
   const tensorfile_test::ScratchDir scratch;
   for (const std::string& name : sample_names()) {
     INFO(name);
-    const std::string expected = file_bytes(sample(name));
+    const std::string expected = file_bytes(safetensors_sample(name));
     // The samples come from an older writer: unpadded headers, tensors laid out by name.
     const SafetensorsSaveOptions as_written{.metadata = {{"test", "a"}}, .sort = false, .pad_header = false};
     CHECK(to_string(save_safetensors_to_bytes(sample_tensors(name), as_written)) == expected);
@@ -193,8 +189,8 @@ TEST_CASE("save_safetensors rebuilds every reference sample byte for byte", "[sa
     save_safetensors(sample_tensors(name), out, as_written);
     CHECK(out.str() == expected);
     // A load and a save of the Value keep the metadata and, unsorted and unpadded, every byte.
-    CHECK(to_string(save_safetensors_to_bytes(load_safetensors(sample(name)), {.sort = false, .pad_header = false})) ==
-          expected);
+    CHECK(to_string(save_safetensors_to_bytes(load_safetensors(safetensors_sample(name)),
+                                              {.sort = false, .pad_header = false})) == expected);
   }
 }
 
@@ -280,7 +276,7 @@ TEST_CASE("Round trips keep names, dtypes, shapes, values and metadata", "[safet
 }
 
 TEST_CASE("read_safetensors_header reads the header only", "[safetensors][header]") {
-  const SafetensorsHeader header = read_safetensors_header(sample("overall"));
+  const SafetensorsHeader header = read_safetensors_header(safetensors_sample("overall"));
   CHECK(header.header_bytes == 526);
   CHECK(header.data_offset == 534);
   CHECK(header.data_bytes == 168);
@@ -294,7 +290,7 @@ TEST_CASE("read_safetensors_header reads the header only", "[safetensors][header
 }
 
 TEST_CASE("map_location takes load()'s forms", "[safetensors][load][map_location]") {
-  const auto path = sample("overall");
+  const auto path = safetensors_sample("overall");
   SECTION("a callable sees each tensor's CPU bytes with the tag \"cpu\"") {
     std::vector<std::string> tags;
     std::size_t bytes = 0;
@@ -365,6 +361,6 @@ TEST_CASE("detect_format tells safetensors apart from pickles and zips", "[safet
   CHECK(detect_format(byte_span(le64(100'000'001) + "{")) == FileFormat::unknown);
   CHECK(detect_format(byte_span(le64(2) + "[")) == FileFormat::unknown);
   CHECK(format_name(FileFormat::safetensors) == "safetensors");
-  CHECK_THROWS_WITH(load(byte_span(file_bytes(sample("f")))),
+  CHECK_THROWS_WITH(load(byte_span(file_bytes(safetensors_sample("f")))),
                     "tensorfile: this is a safetensors file; read it with load_safetensors");
 }

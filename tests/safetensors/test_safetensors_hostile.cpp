@@ -17,13 +17,9 @@ using tensorfile_hostile::replace_all;
 using tensorfile_test::byte_span;
 using tensorfile_test::write_file;
 
-namespace {
+using tensorfile_test::le64;
 
-std::string le64(std::uint64_t n) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out;
-}
+namespace {
 
 /// A file of `header` (unpadded) followed by `data` bytes of data.
 std::string file_of(const std::string& header, std::size_t data) {

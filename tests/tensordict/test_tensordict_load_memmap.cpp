@@ -19,14 +19,10 @@
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::sample;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path sample(const std::string& name) { return tensorfile_test::data_dir() / "tensordict" / name; }
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 void put(const fs::path& path, const std::string& bytes) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << bytes;
@@ -59,7 +55,7 @@ void copy_tree(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs
 // ---- the real samples --------------------------------------------------------------------------
 
 TEST_CASE("load_memmap reads nested TensorDicts written by tensordict (s01_basic)", "[load_memmap]") {
-  const TensorDict td = load_memmap(sample("s01_basic"));
+  const TensorDict td = load_memmap(sample("tensordict", "s01_basic"));
   CHECK(td.batch_size() == Shape{2});
   CHECK(td.device() == Device::cpu());
   CHECK(td.type_name() == tensordict_type);
@@ -77,7 +73,7 @@ TEST_CASE("load_memmap reads nested TensorDicts written by tensordict (s01_basic
 }
 
 TEST_CASE("load_memmap reads every dtype tensordict names (s02_dtypes)", "[load_memmap]") {
-  const TensorDict td = load_memmap(sample("s02_dtypes"));
+  const TensorDict td = load_memmap(sample("tensordict", "s02_dtypes"));
   CHECK(td.size() == 12);
   CHECK(values_of<Half>(td["float16"].as_tensor()) == std::vector<Half>{Half(1.5f), Half(-2.25f), Half(3.0f)});
   CHECK(values_of<BFloat16>(td["bfloat16"].as_tensor()) ==
@@ -97,7 +93,7 @@ TEST_CASE("load_memmap reads every dtype tensordict names (s02_dtypes)", "[load_
 }
 
 TEST_CASE("load_memmap reads 0-d, zero-element and once-strided leaves (s03_shapes)", "[load_memmap]") {
-  const TensorDict td = load_memmap(sample("s03_shapes"));
+  const TensorDict td = load_memmap(sample("tensordict", "s03_shapes"));
   CHECK(td.batch_size().empty());
   CHECK(td["scalar0d"].as_tensor().dim() == 0);
   CHECK(td["scalar0d"].as_tensor().item<float>() == 7.0f);
@@ -115,7 +111,7 @@ TEST_CASE("load_memmap reads 0-d, zero-element and once-strided leaves (s03_shap
 }
 
 TEST_CASE("load_memmap reads NonTensorData, pickles as opaque bytes (s05_nontensor)", "[load_memmap]") {
-  const TensorDict td = load_memmap(sample("s05_nontensor"));
+  const TensorDict td = load_memmap(sample("tensordict", "s05_nontensor"));
   CHECK(td.keys() == std::vector<std::string_view>{"t", "s", "i", "dct", "obj"});
   CHECK(values_of<float>(td["t"].as_tensor()) == std::vector<float>{0, 0, 0});
   const NonTensorData& s = td["s"].as_non_tensor();
@@ -139,7 +135,7 @@ TEST_CASE("load_memmap reads NonTensorData, pickles as opaque bytes (s05_nontens
 }
 
 TEST_CASE("load_memmap reads tensorclasses (s07_tensorclass)", "[load_memmap]") {
-  const TensorDict td = load_memmap(sample("s07_tensorclass"));
+  const TensorDict td = load_memmap(sample("tensordict", "s07_tensorclass"));
   CHECK(td.keys() == std::vector<std::string_view>{"tc", "y"});
   const TensorDict& tc = td["tc"].as_tensordict();
   CHECK(tc.kind() == TensorDictKind::tensorclass);
@@ -155,17 +151,17 @@ TEST_CASE("load_memmap reads tensorclasses (s07_tensorclass)", "[load_memmap]") 
 }
 
 TEST_CASE("load_memmap loads any subdirectory on its own", "[load_memmap]") {
-  const TensorDict nested = load_memmap(sample("s01_basic") / "nested");
+  const TensorDict nested = load_memmap(sample("tensordict", "s01_basic") / "nested");
   CHECK(nested.keys() == std::vector<std::string_view>{"b", "deeper"});
-  CHECK(load_memmap(sample("s01_basic") / "nested" / "deeper" / "")["c"].as_tensor().sizes() == Shape{2});
-  CHECK(load_memmap(sample("s07_tensorclass") / "tc").kind() == TensorDictKind::tensorclass);
-  CHECK(load_memmap(sample("s07_tensorclass") / "tc" / "_tensordict").kind() == TensorDictKind::plain);
-  const Entry s = load_memmap_entry(sample("s05_nontensor") / "s");
+  CHECK(load_memmap(sample("tensordict", "s01_basic") / "nested" / "deeper" / "")["c"].as_tensor().sizes() == Shape{2});
+  CHECK(load_memmap(sample("tensordict", "s07_tensorclass") / "tc").kind() == TensorDictKind::tensorclass);
+  CHECK(load_memmap(sample("tensordict", "s07_tensorclass") / "tc" / "_tensordict").kind() == TensorDictKind::plain);
+  const Entry s = load_memmap_entry(sample("tensordict", "s05_nontensor") / "s");
   CHECK(s.as_non_tensor().data().as_string() == "a string!");
-  CHECK(load_memmap_entry(sample("s01_basic")).is_tensordict());
+  CHECK(load_memmap_entry(sample("tensordict", "s01_basic")).is_tensordict());
   REQUIRE_THROWS_WITH(
-      load_memmap(sample("s05_nontensor") / "s"),
-      "tensorfile: " + (sample("s05_nontensor") / "s").string() +
+      load_memmap(sample("tensordict", "s05_nontensor") / "s"),
+      "tensorfile: " + (sample("tensordict", "s05_nontensor") / "s").string() +
           ": holds a NonTensorData; expected a TensorDict directory (load_memmap_entry reads any node)");
 }
 
@@ -173,10 +169,10 @@ TEST_CASE("load_memmap loads any subdirectory on its own", "[load_memmap]") {
 
 TEST_CASE("load_memmap to meta reads shapes and dtypes and opens no data file", "[load_memmap]") {
   const tensorfile_test::ScratchDir dir;
-  copy_tree(sample("s02_dtypes"), dir / "td");
-  copy_tree(sample("s02_dtypes"), dir / "td" / "sub");
-  put(dir / "td" / "meta.json",
-      slurp(sample("s02_dtypes") / "meta.json").insert(1, R"("sub": {"type": "TensorDict"}, )"));
+  copy_tree(sample("tensordict", "s02_dtypes"), dir / "td");
+  copy_tree(sample("tensordict", "s02_dtypes"), dir / "td" / "sub");
+  put(dir / "td" / "meta.json", tensorfile_test::read_text(sample("tensordict", "s02_dtypes") / "meta.json")
+                                    .insert(1, R"("sub": {"type": "TensorDict"}, )"));
   for (const auto& entry : fs::recursive_directory_iterator(dir / "td")) {
     if (entry.path().extension() == ".memmap") fs::remove(entry.path());  // would fail any open
   }
@@ -187,16 +183,16 @@ TEST_CASE("load_memmap to meta reads shapes and dtypes and opens no data file", 
   CHECK(td["complex128"].as_tensor().dtype() == DType::Complex128);
   CHECK(td.get({"sub", "int16"}).as_tensor().sizes() == Shape{3});
   CHECK(td["sub"].as_tensordict().device() == Device::meta());
-  CHECK(load_memmap(sample("s01_basic"), {.device = Device::meta()}) ==
-        load_memmap(sample("s01_basic"), {.device = Device::meta()}));
+  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::meta()}) ==
+        load_memmap(sample("tensordict", "s01_basic"), {.device = Device::meta()}));
 }
 
 TEST_CASE("load_memmap to cuda copies each leaf there (DeviceError without CUDA)", "[load_memmap]") {
   if (detail::device_copy_hook().copy != nullptr) return;  // built with CUDA: covered by the cuda tests
-  REQUIRE_THROWS_WITH(load_memmap(sample("s01_basic"), {.device = Device::cuda(0), .non_blocking = true}),
+  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .non_blocking = true}),
                       "tensorfile: cannot move a tensor to cuda:0: tensorfile was built without CUDA (include "
                       "<tensorfile/cuda.hpp> and link tensorfile::cuda)");
-  REQUIRE_THROWS_AS(load_memmap(sample("s01_basic"), {.device = Device::parse("cuda:1")}), DeviceError);
+  REQUIRE_THROWS_AS(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::parse("cuda:1")}), DeviceError);
 }
 
 TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") {
@@ -205,7 +201,7 @@ TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") 
                   {"nested", TensorDict({{"extra", Tensor::zeros({2}, DType::Bool)}}, {2})}},
                  {2});
   TensorDict* nested_before = &out["nested"].as_tensordict();
-  const TensorDict result = load_memmap(sample("s01_basic"), {.out = &out});
+  const TensorDict result = load_memmap(sample("tensordict", "s01_basic"), {.out = &out});
   CHECK(result == out);
   CHECK(out["a"].as_tensor().dtype() == DType::Float32);  // replaced
   CHECK(out.contains("keep"));
@@ -214,21 +210,21 @@ TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") 
   CHECK(out["a"].as_tensor().storage().kind() == StorageKind::mmap);
 
   TensorDict empty;
-  CHECK(load_memmap(sample("s01_basic"), {.out = &empty}).batch_size() == Shape{2});
+  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.out = &empty}).batch_size() == Shape{2});
   CHECK(empty.batch_size() == Shape{2});
 
   TensorDict wrong({{"q", Tensor::zeros({3}, DType::Int8)}}, {3});
-  REQUIRE_THROWS_WITH(load_memmap(sample("s01_basic"), {.out = &wrong}),
-                      "tensorfile: " + sample("s01_basic").string() +
+  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), {.out = &wrong}),
+                      "tensorfile: " + sample("tensordict", "s01_basic").string() +
                           ": out has another batch size; expected (2,) as in the file, got (3,)");
   CHECK(wrong.keys() == std::vector<std::string_view>{"q"});  // untouched
 }
 
 TEST_CASE("load_memmap maps writable files shared and read-only files privately, as tensordict", "[load_memmap]") {
   const tensorfile_test::ScratchDir dir;
-  copy_tree(sample("s01_basic"), dir / "td");
+  copy_tree(sample("tensordict", "s01_basic"), dir / "td");
   const fs::path file = dir / "td" / "a.memmap";
-  const std::string original = slurp(file);
+  const std::string original = tensorfile_test::read_text(file);
 
   SECTION("access unset (as tensordict) on a writable file: MAP_SHARED, writes reach the file") {
     CHECK_FALSE(MemmapLoadOptions{}.access.has_value());
@@ -238,13 +234,13 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
     Tensor& a = td["a"].as_tensor();
     CHECK(a.storage().name() == "mmap_shared");
     a.data<float>()[0] = 42.0f;
-    CHECK(slurp(file).substr(0, 4) == bytes_of<float>({42.0f}));
+    CHECK(tensorfile_test::read_text(file).substr(0, 4) == bytes_of<float>({42.0f}));
   }
   SECTION("copy_on_write: writes stay in memory") {
     TensorDict td = load_memmap(dir / "td", {.access = MapMode::copy_on_write});
     CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
     td["a"].as_tensor().data<float>()[0] = 42.0f;
-    CHECK(slurp(file) == original);
+    CHECK(tensorfile_test::read_text(file) == original);
   }
   SECTION("read_only: tensors refuse writes") {
     const TensorDict td = load_memmap(dir / "td", {.access = MapMode::read_only});
@@ -261,7 +257,7 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
       TensorDict td = load_memmap(dir / "td");
       CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
       td["a"].as_tensor().data<float>()[0] = 42.0f;
-      CHECK(slurp(file) == original);
+      CHECK(tensorfile_test::read_text(file) == original);
       REQUIRE_THROWS_AS(load_memmap(dir / "td", {.access = MapMode::shared}), IoError);
     } else {
       // Root may write anything (tensordict then maps shared too); check the rule as "nobody" in a child.
@@ -275,7 +271,7 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
           TensorDict td = load_memmap(dir / "td");
           if (td["a"].as_tensor().storage().name() != "mmap_private") code = 1;
           td["a"].as_tensor().data<float>()[0] = 42.0f;
-          if (slurp(file) != original) code = 2;
+          if (tensorfile_test::read_text(file) != original) code = 2;
           try {
             (void)load_memmap(dir / "td", {.access = MapMode::shared});
             code = 3;
@@ -584,7 +580,7 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     CHECK(after.st_size == 20);
     CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
     CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
-    CHECK(slurp(td_dir / "a.memmap") == std::string(20, '\x11'));
+    CHECK(tensorfile_test::read_text(td_dir / "a.memmap") == std::string(20, '\x11'));
     put(td_dir / "a.memmap", "");
     fs::remove(td_dir / "a.memmap");
     fs::create_directory(td_dir / "a.memmap");
@@ -808,7 +804,7 @@ TEST_CASE("load_memmap maps hard-linked data files shared only when asked", "[lo
     TensorDict td = load_memmap(td_dir);
     CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
     td["a"].as_tensor().data<float>()[0] = 42.0f;
-    CHECK(slurp(dir / "outside.bin") == bytes_of<float>({5}));
+    CHECK(tensorfile_test::read_text(dir / "outside.bin") == bytes_of<float>({5}));
   }
   SECTION("access shared: refused") {
     REQUIRE_THROWS_WITH(load_memmap(td_dir, {.access = MapMode::shared}),

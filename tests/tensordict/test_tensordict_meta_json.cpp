@@ -8,6 +8,9 @@
 
 #include "tensorfile_catch.hpp"
 
+// The detail namespaces are opened inside a namespace of this file only: the tests compile several files as one
+// translation unit, where a directive at file scope would reach the next file.
+namespace meta_json_tests {
 using namespace tensorfile;
 using namespace tensorfile::detail;
 using namespace tensorfile::detail::td;
@@ -279,3 +282,5 @@ TEST_CASE("JsonWriter writes Python's json (or orjson) bytes", "[tensordict][jso
                         "tensorfile: string is not valid UTF-8; expected UTF-8 text, got byte 255 at index 1");
   }
 }
+
+}  // namespace meta_json_tests

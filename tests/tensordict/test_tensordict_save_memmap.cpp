@@ -19,14 +19,10 @@
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::sample;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path sample(const std::string& name) { return tensorfile_test::data_dir() / "tensordict" / name; }
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 /// Every file of a tree (relative path -> bytes); directories as "<path>/".
 std::map<std::string, std::string> tree_of(const fs::path& root) {
   std::map<std::string, std::string> out;
@@ -35,7 +31,7 @@ std::map<std::string, std::string> tree_of(const fs::path& root) {
     if (entry.is_directory()) {
       out[rel + "/"] = "";
     } else if (rel != "PROVENANCE.md" && rel != ".gitattributes") {
-      out[rel] = slurp(entry.path());
+      out[rel] = tensorfile_test::read_text(entry.path());
     }
   }
   return out;
@@ -49,8 +45,8 @@ std::vector<std::string> extra_names(const fs::path& dir, std::initializer_list<
   }
   return out;
 }
-Bytes file_bytes(const fs::path& path) {
-  const std::string text = slurp(path);
+Bytes file_as_bytes(const fs::path& path) {
+  const std::string text = tensorfile_test::read_text(path);
   Bytes out;
   out.data.resize(text.size());
   std::memcpy(out.data.data(), text.data(), text.size());
@@ -90,14 +86,14 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
     INFO(name);
     const TensorDict td = on_cpu(built);
     save_memmap(td, dir / name);
-    CHECK(tree_of(dir / name) == tree_of(sample(name)));
-    CHECK(load_memmap(dir / name) == load_memmap(sample(name)));
+    CHECK(tree_of(dir / name) == tree_of(sample("tensordict", name)));
+    CHECK(load_memmap(dir / name) == load_memmap(sample("tensordict", name)));
     // orjson style: the same members, order and values, compact spacing.
     save_memmap(td, dir / (name + "_orjson"), {.json = MetaJsonStyle::orjson});
-    for (const auto& [rel, bytes] : tree_of(sample(name))) {
+    for (const auto& [rel, bytes] : tree_of(sample("tensordict", name))) {
       if (!rel.ends_with("meta.json")) continue;
       INFO(rel);
-      const std::string compact = slurp(dir / (name + "_orjson") / rel);
+      const std::string compact = tensorfile_test::read_text(dir / (name + "_orjson") / rel);
       CHECK(compact.find(", ") == std::string::npos);
       CHECK(parse_json(compact) == parse_json(bytes));
     }
@@ -144,7 +140,7 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
     NonTensorData obj;
     obj.fields.set(Value("_is_non_tensor"), Value(true));
     obj.fields.set(Value("_metadata"), Value(None{}));
-    obj.pickle = file_bytes(sample("s05_nontensor") / "obj" / "other.pickle");
+    obj.pickle = file_as_bytes(sample("tensordict", "s05_nontensor") / "obj" / "other.pickle");
     const TensorDict td({{"t", Tensor::zeros({3}, DType::Float32)},
                          {"s", non_tensor("a string!")},
                          {"i", non_tensor(42)},
@@ -157,7 +153,8 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
     NonTensorData extra;
     extra.fields.set(Value("_is_non_tensor"), Value(true));
     extra.fields.set(Value("_metadata"), Value(None{}));
-    extra.pickle = file_bytes(sample("s07_tensorclass") / "tc" / "_tensordict" / "extra" / "other.pickle");
+    extra.pickle =
+        file_as_bytes(sample("tensordict", "s07_tensorclass") / "tc" / "_tensordict" / "extra" / "other.pickle");
     const TensorDict fields(
         {{"x", values<float>({1, 1, 1, 1}, {2, 2})}, {"label", non_tensor("hello")}, {"extra", extra}}, {2});
     const TensorDict td(
@@ -197,7 +194,7 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
       INFO(file);
       CHECK(fs::exists(dir / "rt" / file));
     }
-    const std::string meta = slurp(dir / "rt" / "meta.json");
+    const std::string meta = tensorfile_test::read_text(dir / "rt" / "meta.json");
     CHECK(meta.find(R"("\u00e9-unicode": )") != std::string::npos);
     CHECK(meta.find(R"("\ud83d\ude00": )") != std::string::npos);
     CHECK(meta.find(R"("tab\tkey": )") != std::string::npos);
@@ -207,10 +204,11 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     const TensorDict td({{"nt", NestedTensor::from_components(parts)}}, {2});
     const TensorDict back = round_trip(td);
     const std::int64_t table[] = {2, 3, 1, 3};
-    CHECK(slurp(dir / "rt" / "nt.shape.memmap") == std::string(reinterpret_cast<const char*>(table), sizeof table));
+    CHECK(tensorfile_test::read_text(dir / "rt" / "nt.shape.memmap") ==
+          std::string(reinterpret_cast<const char*>(table), sizeof table));
     CHECK(fs::file_size(dir / "rt" / "nt.shape.memmap") == 32);
     CHECK(fs::file_size(dir / "rt" / "nt.memmap") == 36);
-    CHECK(slurp(dir / "rt" / "meta.json")
+    CHECK(tensorfile_test::read_text(dir / "rt" / "meta.json")
               .find(R"("nt": {"device": "cpu", "shape": [2, 2], "dtype": "torch.float32", "is_nested": true})") !=
           std::string::npos);
     CHECK(back["nt"].as_nested_tensor().component(1).equal(parts[1]));
@@ -231,15 +229,15 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     for (const char* key : {"st", "ns", "np"}) CHECK(back[key] == td[key]);
     CHECK(std::isnan(back["nan"].as_non_tensor().data()[0].as_float()));
     CHECK(
-        slurp(dir / "rt" / "ns" / "meta.json") ==
+        tensorfile_test::read_text(dir / "rt" / "ns" / "meta.json") ==
         R"({"_type":"<class 'tensordict.tensorclass.NonTensorStack'>","stack_dim":0,"device":null,"data":["s0","s1"]})");
-    CHECK(slurp(dir / "rt" / "np" / "pickle.pkl") == std::string("\x80\x04N.", 4));
-    CHECK(slurp(dir / "rt" / "st" / "meta.json") ==
+    CHECK(tensorfile_test::read_text(dir / "rt" / "np" / "pickle.pkl") == std::string("\x80\x04N.", 4));
+    CHECK(tensorfile_test::read_text(dir / "rt" / "st" / "meta.json") ==
           R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
-    CHECK(slurp(dir / "rt" / "meta.json")
+    CHECK(tensorfile_test::read_text(dir / "rt" / "meta.json")
               .starts_with(R"({"st": {"type": "LazyStackedTensorDict"}, "ns": {"type": "NonTensorStack"})"));
     CHECK(
-        slurp(dir / "rt" / "nan" / "meta.json") ==
+        tensorfile_test::read_text(dir / "rt" / "nan" / "meta.json") ==
         R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": [NaN, Infinity, 1e-05], "_is_non_tensor": true, "_metadata": null})");
   }
   SECTION("a tensorclass with JSON attributes and a pickle, at the root") {
@@ -249,8 +247,9 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
         TensorDict::tensorclass("<class 'mymod.Point'>", TensorDict({{"x", values<double>({1, 2})}}, {2}), attrs);
     tc.class_pickle() = Bytes{{std::byte{0x80}}};
     round_trip(tc);
-    CHECK(slurp(dir / "rt" / "meta.json") == R"({"_type": "<class 'mymod.Point'>", "extra": null})");
-    CHECK(slurp(dir / "rt" / "other.pickle") == "\x80");
+    CHECK(tensorfile_test::read_text(dir / "rt" / "meta.json") ==
+          R"({"_type": "<class 'mymod.Point'>", "extra": null})");
+    CHECK(tensorfile_test::read_text(dir / "rt" / "other.pickle") == "\x80");
   }
   SECTION("raw (legacy) names when encode_keys is off") {
     const TensorDict td({{"sp ace", values<float>({1})}, {"my dir", TensorDict()}});
@@ -295,7 +294,7 @@ TEST_CASE("memmap returns a TensorDict of shared mappings of the new files", "[s
   CHECK(mapped["tc"]["x"].as_tensor().storage().name() == "mmap_shared");
   mapped["a"].as_tensor().data<float>()[3] = 42.0f;  // writes go to disk
   float stored = 0;
-  std::memcpy(&stored, slurp(dir / "m" / "a.memmap").data() + 12, 4);
+  std::memcpy(&stored, tensorfile_test::read_text(dir / "m" / "a.memmap").data() + 12, 4);
   CHECK(stored == 42.0f);
   mapped.get({"tc", "x"}).as_tensor().data<float>()[0] = -1.0f;
   CHECK(load_memmap(dir / "m").get({"tc", "x"}).as_tensor().data<const float>()[0] == -1.0f);

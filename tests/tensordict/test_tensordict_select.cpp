@@ -12,15 +12,15 @@
 #include "tensorfile_catch.hpp"
 
 using namespace tensorfile;
+using tensorfile_test::sample;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path sample(const std::string& name) { return tensorfile_test::data_dir() / "tensordict" / name; }
 
 /// A copy of a committed sample in `dir` (the samples themselves are never changed).
 fs::path copy_sample(const tensorfile_test::ScratchDir& dir, const std::string& name) {
   const fs::path to = dir / name;
-  fs::copy(sample(name), to, fs::copy_options::recursive);
+  fs::copy(sample("tensordict", name), to, fs::copy_options::recursive);
   return to;
 }
 
@@ -85,18 +85,18 @@ TensorSelect record_paths(std::vector<std::string>& asked) {
 
 TEST_CASE("load_memmap select names leaves by their keys joined by '/'", "[tensordict][select]") {
   std::vector<std::string> asked;
-  (void)load_memmap(sample("s01_basic"), {.select = record_paths(asked)});
+  (void)load_memmap(sample("tensordict", "s01_basic"), {.select = record_paths(asked)});
   CHECK(asked == std::vector<std::string>{"a", "nested/b", "nested/deeper/c"});
-  CHECK(asked == named_paths(sample("s01_basic")));  // the library's one naming of tensor paths
+  CHECK(asked == named_paths(sample("tensordict", "s01_basic")));  // the library's one naming of tensor paths
 
   asked.clear();  // relative to the directory loaded
-  (void)load_memmap(sample("s01_basic") / "nested", {.select = record_paths(asked)});
+  (void)load_memmap(sample("tensordict", "s01_basic") / "nested", {.select = record_paths(asked)});
   CHECK(asked == std::vector<std::string>{"b", "deeper/c"});
 
   asked.clear();  // a tensorclass's fields by their own keys (no "_tensordict"); NonTensorData is not asked
-  (void)load_memmap(sample("s07_tensorclass"), {.select = record_paths(asked)});
+  (void)load_memmap(sample("tensordict", "s07_tensorclass"), {.select = record_paths(asked)});
   CHECK(asked == std::vector<std::string>{"tc/x", "y"});
-  CHECK(asked == named_paths(sample("s07_tensorclass")));
+  CHECK(asked == named_paths(sample("tensordict", "s07_tensorclass")));
 
   const tensorfile_test::ScratchDir dir;
   save_model_tree(dir / "model");
@@ -107,8 +107,9 @@ TEST_CASE("load_memmap select names leaves by their keys joined by '/'", "[tenso
 }
 
 TEST_CASE("load_memmap select reads the selected leaves and makes the others meta", "[tensordict][select]") {
-  const TensorDict full = load_memmap(sample("s01_basic"));
-  const TensorDict td = load_memmap(sample("s01_basic"), {.select = select_paths({"a", "nested/deeper/*"})});
+  const TensorDict full = load_memmap(sample("tensordict", "s01_basic"));
+  const TensorDict td =
+      load_memmap(sample("tensordict", "s01_basic"), {.select = select_paths({"a", "nested/deeper/*"})});
   CHECK(td.keys() == full.keys());
   check_read(td, full, {"a"});
   check_read(td, full, {"nested", "deeper", "c"});
@@ -117,7 +118,7 @@ TEST_CASE("load_memmap select reads the selected leaves and makes the others met
   CHECK(td["nested"].as_tensordict().keys() == full["nested"].as_tensordict().keys());
 
   SECTION("nothing selected: every leaf meta, every sub-collection still there") {
-    const TensorDict none = load_memmap(sample("s01_basic"), {.select = select_paths({})});
+    const TensorDict none = load_memmap(sample("tensordict", "s01_basic"), {.select = select_paths({})});
     check_meta(none, {"a"}, DType::Float32, {2, 3});
     check_meta(none, {"nested", "b"}, DType::BFloat16, {2});
     check_meta(none, {"nested", "deeper", "c"}, DType::Int64, {2});
@@ -151,13 +152,14 @@ TEST_CASE("load_memmap select reads the selected leaves and makes the others met
 }
 
 TEST_CASE("load_memmap select_drops leaves out unselected leaves and emptied sub-collections", "[tensordict][select]") {
-  const TensorDict full = load_memmap(sample("s01_basic"));
-  const TensorDict only_a = load_memmap(sample("s01_basic"), {.select = select_paths({"a"}), .select_drops = true});
+  const TensorDict full = load_memmap(sample("tensordict", "s01_basic"));
+  const TensorDict only_a =
+      load_memmap(sample("tensordict", "s01_basic"), {.select = select_paths({"a"}), .select_drops = true});
   CHECK(only_a.keys() == std::vector<std::string_view>{"a"});  // nested and nested/deeper emptied: left out
   check_read(only_a, full, {"a"});
 
   const TensorDict only_b =
-      load_memmap(sample("s01_basic"), {.select = select_paths({"nested/b"}), .select_drops = true});
+      load_memmap(sample("tensordict", "s01_basic"), {.select = select_paths({"nested/b"}), .select_drops = true});
   CHECK(only_b.keys() == std::vector<std::string_view>{"nested"});
   CHECK(only_b["nested"].as_tensordict().keys() == std::vector<std::string_view>{"b"});
   check_read(only_b, full, {"nested", "b"});
@@ -175,13 +177,15 @@ TEST_CASE("load_memmap select_drops leaves out unselected leaves and emptied sub
   CHECK(none["stack"]["0"].as_tensordict().empty());
   CHECK(none["stack"].as_tensordict().batch_size() == all["stack"].as_tensordict().batch_size());
 
-  const TensorDict nontensor = load_memmap(sample("s05_nontensor"), {.select = select_paths({}), .select_drops = true});
-  const TensorDict nontensor_full = load_memmap(sample("s05_nontensor"));
+  const TensorDict nontensor =
+      load_memmap(sample("tensordict", "s05_nontensor"), {.select = select_paths({}), .select_drops = true});
+  const TensorDict nontensor_full = load_memmap(sample("tensordict", "s05_nontensor"));
   CHECK(nontensor.keys() == std::vector<std::string_view>{"s", "i", "dct", "obj"});
   CHECK(nontensor["obj"].as_non_tensor() == nontensor_full["obj"].as_non_tensor());  // pickle sidecar kept
   CHECK(nontensor["obj"].as_non_tensor().pickle.has_value());
 
-  const TensorDict tc = load_memmap(sample("s07_tensorclass"), {.select = select_paths({"y"}), .select_drops = true});
+  const TensorDict tc =
+      load_memmap(sample("tensordict", "s07_tensorclass"), {.select = select_paths({"y"}), .select_drops = true});
   CHECK(tc.keys() == std::vector<std::string_view>{"tc", "y"});  // tc keeps its NonTensorData fields
   CHECK(tc["tc"].as_tensordict().kind() == TensorDictKind::tensorclass);
   CHECK(tc["tc"].as_tensordict().keys() == std::vector<std::string_view>{"label", "extra"});
@@ -227,31 +231,34 @@ TEST_CASE("load_memmap select never opens an unselected leaf's file", "[tensordi
 }
 
 TEST_CASE("load_memmap select with out fills only what it reads", "[tensordict][select]") {
-  const TensorDict full = load_memmap(sample("s01_basic"));
+  const TensorDict full = load_memmap(sample("tensordict", "s01_basic"));
   TensorDict out({{"a", Tensor::zeros({2, 3}, DType::Int64)},
                   {"nested", TensorDict({{"extra", Tensor::zeros({2}, DType::Bool)}}, {2})}},
                  {2});
   TensorDict* nested_before = &out["nested"].as_tensordict();
-  (void)load_memmap(sample("s01_basic"), {.out = &out, .select = select_paths({"nested/b"}), .select_drops = true});
+  (void)load_memmap(sample("tensordict", "s01_basic"),
+                    {.out = &out, .select = select_paths({"nested/b"}), .select_drops = true});
   CHECK(out["a"].as_tensor().dtype() == DType::Int64);  // dropped: out's entry as it was
   CHECK(out["a"].as_tensor().device().is_cpu());
   CHECK(&out["nested"].as_tensordict() == nested_before);
   CHECK(out["nested"].as_tensordict().keys() == std::vector<std::string_view>{"extra", "b"});  // deeper emptied
   check_read(out, full, {"nested", "b"});
 
-  (void)load_memmap(sample("s01_basic"), {.out = &out, .select = select_paths({"nested/b"})});
+  (void)load_memmap(sample("tensordict", "s01_basic"), {.out = &out, .select = select_paths({"nested/b"})});
   check_meta(out, {"a"}, DType::Float32, {2, 3});  // without select_drops: replaced by a meta tensor
 }
 
 TEST_CASE("load_memmap select to cuda copies only the selected leaves", "[tensordict][select]") {
   if (detail::device_copy_hook().copy != nullptr) return;  // built with CUDA: a copy would succeed
   // Without CUDA any copy throws, so a load that copies nothing succeeds: the unselected leaves stay meta.
-  const TensorDict td = load_memmap(sample("s01_basic"), {.device = Device::cuda(0), .select = select_paths({})});
+  const TensorDict td =
+      load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .select = select_paths({})});
   CHECK(td.device() == Device::cuda(0));
   check_meta(td, {"a"}, DType::Float32, {2, 3});
   check_meta(td, {"nested", "deeper", "c"}, DType::Int64, {2});
-  REQUIRE_THROWS_AS(load_memmap(sample("s01_basic"), {.device = Device::cuda(0), .select = select_paths({"a"})}),
-                    DeviceError);
+  REQUIRE_THROWS_AS(
+      load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .select = select_paths({"a"})}),
+      DeviceError);
 }
 
 TEST_CASE("load_memmap select in a lazy view: unselected source leaves stay meta through the op",

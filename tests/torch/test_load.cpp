@@ -22,13 +22,9 @@
 using namespace tensorfile;
 using tensorfile::detail::Op;
 using tensorfile_test::PickleWriter;
+using tensorfile_test::sample;
 
 namespace {
-std::filesystem::path sample(const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; }
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 std::span<const std::byte> as_span(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
 std::vector<float> floats(const Tensor& t) {
   std::vector<float> out;
@@ -43,7 +39,7 @@ std::string f32_bytes(std::initializer_list<float> values) {
 }  // namespace
 
 TEST_CASE("load reads a tensor written by torch", "[load]") {
-  const Value v = load(sample("t_float32_2x3.pt"));
+  const Value v = load(sample("torch", "t_float32_2x3.pt"));
   REQUIRE(v.is_tensor());
   const Tensor& t = v.as_tensor();
   CHECK(t.dtype() == DType::Float32);
@@ -53,12 +49,12 @@ TEST_CASE("load reads a tensor written by torch", "[load]") {
   CHECK(t.storage().kind() == StorageKind::heap);
   CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
   SECTION("the buffer-saved copy (prefix archive/) is the same tensor") {
-    CHECK(load(sample("t_float32_2x3_buffer.pt")) == v);
+    CHECK(load(sample("torch", "t_float32_2x3_buffer.pt")) == v);
   }
 }
 
 TEST_CASE("load keeps views sharing one storage", "[load]") {
-  const Value v = load(sample("shared_views.pt"));
+  const Value v = load(sample("torch", "shared_views.pt"));
   const Tensor& base = v["base"].as_tensor();
   for (const char* key : {"row1", "tail", "t", "again"}) {
     INFO(key);
@@ -71,7 +67,7 @@ TEST_CASE("load keeps views sharing one storage", "[load]") {
 }
 
 TEST_CASE("load reads state_dicts and optimizer checkpoints", "[load]") {
-  const Value sd = load(sample("state_dict_linear_bn.pt"));
+  const Value sd = load(sample("torch", "state_dict_linear_bn.pt"));
   REQUIRE(sd.is_dict());
   CHECK(sd.as_dict().ordered);
   CHECK(sd.size() == 7);
@@ -85,7 +81,7 @@ TEST_CASE("load reads state_dicts and optimizer checkpoints", "[load]") {
   REQUIRE(tensors.size() == 7);
   CHECK(tensors[0].first == "0.weight");
 
-  const Value opt = load(sample("optimizer_sgd.pt"));
+  const Value opt = load(sample("torch", "optimizer_sgd.pt"));
   CHECK(opt["param_groups"][0]["lr"].as_float() == 0.1);
   CHECK(opt["param_groups"][0]["foreach"].is_none());
   CHECK(opt["state"][0]["momentum_buffer"].as_tensor().sizes() == Shape{1, 2});
@@ -93,23 +89,23 @@ TEST_CASE("load reads state_dicts and optimizer checkpoints", "[load]") {
 }
 
 TEST_CASE("load reads parameters, 0-d and empty tensors, bare storages, meta tensors", "[load]") {
-  const Value p = load(sample("parameter.pt"));
+  const Value p = load(sample("torch", "parameter.pt"));
   CHECK(to_string(p).find("Parameter") != std::string::npos);
-  const Value z = load(sample("zero_dim_empty.pt"));
+  const Value z = load(sample("torch", "zero_dim_empty.pt"));
   for (const auto& [path, t] : named_tensors(z)) {
     INFO(path);
     CHECK((t.dim() == 0 || t.numel() == 0));
   }
-  const Value s = load(sample("storage_and_tensor.pt"));
+  const Value s = load(sample("torch", "storage_and_tensor.pt"));
   REQUIRE(s.is_list());
   CHECK(s[0].is_storage());
   CHECK(s[0].as_storage().tensor.storage().shares_owner_with(s[1].as_tensor().storage()));
-  const Value m = load(sample("meta.pt"));
+  const Value m = load(sample("torch", "meta.pt"));
   CHECK(m.as_tensor().device().is_meta());
 }
 
 TEST_CASE("load reads the legacy format and pickle protocol 4", "[load]") {
-  const Value legacy = load(sample("legacy_format.pt"));
+  const Value legacy = load(sample("torch", "legacy_format.pt"));
   CHECK(legacy["a"].as_tensor().dtype() == DType::Float32);
   CHECK(legacy["b"].as_tensor().dtype() == DType::Int64);
   CHECK(load(tensorfile_test::data_dir() / "torch_gen" / "pickle_protocol_4.pt") ==
@@ -119,7 +115,7 @@ TEST_CASE("load reads the legacy format and pickle protocol 4", "[load]") {
 }
 
 TEST_CASE("map_location takes every form torch.load takes", "[load][map_location]") {
-  const auto path = sample("fake_cuda0.pt");  // storages tagged cuda:0, written on a CPU machine
+  const auto path = sample("torch", "fake_cuda0.pt");  // storages tagged cuda:0, written on a CPU machine
   SECTION("nothing: restore the saved tag, which needs CUDA") { CHECK_THROWS_AS(load(path), DeviceError); }
   SECTION("a device string or Device") {
     const Value v = load(path, {.map_location = "cpu"});
@@ -160,8 +156,8 @@ TEST_CASE("map_location takes every form torch.load takes", "[load][map_location
 }
 
 TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
-  const Value heap = load(sample("shared_views.pt"));
-  const Value mapped = load(sample("shared_views.pt"), {.mmap = MapMode::copy_on_write});
+  const Value heap = load(sample("torch", "shared_views.pt"));
+  const Value mapped = load(sample("torch", "shared_views.pt"), {.mmap = MapMode::copy_on_write});
   CHECK(mapped == heap);
   const Tensor& base = mapped["base"].as_tensor();
   CHECK(base.storage().backend<MmapBackend>()->mode() == MapMode::copy_on_write);
@@ -171,7 +167,7 @@ TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
   SECTION("MAP_SHARED writes reach the file") {
     const tensorfile_test::ScratchDir dir;
     const auto copy = dir / "t.pt";
-    std::filesystem::copy_file(sample("t_float32_2x3.pt"), copy);
+    std::filesystem::copy_file(sample("torch", "t_float32_2x3.pt"), copy);
     {
       const Value v = load(copy, {.mmap = MapMode::shared});
       v.as_tensor().data<float>()[0] = 42.0f;
@@ -186,7 +182,7 @@ TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
 }
 
 TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the heap", "[load][mmap]") {
-  const auto path = sample("t_float32_2x3.pt");
+  const auto path = sample("torch", "t_float32_2x3.pt");
   CHECK_FALSE(LoadOptions{}.mmap.has_value());
   CHECK(load(path).as_tensor().storage().kind() == StorageKind::heap);
   for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write}) {
@@ -203,7 +199,7 @@ TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the h
                         "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
   }
   SECTION("a span gives read-only views of the caller's bytes whatever the mode") {
-    const std::string bytes = slurp(path);
+    const std::string bytes = tensorfile_test::read_text(path);
     for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write, MapMode::shared}) {
       const Value borrowed = load(as_span(bytes), {.mmap = mode});
       CHECK(borrowed.as_tensor().storage().kind() == StorageKind::borrowed);
@@ -213,8 +209,8 @@ TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the h
 }
 
 TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]") {
-  const std::string bytes = slurp(sample("state_dict_linear_bn.pt"));
-  const Value from_path = load(sample("state_dict_linear_bn.pt"));
+  const std::string bytes = tensorfile_test::read_text(sample("torch", "state_dict_linear_bn.pt"));
+  const Value from_path = load(sample("torch", "state_dict_linear_bn.pt"));
   CHECK(load(as_span(bytes)) == from_path);
   std::istringstream stream(bytes);
   CHECK(load(stream) == from_path);
@@ -227,23 +223,23 @@ TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]"
 
 TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {
   REQUIRE_THROWS_WITH(
-      load(sample("whole_module.pt")),
-      "tensorfile: " + sample("whole_module.pt").string() +
+      load(sample("torch", "whole_module.pt")),
+      "tensorfile: " + sample("torch", "whole_module.pt").string() +
           ": whole_module/data.pkl: global torch.nn.modules.linear.Linear is not allowed; only tensors, "
           "containers and plain values load in strict mode (set .strict = false to keep it as an "
           "opaque object) (at byte 2)");
-  const Value module = load(sample("whole_module.pt"), {.strict = false});
+  const Value module = load(sample("torch", "whole_module.pt"), {.strict = false});
   REQUIRE(module.is_object());
   CHECK(module.as_object().name == "Linear");
   CHECK(module.as_object().newobj);
   CHECK(module.as_object().state["_parameters"]["weight"].is_parameter());
-  REQUIRE_THROWS_WITH(load(sample("quantized.pt")),
+  REQUIRE_THROWS_WITH(load(sample("torch", "quantized.pt")),
                       Catch::Matchers::Contains("quantized tensors (torch._utils._rebuild_qtensor) are not supported"));
   REQUIRE_THROWS_WITH(
-      load(sample("sparse.pt")),
+      load(sample("torch", "sparse.pt")),
       Catch::Matchers::Contains("sparse tensors (torch._utils._rebuild_sparse_tensor) are not supported"));
-  CHECK(load(sample("sparse.pt"), {.strict = false}).is_dict());
-  CHECK_THROWS_AS(load(sample("numpy_objects.pt")), UnsupportedError);
+  CHECK(load(sample("torch", "sparse.pt"), {.strict = false}).is_dict());
+  CHECK_THROWS_AS(load(sample("torch", "numpy_objects.pt")), UnsupportedError);
 }
 
 TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load][safety]") {
@@ -371,7 +367,7 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
 }
 
 TEST_CASE("Values print as a tree with dtypes and shapes", "[load][print]") {
-  const Value v = load(sample("state_dict_linear_bn.pt"));
+  const Value v = load(sample("torch", "state_dict_linear_bn.pt"));
   CHECK(to_string(v).starts_with("OrderedDict{\n  '0.weight': Tensor float32 [2, 3]\n"));
   CHECK(fmt::format("{}", v).ends_with("} with _metadata"));
 }

@@ -11,6 +11,8 @@
 
 using namespace tensorfile;
 
+using tensorfile_test::span_of;
+
 namespace {
 Value sample_value() {
   const Tensor base = Tensor::from_values<float>({0, 1, 2, 3, 4, 5}, {2, 3});
@@ -32,7 +34,6 @@ Value sample_value() {
   d.set("storage", StorageValue{base.reshape({6}), "cpu"});
   return Value(std::move(d));
 }
-std::span<const std::byte> span_of(const std::vector<std::byte>& v) { return v; }
 }  // namespace
 
 TEST_CASE("load(save(x)) == x for Values built in C++", "[save]") {

@@ -14,9 +14,10 @@
 using namespace tensorfile;
 namespace fs = std::filesystem;
 
-namespace {
+using tensorfile_test::names_in;
+using tensorfile_test::span_of;
 
-std::span<const std::byte> span_of(const std::vector<std::byte>& v) { return v; }
+namespace {
 
 /// `levels` lists, each inside the next; the innermost holds `leaf`.
 Value nested_lists(std::size_t levels, const Value& leaf = Value(1)) {
@@ -52,14 +53,6 @@ bool loads(std::span<const std::byte> bytes, const LoadOptions& options) {
   } catch (const LimitError&) {
     return false;
   }
-}
-
-/// The entries of `dir` (a refused save must leave no temporary behind).
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 /// Values covering every way the writer nests: containers, and the tuples load() builds around

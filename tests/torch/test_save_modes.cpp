@@ -14,19 +14,14 @@
 using namespace tensorfile;
 namespace fs = std::filesystem;
 
+using tensorfile_test::names_in;
+
 namespace {
 
 using tensorfile_test::permissions_of;
 using tensorfile_test::UmaskScope;
 
 Value weights(float first) { return make_state_dict({{"w", Tensor::from_values<float>({first, 2, 3})}}); }
-
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 }  // namespace
 

@@ -172,9 +172,4 @@ inline std::span<const std::byte> byte_span(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
-/// A file of the committed test data: tests/data/<folder>/<name>.
-inline std::filesystem::path sample(const std::string& folder, const std::string& name) {
-  return data_dir() / folder / name;
-}
-
 }  // namespace tensorfile_test
