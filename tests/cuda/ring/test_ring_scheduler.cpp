@@ -22,7 +22,7 @@ using tensorfile_test::FakeTracker;
 
 namespace {
 
-std::vector<std::byte> pattern(std::size_t n, unsigned seed = 1) {
+std::vector<std::byte> random_bytes(std::size_t n, unsigned seed = 1) {
   std::vector<std::byte> out(n);
   std::uint32_t x = seed * 2654435761u + 1;
   for (auto& b : out) {
@@ -129,7 +129,7 @@ TEST_CASE("run_ring delivers every byte, whatever the slots and threads", "[ring
     for (const std::size_t threads : {1u, 2u, 4u, 9u}) {
       for (const std::size_t align : {1u, 4096u}) {
         INFO("slots " << slots << ", threads " << threads << ", align " << align);
-        Run run(pattern(size, 3), records, 64 * 1024, align);
+        Run run(random_bytes(size, 3), records, 64 * 1024, align);
         REQUIRE(run.batches.size() > 20);
         run.go({.slots = slots, .threads = threads}, {}, UINT64_MAX, align);
         run.check_data();
@@ -143,7 +143,7 @@ TEST_CASE("run_ring delivers every byte, whatever the slots and threads", "[ring
 TEST_CASE("run_ring never holds more pinned memory than the ring", "[ring][scheduler]") {
   // A 48 MiB "file" through a 1 MiB ring: host memory stays at the ring size.
   const std::size_t file_size = std::size_t{48} << 20;
-  Run run(pattern(file_size, 5), {{0, file_size}}, 256 * 1024);
+  Run run(random_bytes(file_size, 5), {{0, file_size}}, 256 * 1024);
   run.go({.slots = 4, .threads = 4});
   run.check_data();
   run.check_clean();
@@ -153,7 +153,7 @@ TEST_CASE("run_ring never holds more pinned memory than the ring", "[ring][sched
 }
 
 TEST_CASE("run_ring sizes the slots to the work when the file is small", "[ring][scheduler]") {
-  Run run(pattern(1000), {{10, 500}}, 16 << 20);
+  Run run(random_bytes(1000), {{10, 500}}, 16 << 20);
   run.go({.slots = 16, .threads = 8});
   run.check_data();
   run.check_clean();
@@ -162,7 +162,7 @@ TEST_CASE("run_ring sizes the slots to the work when the file is small", "[ring]
 
 TEST_CASE("run_ring chunks records larger than a slot", "[ring][scheduler]") {
   const std::size_t file_size = 3'000'000;
-  Run run(pattern(file_size, 9), {{64, 2'000'000}, {2'000'128, 999'000}}, 100'000);
+  Run run(random_bytes(file_size, 9), {{64, 2'000'000}, {2'000'128, 999'000}}, 100'000);
   run.go({.slots = 3, .threads = 3});
   run.check_data();
   run.check_clean();
@@ -179,7 +179,7 @@ TEST_CASE("run_ring moves many tiny records with few reads", "[ring][scheduler]"
   }
   for (const bool single : {true, false}) {
     INFO("single allocation " << single);
-    Run run(pattern(at + 8, 11), ranges, 32 * 1024, 1, single);
+    Run run(random_bytes(at + 8, 11), ranges, 32 * 1024, 1, single);
     run.go({.slots = 4, .threads = 3});
     run.check_data();
     run.check_clean();
@@ -194,7 +194,7 @@ TEST_CASE("run_ring propagates a failing read without deadlock or leak", "[ring]
   for (const std::size_t threads : {1u, 4u}) {
     for (const double where : {0.0, 0.5, 0.99}) {
       INFO("threads " << threads << ", failing at " << where);
-      Run run(pattern(size), records, 32 * 1024);
+      Run run(random_bytes(size), records, 32 * 1024);
       const auto fail_at = static_cast<std::uint64_t>(where * static_cast<double>(size - 2000)) + 1000;
       try {
         run.go({.slots = 3, .threads = threads}, {}, fail_at);
@@ -213,7 +213,7 @@ TEST_CASE("run_ring propagates a failing read without deadlock or leak", "[ring]
 }
 
 TEST_CASE("run_ring reports a file that ends early", "[ring][scheduler]") {
-  Run run(pattern(5000), {{0, 5000}}, 1024);
+  Run run(random_bytes(5000), {{0, 5000}}, 1024);
   run.file.resize(3000);  // the file shrank after planning
   try {
     run.go({.slots = 2, .threads = 1});  // one reader: the first short batch is the one reported
@@ -230,7 +230,7 @@ TEST_CASE("run_ring propagates a failing copy without deadlock or leak", "[ring]
   const auto records = torch_like_records(200, 40'000, 17, &size);
   SECTION("queueing a copy fails") {
     for (const std::size_t at : {std::size_t{0}, std::size_t{7}, std::size_t{100}}) {
-      Run run(pattern(size), records, 32 * 1024);
+      Run run(random_bytes(size), records, 32 * 1024);
       CHECK_THROWS_MATCHES(run.go({.slots = 4, .threads = 4}, {.fail_copy_at = at}), DeviceError,
                            Catch::Matchers::Predicate<DeviceError>([](const DeviceError& e) {
                              return std::string(e.what()) == "tensorfile: cudaMemcpyAsync failed: fake copy failure";
@@ -240,20 +240,20 @@ TEST_CASE("run_ring propagates a failing copy without deadlock or leak", "[ring]
   }
   SECTION("a queued copy fails later (event)") {
     for (const std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{40}}) {
-      Run run(pattern(size), records, 32 * 1024);
+      Run run(random_bytes(size), records, 32 * 1024);
       CHECK_THROWS_AS(run.go({.slots = 4, .threads = 4}, {.fail_wait_at = at}), DeviceError);
       run.check_clean();
       CHECK(run.progress.size() == at);  // progress stops at the failed copy
     }
   }
   SECTION("pinned memory cannot be allocated") {
-    Run run(pattern(size), records, 32 * 1024);
+    Run run(random_bytes(size), records, 32 * 1024);
     CHECK_THROWS_AS(run.go({.slots = 4, .threads = 4}, {.fail_pinned_at = 2}), DeviceError);
     run.check_clean();
     CHECK(run.progress.empty());
   }
   SECTION("the progress callback throws") {
-    Run run(pattern(size), records, 32 * 1024);
+    Run run(random_bytes(size), records, 32 * 1024);
     int calls = 0;
     CHECK_THROWS_AS(run.go({.slots = 4, .threads = 4}, {}, UINT64_MAX, 1,
                            [&](std::uint64_t, std::uint64_t) {
@@ -265,7 +265,7 @@ TEST_CASE("run_ring propagates a failing copy without deadlock or leak", "[ring]
 }
 
 TEST_CASE("run_ring with nothing to do does nothing", "[ring][scheduler]") {
-  Run run(pattern(10), {{0, 0}}, 1024);
+  Run run(random_bytes(10), {{0, 0}}, 1024);
   CHECK(run.batches.empty());
   run.go({.slots = 4, .threads = 4});
   CHECK(run.tracker->peak_pinned == 0);
