@@ -18,7 +18,7 @@
 #include "bench_common.hpp"
 
 int main(int argc, char** argv) {
-  tensorfile_bench::start_rss_kb() = tensorfile_bench::peak_rss_kb();
+  tensorfile_bench::mark_start();
   if (argc < 2 || argc > 3) {
     std::fprintf(stderr, "usage: %s FILE [REPEATS=5]\n", argv[0]);
     return 2;

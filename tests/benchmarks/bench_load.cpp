@@ -192,7 +192,7 @@ int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threa
 }  // namespace
 
 int main(int argc, char** argv) {
-  tensorfile_bench::start_rss_kb() = tensorfile_bench::peak_rss_kb();
+  tensorfile_bench::mark_start();
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
                  "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor FILE [REPEATS=5]\n",

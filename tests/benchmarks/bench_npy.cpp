@@ -47,7 +47,7 @@ int bench(const std::string& mode, const std::string& path, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tensorfile_bench::start_rss_kb() = tensorfile_bench::peak_rss_kb();
+  tensorfile_bench::mark_start();
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr, "usage: %s heap|mmap|meta FILE [REPEATS=5]  |  %s make FILE MIB\n", argv[0], argv[0]);
     return 2;
