@@ -173,9 +173,9 @@ inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const
     const std::span<const std::byte> member =
         entry.method == 0 ? zip.stored_bytes(entry) : std::span<const std::byte>(inflated = zip.read(entry));
     if (pickle) {
-      scan_pickles(report, member, entry.name, 1, options);
+      scan_pickles(report, member, std::string(entry.name), 1, options);
     } else {
-      scan_npy(report, member, path, entry.name, options);
+      scan_npy(report, member, path, std::string(entry.name), options);
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -834,6 +835,25 @@ TEST_CASE("ZipReader: torch samples", "[zip][reader]") {
                         "tensorfile: t.pt: t_float32_2x3/data/0: the output buffer does not match the entry size; "
                         "expected 24 bytes, got 23 (at byte 320)");
     REQUIRE_THROWS_AS(zip.read(*zip.find("data/0"), small), ArgumentError);
+  }
+}
+
+TEST_CASE("ZipReader: copies share the name pool, so names outlive the reader they were read by", "[zip][reader]") {
+  const ByteVector bytes = read_file(torch_dir + "/state_dict_linear_bn.pt");
+  std::vector<std::string> names;
+  std::optional<ZipReader> copy;
+  {
+    const ZipReader original = ZipReader::open(bytes, "state_dict_linear_bn.pt");
+    for (const ZipEntry& e : original.entries()) names.emplace_back(e.name);
+    copy.emplace(original);
+    ZipReader moved = ZipReader::open(bytes, "other.pt");
+    copy = std::move(moved);  // the copy of `original` goes: the moved reader's names must stay whole
+    copy.emplace(original);
+  }
+  REQUIRE(copy->entries().size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CHECK(copy->entries()[i].name == names[i]);
+    CHECK(copy->find(names[i].substr(copy->prefix().size() + 1)) == &copy->entries()[i]);
   }
 }
 

@@ -277,11 +277,11 @@ TEST_CASE("load_npz reads np.savez and np.savez_compressed archives") {
     save_npz(loaded, dir / "again.npz");
     CHECK(load_npz(dir / "again.npz", {.mmap = MapMode::read_only}) == loaded);
     const Tensor x = Tensor::zeros({2}, DType::Float32);
-    using Named = std::vector<std::pair<std::string, Tensor>>;
-    CHECK_THROWS_WITH(save_npz_to_bytes(Named{{"a", x}, {"a", x}}),
+    using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+    CHECK_THROWS_WITH(save_npz_to_bytes(NamedTensors{{"a", x}, {"a", x}}),
                       "tensorfile: tensor \"a\": the name is given twice");
-    CHECK_THROWS_AS(save_npz_to_bytes(Named{{"../a", x}}), ArgumentError);
-    CHECK_THROWS_AS(save_npz_to_bytes(Named{{"", x}}), ArgumentError);
+    CHECK_THROWS_AS(save_npz_to_bytes(NamedTensors{{"../a", x}}), ArgumentError);
+    CHECK_THROWS_AS(save_npz_to_bytes(NamedTensors{{"", x}}), ArgumentError);
   }
   SECTION(".verify_crc checks each member's CRC-32, as np.load does") {
     std::string archive = file_bytes(fixture("stored.npz"));

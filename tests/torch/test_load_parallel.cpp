@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -498,6 +499,43 @@ std::vector<std::byte> with_deflated_record(std::span<const std::byte> archive, 
 }
 
 }  // namespace
+
+TEST_CASE("a heap or mapped load boxes its tensors together: one kept tensor keeps the boxes, each stays valid",
+          "[load][arena]") {
+  const tensorfile_test::ScratchDir dir;
+  const Value dict = many_small_dict();
+  const auto path = dir / "small.pt";
+  save(dict, path);
+  for (const std::optional<MapMode> mode : {std::optional<MapMode>(), std::optional<MapMode>(MapMode::read_only)}) {
+    INFO((mode ? "mapped" : "heap") << " load");
+    Value kept;
+    long tensors_holding = 0;
+    {
+      const Value loaded = load(path, {.mmap = mode});
+      REQUIRE(loaded == dict);
+      kept = loaded["block3.w2"];
+      tensors_holding = kept.as_tensor().storage().use_count();
+      CHECK(tensors_holding > 2000);  // every tensor's storage shares the load's one arena or mapping
+    }
+    // The other tensors' boxes live in the kept tensor's arena: nothing was destroyed, and its bytes are intact.
+    CHECK(kept.as_tensor().storage().use_count() == tensors_holding);
+    CHECK(kept == dict["block3.w2"]);
+  }
+  SECTION("records that get storages of their own (a map_location function) are boxed one by one") {
+    Value kept;
+    {
+      const auto own_copy = [](const Storage& s, std::string_view) {
+        Storage copy = heap_storage(s.size_bytes(), false);
+        std::memcpy(copy.mutable_data(), s.data(), s.size_bytes());
+        return std::optional<Storage>(copy);
+      };
+      const Value loaded = load(path, {.map_location = MapLocation(own_copy)});
+      kept = loaded["block3.w2"];
+    }
+    CHECK(kept.as_tensor().storage().use_count() == 1);
+    CHECK(kept == dict["block3.w2"]);
+  }
+}
 
 TEST_CASE("a heap load that meets a record outside the arena mid-pickle waits for the local headers there",
           "[load][parallel]") {

@@ -68,7 +68,7 @@ TEST_CASE("save lays records out as torch does", "[save]") {
   CHECK(zip.prefix() == "archive");
   std::vector<std::string> names;
   for (const auto& entry : zip.entries()) {
-    names.push_back(entry.name);
+    names.emplace_back(entry.name);
     CHECK(entry.method == 0);
     CHECK(entry.data_offset % 64 == 0);
     CHECK_NOTHROW(zip.verify_crc(entry));

@@ -70,7 +70,9 @@ class Storage {
     const B& owner = owned->backend;
     data_ = const_cast<std::byte*>(static_cast<const std::byte*>(owner.data()));
     size_ = static_cast<std::size_t>(owner.size_bytes());
-    device_ = owner.device();
+    const Device device = owner.device();
+    device_kind_ = device.kind;
+    device_index_ = device.index;
     writable_ = owner.writable();
     Facts& facts = owned->facts;
     if constexpr (requires {
@@ -100,7 +102,7 @@ class Storage {
   /// Length in bytes.
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }
   /// Where the bytes live.
-  [[nodiscard]] Device device() const noexcept { return device_; }
+  [[nodiscard]] Device device() const noexcept { return {device_kind_, device_index_}; }
   /// Whether the bytes may be written.
   [[nodiscard]] bool writable() const noexcept { return writable_; }
   /// Which backend holds the bytes; custom for a backend written outside tensorfile and when empty.
@@ -159,8 +161,10 @@ class Storage {
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   const Facts* facts_ = nullptr;  // in owner_'s block: read only while owner_ holds it (a moved-from copy does not)
-  Device device_ = Device::cpu();
+  // The device in parts, so that writable_ fills its padding: every tensor holds a Storage (48 bytes, not 56).
+  Device::Kind device_kind_ = Device::Kind::CPU;
   bool writable_ = false;
+  int device_index_ = -1;
 };
 
 }  // namespace tensorfile

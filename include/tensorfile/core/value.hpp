@@ -230,7 +230,7 @@ class Value {
   [[nodiscard]] const Set& as_set() const;
   /// The set, to change through its items' checked members (which refuse cycles).
   [[nodiscard]] Set& as_set();
-  [[nodiscard]] const Tensor& as_tensor() const { return expect(Kind::tensor).box<TensorBox>().tensor; }
+  [[nodiscard]] const Tensor& as_tensor() const { return expect(Kind::tensor).box<TensorBox>(); }
   /// Whether a tensor value is an nn.Parameter.
   [[nodiscard]] bool is_parameter() const noexcept { return is_tensor() && box<TensorBox>().parameter; }
   [[nodiscard]] const StorageValue& as_storage() const;
@@ -299,8 +299,10 @@ class Value {
   struct DictBox;
   struct SetBox;
   struct ObjectBox;
-  struct TensorBox {
-    Tensor tensor;
+  // Derived rather than a member, so that `parameter` takes a byte of Tensor's tail padding (the ABI reuses
+  // a non-POD base's): a file's thousands of tensors each save 16 bytes.
+  struct TensorBox : Tensor {
+    TensorBox(Tensor&& tensor, bool is_parameter) noexcept : Tensor(std::move(tensor)), parameter(is_parameter) {}
     bool parameter;
   };
 
@@ -614,6 +616,9 @@ namespace detail {
 /// The loader's access to containers. It builds trees bottom up and refuses cycles itself (pickle_machine's
 /// sealed containers), so it skips the checks of the public mutators, which would walk every child on its hot path.
 struct ValueAccess {
+  using TensorBox = Value::TensorBox;
+  /// A tensor Value over `box`, a TensorBox that the pointer's owner keeps alive (see TensorArena).
+  static Value tensor_in(std::shared_ptr<void> box) noexcept { return Value(Value::Kind::tensor, std::move(box)); }
   static std::vector<Value>& items(List& list) noexcept { return list.items_; }
   static std::vector<Value>& list_items(const Value& v) {
     return v.expect(Value::Kind::list).box<Value::ListBox>().items.items_;
@@ -709,8 +714,7 @@ TENSORFILE_ENTRY std::string BigInt::str() const {
 }
 TENSORFILE_ENTRY Value::Value(BigInt v) : Value(Kind::big_integer, std::make_shared<BigInt>(std::move(v))) {}
 TENSORFILE_ENTRY Value::Value(Bytes v) : Value(Kind::bytes, std::make_shared<Bytes>(std::move(v))) {}
-TENSORFILE_ENTRY Value::Value(Tensor v)
-    : Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(v), false})) {}
+TENSORFILE_ENTRY Value::Value(Tensor v) : Value(Kind::tensor, std::make_shared<TensorBox>(std::move(v), false)) {}
 TENSORFILE_ENTRY Value::Value(Global v) : Value(Kind::global, std::make_shared<Global>(std::move(v))) {}
 TENSORFILE_ENTRY const Value* Dict::metadata() const {
   return attributes_.is_dict() ? attributes_.as_dict().find("_metadata") : nullptr;
@@ -1035,7 +1039,7 @@ TENSORFILE_ENTRY Value& Value::operator=(const Value& other) {
 }
 
 TENSORFILE_ENTRY Value Value::parameter(Tensor data) {
-  return Value(Kind::tensor, std::make_shared<TensorBox>(TensorBox{std::move(data), true}));
+  return Value(Kind::tensor, std::make_shared<TensorBox>(std::move(data), true));
 }
 
 TENSORFILE_ENTRY double Value::as_float() const {

@@ -93,7 +93,7 @@ class OrderedIndex {
     } else {
       tag = tag_of(Keys::hash(key));
       if (const std::size_t position = probe(key, tag); position != npos) return {items_[position], false};
-      if ((items_.size() + 1) * 2 > slots_.size()) regrow(slots_.size() * 2);
+      if (over_load(items_.size() + 1, slots_.size())) regrow(slots_.size() * 2);
     }
     if (items_.size() >= max_items) {
       throw LimitError("too many keys in one map; expected at most " + std::to_string(max_items));
@@ -133,9 +133,12 @@ class OrderedIndex {
     // Multiplying spreads keys whose std::hash is the identity (integers) over the high bits.
     return static_cast<std::uint32_t>((std::uint64_t{hash} * 0x9e3779b97f4a7c15ull) >> 32);
   }
+  // At most three quarters full: linear probing stays short (a tag compare per slot), and a file's dict of
+  // thousands of tensors keeps a table half the size a half-full rule would.
+  static bool over_load(std::size_t count, std::size_t slots) noexcept { return count * 4 > slots * 3; }
   static std::size_t table_size_for(std::size_t count) noexcept {
     std::size_t slots = smallest_table;
-    while (count * 2 > slots) slots *= 2;
+    while (over_load(count, slots)) slots *= 2;
     return slots;
   }
 

@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,7 +38,9 @@ struct ZipLimits {
 
 /// One archive member, as the central directory describes it (local-header sizes are never used).
 struct ZipEntry {
-  std::string name;                       ///< full name, archive prefix included (`archive/data.pkl`)
+  /// Full name, archive prefix included (`archive/data.pkl`): a view of the name pool that the ZipReader and
+  /// its copies share, so valid while one of them lives.
+  std::string_view name;
   std::uint64_t local_header_offset = 0;  ///< archive offset of the local file header
   std::uint64_t data_offset = 0;          ///< archive offset of the stored or compressed bytes
   std::uint64_t compressed_size = 0;      ///< bytes the data takes in the archive
@@ -541,6 +544,14 @@ class ZipReader {
     const std::uint64_t directory_end = end.directory_offset + end.directory_size;
     std::vector<std::byte> directory_copy;
     const std::byte* directory = bytes_at(end.directory_offset, end.directory_size, directory_copy);
+    // The names go into one pool rather than a string each (thousands of records named `archive/data/N`):
+    // sized to the directory less its fixed header parts, an upper bound that only extra fields and comments
+    // leave partly unused, so that it never moves while entries point into it.
+    const std::uint64_t fixed_bytes = end.entry_count * central_header_size;
+    const auto pool_size =
+        static_cast<std::size_t>(end.directory_size > fixed_bytes ? end.directory_size - fixed_bytes : 0);
+    const std::shared_ptr<char[]> pool(new char[pool_size == 0 ? 1 : pool_size]);
+    std::size_t pool_used = 0;
     std::uint64_t pos = end.directory_offset;
     for (std::uint64_t i = 0; i < end.entry_count; ++i) {
       if (directory_end - pos < central_header_size)
@@ -558,8 +569,10 @@ class ZipReader {
       if (directory_end - pos - central_header_size < name_length + extra_length + comment_length)
         fail("a central directory header runs past the end of the central directory", pos);
 
-      ZipEntry entry{std::string(reinterpret_cast<const char*>(h + central_header_size),
-                                 static_cast<std::size_t>(name_length))};  // made at its size, not assigned
+      // Within the pool: the name is part of the directory bytes the pool's size counted.
+      std::memcpy(pool.get() + pool_used, h + central_header_size, static_cast<std::size_t>(name_length));
+      ZipEntry entry{std::string_view(pool.get() + pool_used, static_cast<std::size_t>(name_length))};
+      pool_used += static_cast<std::size_t>(name_length);
       entry.method = method;
       entry.crc32 = u32(h + 16);
       entry.compressed_size = u32(h + 20);
@@ -616,6 +629,7 @@ class ZipReader {
       fail("the central directory size disagrees with its entries; expected " + std::to_string(end.directory_size) +
                " bytes, got " + std::to_string(pos - end.directory_offset),
            end.record);
+    names_ = pool;
     return header_offsets;
   }
 
@@ -817,7 +831,7 @@ class ZipReader {
     const std::uint64_t directory_end = end.directory_offset + end.directory_size;
     for (std::size_t i = 0; i < extents.size(); ++i) {
       const Extent& x = extents[i];
-      const std::string& name = entries_[x.index].name;
+      const std::string_view name = entries_[x.index].name;
       if (i > 0 && x.begin < extents[i - 1].end)
         fail("the entry " + describe(x) + " overlaps the entry '" +
                  zip_impl::printable(entries_[extents[i - 1].index].name) + "' " + describe(extents[i - 1]),
@@ -839,7 +853,8 @@ class ZipReader {
   std::uint64_t size_ = 0;  // archive bytes; archive_ holds them all unless the archive is read through read_at_
   std::filesystem::path file_;
   std::vector<ZipEntry> entries_;
-  std::vector<std::size_t> by_name_;  // entry indices sorted by name
+  std::shared_ptr<const char[]> names_;  // the entries' names (shared by copies, which keep the same views)
+  std::vector<std::size_t> by_name_;     // entry indices sorted by name
   std::string prefix_;
 };
 

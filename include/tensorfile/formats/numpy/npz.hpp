@@ -108,11 +108,11 @@ namespace detail {
   std::unordered_set<std::string> names;
   for (const ZipEntry& entry : zip.entries()) {
     const std::string member = zip_impl::printable(entry.name);
-    if (!std::string_view(entry.name).ends_with(".npy")) {
+    if (!entry.name.ends_with(".npy")) {
       throw UnsupportedError("the member is not a .npy array; expected only NAME.npy members in a .npz",
                              {zip.file(), member, entry.local_header_offset});
     }
-    std::string name = entry.name.substr(0, entry.name.size() - 4);
+    std::string name(entry.name.substr(0, entry.name.size() - 4));
     if (!names.insert(name).second) {
       throw FormatError("the array name '" + zip_impl::printable(name) + "' is given twice",
                         {zip.file(), member, entry.local_header_offset});

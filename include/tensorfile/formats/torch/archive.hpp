@@ -83,7 +83,7 @@ struct TorchZipHeader {
 /// record is missing or not 1 to 10, a byteorder is neither "little" nor "big", or either is over 64 bytes.
 [[nodiscard]] inline TorchZipHeader read_torch_zip_header(const ZipReader& zip, const std::filesystem::path& path) {
   const auto record_text = [&](const ZipEntry& entry) {
-    if (entry.size > 64) throw FormatError("record is longer than 64 bytes", {path, entry.name, 0});
+    if (entry.size > 64) throw FormatError("record is longer than 64 bytes", {path, std::string(entry.name), 0});
     const std::vector<std::byte> raw = zip.read(entry);
     std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
@@ -100,13 +100,14 @@ struct TorchZipHeader {
       version_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(version_text) < 1 ||
       std::stoi(version_text) > 10) {
     throw FormatError("unsupported file format version \"" + version_text + "\"; expected 1 to 10",
-                      {path, version->name, 0});
+                      {path, std::string(version->name), 0});
   }
   header.version = std::stoi(version_text);
   if (const ZipEntry* order = zip.find("byteorder")) {
     const std::string text = record_text(*order);
     if (text != "little" && text != "big") {
-      throw FormatError("byteorder is \"" + text + "\"; expected \"little\" or \"big\"", {path, order->name, 0});
+      throw FormatError("byteorder is \"" + text + "\"; expected \"little\" or \"big\"",
+                        {path, std::string(order->name), 0});
     }
     header.big_endian = text == "big";
   }
@@ -118,7 +119,7 @@ struct TorchZipHeader {
   std::vector<ArchiveRecord> records;
   records.reserve(zip.entries().size());
   for (const ZipEntry& entry : zip.entries()) {
-    records.push_back({.name = entry.name,
+    records.push_back({.name = std::string(entry.name),
                        .offset = entry.data_offset,
                        .stored_size = entry.compressed_size,
                        .size = entry.size,

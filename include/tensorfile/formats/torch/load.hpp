@@ -430,6 +430,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
 
   const ZipEntry* pickle = zip.find("data.pkl");
   if (pickle == nullptr) throw FormatError("the archive has no data.pkl record", {archive.path, member("data.pkl")});
+  const std::string pickle_name(pickle->name);
   // The pickle in memory, or (a stored pickle of a file read with pread) read by the machine a window at a time:
   // a 5,000-tensor state dict's pickle is half a megabyte, all of it in memory at the load's peak otherwise.
   std::vector<std::byte> inflated;
@@ -579,7 +580,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                                 std::uint64_t at) -> Storage {
-    const auto in_pickle = [&] { return ErrorLocation{archive.path, pickle->name, at}; };  // built only to throw
+    const auto in_pickle = [&] { return ErrorLocation{archive.path, pickle_name, at}; };  // built only to throw
     const auto n = decimal_key(key);
     const ZipEntry* record = n && *n < numbered_records.size() && numbered_records[*n] != nullptr
                                  ? numbered_records[*n]
@@ -638,12 +639,17 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     };
     if (stays_on_host(location)) return read();  // what place_storage would do, asked once per tag
     return place_storage(options.map_location, static_cast<std::size_t>(record->size), location, read, [&] {
-      return ErrorLocation{archive.path, record->name};
+      return ErrorLocation{archive.path, std::string(record->name)};
     });
   };
 
-  TorchHooks hooks(options, {archive.path, pickle->name}, load_storage);
+  TorchHooks hooks(options, {archive.path, pickle_name}, load_storage);
   hooks.expect_storages(zip.entries().size());
+  if (arena.defined()) {
+    hooks.box_together_with(arena);
+  } else if (archive.views.defined()) {
+    hooks.box_together_with(archive.views);
+  }
   // Reads the unread slices that `wanted` accepts (all when null).
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
@@ -668,7 +674,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   std::size_t pickle_end = 0;
   try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
     const auto run = [&](auto input) {
-      PickleMachine machine(std::move(input), hooks, {archive.path, pickle->name}, pickle_limits(options));
+      PickleMachine machine(std::move(input), hooks, {archive.path, pickle_name}, pickle_limits(options));
       result = machine.run();
       pickle_end = machine.end();
     };
@@ -716,7 +722,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   fill_into(result, options, into, read_directly);
   if (pickle_end != pickle_size) {
     throw FormatError("data.pkl has " + std::to_string(pickle_size - pickle_end) + " bytes after STOP",
-                      {archive.path, pickle->name, pickle_end});
+                      {archive.path, pickle_name, pickle_end});
   }
   return result;
 }

@@ -16,6 +16,7 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/tensor_arena.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
@@ -98,10 +99,14 @@ class TorchHooks {
   void before_reading_storages(std::function<void()> complete_reads) { complete_reads_ = std::move(complete_reads); }
   /// Makes room for `count` numbered storages (a zip file's record count: bounded by the file, unlike a key).
   void expect_storages(std::size_t count) { numbered_storages_.reserve(count); }
+  /// Boxes the tensors whose storage shares `block`'s owner (the load's one heap arena, or its mapping) together
+  /// in a TensorArena: they keep that block alive anyway, so the shared boxes keep nothing longer.
+  void box_together_with(Storage block) { shared_block_ = std::move(block); }
   /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
   void forget_storages() noexcept {
     numbered_storages_ = std::vector<StorageSlot>();
     storages_ = std::unordered_map<std::string, StorageSlot>();
+    storage_values_ = std::unordered_map<std::string, Value>();
   }
 
   Value find_class(std::string_view module, std::string_view name, std::uint64_t at) {
@@ -242,7 +247,8 @@ class TorchHooks {
     if (!p[2].is_string()) bad_arg("storage id", "a string key", p[2], at);
     if (!p[3].is_string()) bad_arg("storage id", "a location string", p[3], at);
     if (!p[4].is_int() || p[4].as_int() < 0) bad_arg("storage id", "a non-negative element count", p[4], at);
-    const Value& storage = storage_value(storage_for(p[2].as_string(), *dtype, p[3].as_string(), p[4].as_int(), at));
+    const std::string& key = p[2].as_string();
+    const Value& storage = storage_value(key, storage_for(key, *dtype, p[3].as_string(), p[4].as_int(), at));
     if (p.size() == 6 && !p[5].is_none()) return legacy_view(storage.as_storage(), p[5], at);
     return storage;
   }
@@ -263,9 +269,9 @@ class TorchHooks {
   /// Builds what the recognized call returns; errors name the same opcodes the general path would.
   Value finish_call(TensorRecord& r) {
     const StorageSlot& storage = storage_for(r.key, r.storage_dtype, r.location, r.numel, r.storage_at);
-    return Value(make_tensor(storage.storage, r.dtype.value_or(storage.dtype), r.offset, std::move(r.sizes),
-                             std::move(r.strides), r.requires_grad,
-                             r.dtype ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2", r.call_at));
+    return tensor_value(make_tensor(storage.storage, r.dtype.value_or(storage.dtype), r.offset, std::move(r.sizes),
+                                    std::move(r.strides), r.requires_grad,
+                                    r.dtype ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2", r.call_at));
   }
 
  private:
@@ -315,16 +321,21 @@ class TorchHooks {
     return out;
   }
 
+  Value tensor_value(Tensor&& t) {
+    if (!shared_block_.defined() || !t.storage().shares_owner_with(shared_block_)) return Value(std::move(t));
+    if (!tensor_arena_) tensor_arena_ = std::make_shared<TensorArena>();
+    return TensorArena::make(tensor_arena_, std::move(t));
+  }
+
   // One storage key of the file: its bytes, and its Value once a general path asks for one. Recognized
   // tensor calls take the bytes alone, so a file of plain tensors builds no 1-d tensor or box per storage.
-  // Kept small (a file may hold millions of storages): the location tag is an index into locations_.
+  // Kept small (a file may hold millions of storages): the location tag is an index into locations_, and the
+  // few storages a general path asks for as Values have them in storage_values_.
   struct StorageSlot {
     bool loaded = false;
     DType dtype = DType::UInt8;
     std::uint32_t location = 0;
-    Storage storage;
-    std::int64_t numel = 0;
-    std::unique_ptr<Value> value;  // made by storage_value() (a pointer: most slots never need one)
+    Storage storage;  // numel * element_size(dtype) bytes: load_storage_ checks the record's size
   };
 
   // One slot per storage key, so that views share it. The reference lasts until the next call.
@@ -336,7 +347,6 @@ class TorchHooks {
       std::string tag(location);
       slot.storage = load_storage_(name, dtype, numel, tag, at);
       slot.dtype = dtype;
-      slot.numel = numel;
       slot.location = location_index(std::move(tag));
       slot.loaded = true;
       ++storage_count_;
@@ -350,12 +360,13 @@ class TorchHooks {
     return slot;
   }
   // The storage as a Value (a 1-d tensor of all its elements), made once so that every use shares it.
-  const Value& storage_value(StorageSlot& slot) const {
-    if (!slot.value) {
-      slot.value = std::make_unique<Value>(
-          StorageValue{Tensor(slot.storage, slot.dtype, {slot.numel}), locations_[slot.location]});
+  const Value& storage_value(const std::string& key, const StorageSlot& slot) {
+    const auto [it, added] = storage_values_.try_emplace(key);
+    if (added) {
+      const auto numel = static_cast<std::int64_t>(slot.storage.size_bytes() / element_size(slot.dtype));
+      it->second = Value(StorageValue{Tensor(slot.storage, slot.dtype, {numel}), locations_[slot.location]});
     }
-    return *slot.value;
+    return it->second;
   }
   // The index of `tag` in locations_, added when new; files name one or a few tags, the last one nearly always.
   std::uint32_t location_index(std::string tag) {
@@ -411,7 +422,7 @@ class TorchHooks {
                            requires_grad, function, at);
     const std::size_t metadata_at = fixed;
     if (a.size() > metadata_at && a[metadata_at].is_dict()) apply_metadata(t, a[metadata_at].as_dict(), at);
-    return Value(std::move(t));
+    return tensor_value(std::move(t));
   }
 
   // torch 2.x records lazy conj/neg views as {'conj': True} / {'neg': True}; tensorfile materializes them.
@@ -547,6 +558,9 @@ class TorchHooks {
   std::function<void()> complete_reads_;
   std::vector<StorageSlot> numbered_storages_;
   std::unordered_map<std::string, StorageSlot> storages_;
+  std::unordered_map<std::string, Value> storage_values_;  // by key: the storages asked for as Values
+  Storage shared_block_;                                   // see box_together_with()
+  std::shared_ptr<TensorArena> tensor_arena_;              // made for the first tensor over shared_block_
   std::size_t storage_count_ = 0;
   std::vector<std::string> locations_;  // every location tag seen, by StorageSlot::location
   std::uint32_t last_location_ = 0;
