@@ -61,6 +61,7 @@ def summary(c):
             "warm": c["warm"]["warm_median_ms"] if c["warm"] else float("nan"),
             "peak": max(r["peak_rss_kb"] for r in cold) * 1024, "start": min(r["start_rss_kb"] for r in cold) * 1024,
             "anon": max(r.get("rss_anon_kb", -1) for r in cold) * 1024, "filerss": max(r.get("rss_file_kb", -1) for r in cold) * 1024,
+            "growth": [(r["peak_rss_kb"] - r["start_rss_kb"]) * 1024 for r in cold],
             "bytes": cold[0]["file_bytes"], "tensors": cold[0]["tensors"],
             "read": max(r.get("bytes_read", -1) for r in cold)}
 MiB = 2 ** 20
@@ -105,7 +106,10 @@ for name, c in s.items():
     n = heap["tensors"] or 1
     print(f"  {name}: mmap {mmap['median'] * 1e3 / n:.2f} us/tensor in all; meta (parse, no data) {meta['median'] * 1e3 / n:.2f} "
           f"us/tensor; mmap - meta {(mmap['median'] - meta['median']) * 1e3 / n:+.2f} us/tensor")
-    print(f"  {name}: peak RSS heap {heap['peak'] / heap['bytes']:.3f}x file (small file: target <= 1.5x; "
+    growth = [g / heap["bytes"] for g in heap["growth"]]
+    print(f"  {name}: peak RSS heap, (peak - start) / file: median {statistics.median(growth):.3f}x, most "
+          f"{max(growth):.3f}x, the pread floor's {statistics.median(g / floor['bytes'] for g in floor['growth']):.3f}x "
+          f"(small file: target <= 1.5x; "
           f"{heap['anon'] / MiB:.0f} MiB anon + {heap['filerss'] / MiB:.0f} MiB file-backed after the load); mmap "
           f"{mmap['peak'] / MiB:.1f} MiB")
     if "select" in c:
