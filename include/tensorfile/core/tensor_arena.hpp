@@ -15,7 +15,7 @@
 namespace tensorfile::detail {
 
 /// Makes tensor Values whose boxes live in blocks that the arena owns: a file's thousands of tensors cost no
-/// allocation and no control block each (24 bytes less per tensor), and are freed in a few calls. Every Value
+/// allocation and no control block each (about 32 bytes less per tensor), and are freed in a few calls. Every Value
 /// made here shares the arena, so its boxes go when the last of those Values does; that is no change for a
 /// loaded tensor, which already keeps the load's whole storage arena alive. make() is for one thread at a time; the
 /// Values it returns are shared and destroyed from any thread, as others are.

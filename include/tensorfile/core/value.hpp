@@ -300,7 +300,7 @@ class Value {
   struct SetBox;
   struct ObjectBox;
   // Derived rather than a member, so that `parameter` takes a byte of Tensor's tail padding (the ABI reuses
-  // a non-POD base's): a file's thousands of tensors each save 16 bytes.
+  // a non-POD base's) instead of 8 bytes after it.
   struct TensorBox : Tensor {
     TensorBox(Tensor&& tensor, bool is_parameter) noexcept : Tensor(std::move(tensor)), parameter(is_parameter) {}
     bool parameter;
