@@ -544,14 +544,7 @@ class ZipReader {
     const std::uint64_t directory_end = end.directory_offset + end.directory_size;
     std::vector<std::byte> directory_copy;
     const std::byte* directory = bytes_at(end.directory_offset, end.directory_size, directory_copy);
-    // The names go into one pool rather than a string each (thousands of records named `archive/data/N`):
-    // sized to the directory less its fixed header parts, an upper bound that only extra fields and comments
-    // leave partly unused, so that it never moves while entries point into it.
-    const std::uint64_t fixed_bytes = end.entry_count * central_header_size;
-    const auto pool_size =
-        static_cast<std::size_t>(end.directory_size > fixed_bytes ? end.directory_size - fixed_bytes : 0);
-    const std::shared_ptr<char[]> pool(new char[pool_size == 0 ? 1 : pool_size]);
-    std::size_t pool_used = 0;
+    std::uint64_t names_bytes = 0;  // at most the directory's size: every name lies inside it
     std::uint64_t pos = end.directory_offset;
     for (std::uint64_t i = 0; i < end.entry_count; ++i) {
       if (directory_end - pos < central_header_size)
@@ -569,10 +562,10 @@ class ZipReader {
       if (directory_end - pos - central_header_size < name_length + extra_length + comment_length)
         fail("a central directory header runs past the end of the central directory", pos);
 
-      // Within the pool: the name is part of the directory bytes the pool's size counted.
-      std::memcpy(pool.get() + pool_used, h + central_header_size, static_cast<std::size_t>(name_length));
-      ZipEntry entry{std::string_view(pool.get() + pool_used, static_cast<std::size_t>(name_length))};
-      pool_used += static_cast<std::size_t>(name_length);
+      // A view of the directory bytes until every header is read; then the names move into the pool below.
+      ZipEntry entry{std::string_view(reinterpret_cast<const char*>(h + central_header_size),
+                                      static_cast<std::size_t>(name_length))};
+      names_bytes += name_length;
       entry.method = method;
       entry.crc32 = u32(h + 16);
       entry.compressed_size = u32(h + 20);
@@ -629,6 +622,15 @@ class ZipReader {
       fail("the central directory size disagrees with its entries; expected " + std::to_string(end.directory_size) +
                " bytes, got " + std::to_string(pos - end.directory_offset),
            end.record);
+    // The names in one pool rather than a string each (thousands of records named `archive/data/N`), sized
+    // exactly once the directory has been read whole.
+    const std::shared_ptr<char[]> pool(new char[names_bytes == 0 ? 1 : static_cast<std::size_t>(names_bytes)]);
+    char* next = pool.get();
+    for (ZipEntry& entry : entries_) {
+      std::memcpy(next, entry.name.data(), entry.name.size());
+      entry.name = std::string_view(next, entry.name.size());
+      next += entry.name.size();
+    }
     names_ = pool;
     return header_offsets;
   }
