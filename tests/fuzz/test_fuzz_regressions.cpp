@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Regression tests for what the fuzzers found (inputs under tests/fuzz/regressions/<harness>/ are also
 // replayed by run_fuzzers.sh through their harness).
+#include <tensorfile/detail/zip/reader.hpp>
 #include <tensorfile/tensorfile.hpp>
 
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,4 +69,20 @@ TEST_CASE("An empty safetensors __metadata__ survives a save", "[safetensors][sa
   CHECK(safetensors_metadata(given)->size() == 1);
   const Value bare = load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(named_tensors(loaded))));
   CHECK(safetensors_metadata(bare) == nullptr);
+}
+
+// fuzz_zip, fuzz_load and fuzz_numpy, regressions/<harness>/name_pool_early_long_name: an early entry whose name
+// (a 16-bit length) runs over the headers after it, in a central directory too small for the entries it declares.
+// The zip index's name pool was once sized from the declared count and overrun by such a name before the entry's
+// own checks failed (a heap overflow under ASan). Each is a FormatError now.
+TEST_CASE("A central directory name that runs over later headers is refused, never copied past its pool",
+          "[zip][fuzz]") {
+  for (const char* harness : {"zip", "load", "numpy"}) {
+    INFO(harness);
+    const std::string bytes = tensorfile_test::read_text(tensorfile_test::data_dir() / ".." / "fuzz" / "regressions" /
+                                                         harness / "name_pool_early_long_name");
+    REQUIRE(bytes.size() > 700);
+    CHECK_THROWS_AS(detail::ZipReader::open(std::as_bytes(std::span(bytes.data(), bytes.size())), "regression"),
+                    FormatError);
+  }
 }
