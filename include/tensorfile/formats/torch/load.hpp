@@ -645,11 +645,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
 
   TorchHooks hooks(options, {archive.path, pickle_name}, load_storage);
   hooks.expect_storages(zip.entries().size());
-  if (arena.defined()) {
-    hooks.box_together_with(arena);
-  } else if (archive.views.defined()) {
-    hooks.box_together_with(archive.views);
-  }
+  hooks.box_together_with(arena.defined() ? arena : archive.views);  // neither: an undefined block, boxes one by one
   // Reads the unread slices that `wanted` accepts (all when null).
   std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
   const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
