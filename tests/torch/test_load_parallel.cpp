@@ -274,6 +274,39 @@ TEST_CASE("HeapBackend maps large blocks at huge-page boundaries, zeroed or popu
   CHECK(block.data()[large - 1] == std::byte{0});
 }
 
+TEST_CASE("HeapBackend keeps the last released large block for the next block of about its size", "[heap][parallel]") {
+  const std::size_t large = detail::large_heap_block + 12345;
+  std::byte* first = nullptr;
+  {
+    HeapBackend block(large, false);
+    REQUIRE(block.mapped());
+    first = block.data();
+    std::memset(first, 0x5a, large);
+  }
+  CHECK(detail::kept_heap_block.load() == first);
+  {
+    const HeapBackend again(large, true);
+    CHECK(again.data() == first);
+    CHECK(std::all_of(again.data(), again.data() + large, [](std::byte b) { return b == std::byte{0}; }));
+    CHECK(detail::kept_heap_block.load() == nullptr);  // taken, not shared
+  }
+  std::byte* twice = nullptr;
+  {
+    const HeapBackend twice_as_large(2 * large, false);  // too large for the kept block, which stays kept
+    twice = twice_as_large.data();
+    CHECK(twice != first);
+    CHECK(detail::kept_heap_block.load() == first);
+  }
+  CHECK(detail::kept_heap_block.load() == twice);  // the last released is kept, the one before unmapped
+  {
+    const HeapBackend half(large, false);  // the kept block is too large for it
+    CHECK(half.data() != twice);
+  }
+  { const HeapBackend over(detail::kept_heap_block_max + 4096, false); }  // too large to keep: unmapped
+  CHECK(detail::kept_heap_block.load() != nullptr);
+  CHECK(detail::kept_heap_block.load() != twice);
+}
+
 using tensorfile_test::bytes_read_so_far;
 
 TEST_CASE("select reads only the selected tensors' records; the others come back as meta tensors", "[load][select]") {

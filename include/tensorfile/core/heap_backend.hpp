@@ -3,6 +3,7 @@
 // for transparent huge pages, so that filling them costs one fault per 2 MiB instead of per 4 KiB.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -19,11 +20,19 @@ inline constexpr std::size_t large_heap_block = std::size_t{2} << 20;
 inline constexpr std::size_t huge_page = std::size_t{2} << 20;
 /// Whether large blocks are mapped; tests turn it off to force the plain operator-new path.
 inline bool map_large_heap_blocks = true;
+/// A released mapped block of at most this many bytes is kept for the next block of about its size.
+inline constexpr std::size_t kept_heap_block_max = std::size_t{16} << 20;
+/// The one kept block (null when none); its first 8 bytes hold its mapped size. A program that loads the
+/// same small checkpoint again and again would otherwise map, fault in and zero a fresh arena every time,
+/// which costs more than the load fills it (malloc keeps freed memory for the same reason). One block at most
+/// 16 MiB, so that little is held.
+inline std::atomic<std::byte*> kept_heap_block{nullptr};
 
 }  // namespace detail
 
 /// Owns `size` bytes of host memory aligned to `alignment` (64) bytes; frees them on destruction.
-/// Blocks of 2 MiB or more are anonymous mappings aligned to 2 MiB and advised MADV_HUGEPAGE.
+/// Blocks of 2 MiB or more are anonymous mappings aligned to 2 MiB and advised MADV_HUGEPAGE; the last one
+/// released, when at most 16 MiB, is kept for the next block of about its size.
 class HeapBackend {
  public:
   [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::heap; }  ///< backend kind
@@ -52,6 +61,8 @@ class HeapBackend {
   // aligned 2 MiB range inside it with a huge page and the tail with small ones (rounding the tail up to a
   // huge page would cost up to 2 MiB of memory per block). Null when mmap refuses, so that operator new is tried.
   std::byte* map(std::size_t size, bool populate);
+  // The kept block when it holds `rounded` bytes with at most a quarter more (its contents are stale); else null.
+  std::byte* take_kept(std::size_t rounded);
 
   std::unique_ptr<std::byte, Release> memory_{nullptr, Release{}};
   std::size_t size_;
@@ -70,6 +81,7 @@ class HeapBackend {
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "tensorfile/detail/posix/populate.hpp"
 
@@ -80,6 +92,12 @@ namespace tensorfile {
 TENSORFILE_ENTRY HeapBackend::HeapBackend(std::size_t size, bool zeroed, bool populate) : size_(size) {
   if (size == 0) return;
   if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
+    if (std::byte* kept = take_kept((size + 4095) & ~std::size_t{4095})) {
+      memory_.reset(kept);
+      if (zeroed) std::memset(kept, 0, size);
+      if (populate) detail::populate_for_write(kept, size);  // pages the last owner never touched
+      return;
+    }
     if (std::byte* mapped = map(size, populate)) {  // anonymous memory is already zero
       memory_.reset(mapped);
       return;
@@ -90,8 +108,37 @@ TENSORFILE_ENTRY HeapBackend::HeapBackend(std::size_t size, bool zeroed, bool po
   if (zeroed) std::memset(memory_.get(), 0, size);
 }
 
+namespace detail {
+
+// Hands a mapped block to the kept slot, unmapping the block it displaces (every kept block records its size).
+inline void keep_heap_block(std::byte* block, std::size_t bytes) noexcept {
+  std::memcpy(block, &bytes, sizeof bytes);
+  if (std::byte* displaced = kept_heap_block.exchange(block, std::memory_order_acq_rel)) {
+    std::size_t displaced_bytes = 0;
+    std::memcpy(&displaced_bytes, displaced, sizeof displaced_bytes);
+    ::munmap(displaced, displaced_bytes);
+  }
+}
+
+}  // namespace detail
+
+TENSORFILE_ENTRY std::byte* HeapBackend::take_kept(std::size_t rounded) {
+  std::byte* kept = detail::kept_heap_block.exchange(nullptr, std::memory_order_acq_rel);
+  if (kept == nullptr) return nullptr;
+  std::size_t kept_bytes = 0;
+  std::memcpy(&kept_bytes, kept, sizeof kept_bytes);
+  if (kept_bytes < rounded || kept_bytes - rounded > rounded / 4) {
+    detail::keep_heap_block(kept, kept_bytes);  // back for a block of its own size
+    return nullptr;
+  }
+  memory_ = std::unique_ptr<std::byte, Release>(nullptr, Release{kept_bytes});
+  return kept;
+}
+
 TENSORFILE_ENTRY void HeapBackend::Release::operator()(std::byte* p) const noexcept {
-  if (mapped_bytes != 0) {
+  if (mapped_bytes != 0 && mapped_bytes <= detail::kept_heap_block_max) {
+    detail::keep_heap_block(p, mapped_bytes);
+  } else if (mapped_bytes != 0) {
     ::munmap(p, mapped_bytes);
   } else {
     ::operator delete (p, std::align_val_t{alignment});
