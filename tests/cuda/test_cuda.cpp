@@ -31,7 +31,7 @@ std::string no_device_reason() {
 }
 
 /// Every tensor leaf of a TensorDict, by path.
-void leaves(const TensorDict& td, const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) {
+void leaves(const TensorDict& td, const std::string& prefix, NamedTensors& out) {
   for (const auto& item : td.items()) {
     if (item.value.is_tensor()) out.emplace_back(prefix + item.key, item.value.as_tensor());
     if (item.value.is_tensordict()) leaves(item.value.as_tensordict(), prefix + item.key + "/", out);
@@ -284,7 +284,7 @@ TEST_CASE("load_memmap to a CUDA device equals the CPU load", "[cuda]") {
   for (const char* name : {"s01_basic", "s02_dtypes", "s03_shapes", "s07_tensorclass"}) {
     INFO(name);
     const auto prefix = tensorfile_test::data_dir() / "tensordict" / name;
-    std::vector<std::pair<std::string, Tensor>> on_cpu, on_gpu;
+    NamedTensors on_cpu, on_gpu;
     leaves(load_memmap(prefix), "", on_cpu);
     leaves(load_memmap(prefix, {.device = Device::cuda(0)}), "", on_gpu);
     REQUIRE(on_cpu.size() == on_gpu.size());

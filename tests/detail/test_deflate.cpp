@@ -68,7 +68,7 @@ TEST_CASE("deflate streams inflate back to their input", "[deflate]") {
 TEST_CASE("save_npz with compress writes deflated members load_npz reads back", "[deflate][npz]") {
   std::vector<float> ramp(5000);
   for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i % 50);
-  const std::vector<std::pair<std::string, Tensor>> tensors = {
+  const NamedTensors tensors = {
       {"ramp", Tensor::from_values<float>(std::span<const float>(ramp), {50, 100})},
       {"ints", Tensor::from_values<std::int64_t>({1, 2, 3})},
       {"empty", Tensor::from_values<double>(std::span<const double>(), {0, 3})},

@@ -277,7 +277,6 @@ TEST_CASE("load_npz reads np.savez and np.savez_compressed archives") {
     save_npz(loaded, dir / "again.npz");
     CHECK(load_npz(dir / "again.npz", {.mmap = MapMode::read_only}) == loaded);
     const Tensor x = Tensor::zeros({2}, DType::Float32);
-    using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
     CHECK_THROWS_WITH(save_npz_to_bytes(NamedTensors{{"a", x}, {"a", x}}),
                       "tensorfile: tensor \"a\": the name is given twice");
     CHECK_THROWS_AS(save_npz_to_bytes(NamedTensors{{"../a", x}}), ArgumentError);

@@ -14,7 +14,6 @@
 using namespace tensorfile;
 using tensorfile_test::keys_of;
 using tensorfile_test::tensor_at;
-using Named = std::vector<std::pair<std::string, Tensor>>;
 
 TEST_CASE("load_npz select on NumPy's stored and deflated archives, every mode", "[numpy][npz][select]") {
   for (const char* file : {"stored.npz", "deflated.npz"}) {
@@ -59,9 +58,9 @@ TEST_CASE("load_npz select reads no data of unselected stored members; load_npy 
   const auto path = dir / "big.npz";
   Tensor small = Tensor::zeros({3}, DType::Int64);
   for (int i = 0; i < 3; ++i) small.data<std::int64_t>()[i] = 7 * i - 2;
-  save_npz(Named{{"big_a", Tensor::zeros({1 << 20}, DType::Float32)},  // 4 MiB each
-                 {"small", small},
-                 {"big_b", Tensor::zeros({1024, 1024}, DType::Float32)}},
+  save_npz(NamedTensors{{"big_a", Tensor::zeros({1 << 20}, DType::Float32)},  // 4 MiB each
+                        {"small", small},
+                        {"big_b", Tensor::zeros({1024, 1024}, DType::Float32)}},
            path, {.sync = false});
   for (const bool drops : {false, true}) {
     const std::uint64_t before = tensorfile_test::bytes_read_so_far();

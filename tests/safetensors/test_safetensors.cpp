@@ -19,7 +19,6 @@ using namespace tensorfile;
 using tensorfile_test::byte_span;
 using tensorfile_test::file_bytes;
 using tensorfile_test::write_file;
-using Named = std::vector<std::pair<std::string, Tensor>>;
 
 using tensorfile_test::le64;
 
@@ -58,8 +57,8 @@ std::vector<std::string> sample_names() {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> sample_tensors(const std::string& sample_name) {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors sample_tensors(const std::string& sample_name) {
+  NamedTensors out;
   for (const char c : sample_name == "overall" ? all_names : sample_name)
     out.emplace_back(std::string(1, c), sample_tensor(c));
   return out;
@@ -224,8 +223,8 @@ TEST_CASE("save_safetensors writes the current reference layout: sorted by dtype
   const SafetensorsHeader parsed = parse_safetensors_header(bytes, bytes.size());
   for (const auto& info : parsed.tensors) CHECK((parsed.data_offset + info.begin) % element_size(info.dtype) == 0);
   // Same dtype rank: by name, bytewise ("B" < "a" < "b").
-  const auto same =
-      save_safetensors_to_bytes(Named{{"b", sample_tensor('f')}, {"B", sample_tensor('f')}, {"a", sample_tensor('f')}});
+  const auto same = save_safetensors_to_bytes(
+      NamedTensors{{"b", sample_tensor('f')}, {"B", sample_tensor('f')}, {"a", sample_tensor('f')}});
   const SafetensorsHeader ordered = parse_safetensors_header(same, same.size());
   CHECK(ordered.tensors[0].name == "B");
   CHECK(ordered.tensors[1].name == "a");
@@ -237,7 +236,7 @@ TEST_CASE("save_safetensors writes the current reference layout: sorted by dtype
 TEST_CASE("Round trips keep names, dtypes, shapes, values and metadata", "[safetensors][save][load]") {
   const tensorfile_test::ScratchDir scratch;
   const Tensor matrix = Tensor::from_values<float>({1, 2, 3, 4, 5, 6}, {2, 3});
-  std::vector<std::pair<std::string, Tensor>> tensors{
+  NamedTensors tensors{
       {"weight", matrix},
       {"transposed", matrix.clone().transpose(0, 1)},  // written contiguous
       {"empty", Tensor::zeros({0, 4}, DType::BFloat16)},
@@ -323,28 +322,28 @@ TEST_CASE("map_location takes load()'s forms", "[safetensors][load][map_location
 TEST_CASE("save_safetensors refuses what the format cannot hold", "[safetensors][save]") {
   const Tensor base = Tensor::from_values<float>({1, 2, 3, 4}, {4});
   SECTION("tensors sharing memory, as the reference's save_file does") {
-    CHECK_THROWS_WITH(save_safetensors_to_bytes(Named{{"a", base}, {"b", base.narrow(0, 1, 2)}}),
+    CHECK_THROWS_WITH(save_safetensors_to_bytes(NamedTensors{{"a", base}, {"b", base.narrow(0, 1, 2)}}),
                       "tensorfile: tensors \"a\" and \"b\" share memory; safetensors stores each tensor's bytes once "
                       "per name, so save clones (tensor.clone()) or drop the duplicate names");
     // Disjoint views of one storage are fine.
-    CHECK_NOTHROW(save_safetensors_to_bytes(Named{{"a", base.narrow(0, 0, 2)}, {"b", base.narrow(0, 2, 2)}}));
-    CHECK_NOTHROW(save_safetensors_to_bytes(Named{{"a", base}, {"b", base.clone()}}));
+    CHECK_NOTHROW(save_safetensors_to_bytes(NamedTensors{{"a", base.narrow(0, 0, 2)}, {"b", base.narrow(0, 2, 2)}}));
+    CHECK_NOTHROW(save_safetensors_to_bytes(NamedTensors{{"a", base}, {"b", base.clone()}}));
   }
   SECTION("a dtype without a safetensors name") {
-    CHECK_THROWS_WITH(save_safetensors_to_bytes(Named{{"z", Tensor::zeros({2}, DType::Complex128)}}),
+    CHECK_THROWS_WITH(save_safetensors_to_bytes(NamedTensors{{"z", Tensor::zeros({2}, DType::Complex128)}}),
                       "tensorfile: tensor \"z\" has dtype complex128, which safetensors has no name for");
   }
   SECTION("a name given twice") {
-    CHECK_THROWS_WITH(save_safetensors_to_bytes(Named{{"a", base}, {"a", base.clone()}}),
+    CHECK_THROWS_WITH(save_safetensors_to_bytes(NamedTensors{{"a", base}, {"a", base.clone()}}),
                       "tensorfile: tensor name \"a\" is given twice");
   }
   SECTION("a name that is not UTF-8") {
-    CHECK_THROWS_AS(save_safetensors_to_bytes(Named{{"\xff", base}}), ArgumentError);
+    CHECK_THROWS_AS(save_safetensors_to_bytes(NamedTensors{{"\xff", base}}), ArgumentError);
   }
   SECTION("a failed save leaves the old file and no temporary") {
     const tensorfile_test::ScratchDir scratch;
     write_file(scratch / "x.safetensors", "old");
-    CHECK_THROWS_AS(save_safetensors(Named{{"a", base}, {"a", base}}, scratch / "x.safetensors"), ArgumentError);
+    CHECK_THROWS_AS(save_safetensors(NamedTensors{{"a", base}, {"a", base}}, scratch / "x.safetensors"), ArgumentError);
     CHECK(file_bytes(scratch / "x.safetensors") == "old");
     CHECK(std::distance(std::filesystem::directory_iterator(scratch.path()), {}) == 1);
   }

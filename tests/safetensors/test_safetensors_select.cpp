@@ -13,7 +13,6 @@
 using namespace tensorfile;
 using tensorfile_test::keys_of;
 using tensorfile_test::tensor_at;
-using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
 
@@ -76,9 +75,9 @@ TEST_CASE("safetensors select reads only the kept tensors' bytes; the header is 
   const auto path = dir / "big.safetensors";
   Tensor small = Tensor::zeros({4}, DType::Int32);
   for (int i = 0; i < 4; ++i) small.data<std::int32_t>()[i] = 10 * i + 1;
-  save_safetensors(Named{{"big.a", Tensor::zeros({1 << 20}, DType::Float32)},  // 4 MiB each
-                         {"small", small},
-                         {"big.b", Tensor::zeros({1 << 20}, DType::Float32)}},
+  save_safetensors(NamedTensors{{"big.a", Tensor::zeros({1 << 20}, DType::Float32)},  // 4 MiB each
+                                {"small", small},
+                                {"big.b", Tensor::zeros({1 << 20}, DType::Float32)}},
                    path, {.sync = false});
   const std::uint64_t before = tensorfile_test::bytes_read_so_far();
   const Value part = load_safetensors(path, {.select = select_paths({"small"})});

@@ -17,7 +17,6 @@ using namespace tensorfile;
 using tensorfile_test::file_bytes;
 using tensorfile_test::keys_of;
 using tensorfile_test::write_file;
-using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
 
@@ -214,7 +213,7 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
 
 TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
   tensorfile_test::ScratchDir dir;
-  Named tensors;
+  NamedTensors tensors;
   for (int i = 0; i < 5; ++i) {
     tensors.emplace_back("layer." + std::to_string(i) + ".weight",
                          Tensor::from_values<float>({float(i), float(i) + 0.5f, -1.f, 2.f}, {2, 2}));  // 16 bytes
@@ -254,10 +253,10 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     CHECK(load_state_dict(dir / "one").as_dict().size() == tensors.size());
   }
   SECTION("refusals come before any file is written") {
-    Named shared = tensors;
+    NamedTensors shared = tensors;
     shared.emplace_back("alias", tensors[0].second.reshape({4}));
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(shared, dir / "shared"); }, "share memory");
-    Named twice = tensors;
+    NamedTensors twice = tensors;
     twice.push_back(tensors[0]);
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(twice, dir / "twice"); }, "is given twice");
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.max_shard_size = 0}); },
@@ -271,7 +270,7 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     std::vector<std::string> before;
     for (const auto& file : written.files) before.push_back(file_bytes(file));
     before.push_back(file_bytes(written.index));
-    Named changed;
+    NamedTensors changed;
     for (const auto& [name, tensor] : tensors) changed.emplace_back(name, tensor.clone());
     for (auto& [name, tensor] : changed) std::fill_n(tensor.storage().mutable_data(), tensor.nbytes(), std::byte{9});
     changed.back().first = "tail\xff";

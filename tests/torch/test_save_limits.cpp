@@ -187,7 +187,7 @@ TEST_CASE("save() and load() share the record limit: one record per storage plus
   CHECK(LoadOptions{}.max_records == SaveOptions{}.max_records);
   CHECK(detail::ZipLimits{}.max_entries == SaveOptions{}.max_records);  // archive_info() and verify() agree too
   const auto tensors = [](int n) {
-    std::vector<std::pair<std::string, Tensor>> items;
+    NamedTensors items;
     for (int i = 0; i < n; ++i) items.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({float(i)}));
     return make_state_dict(items);
   };

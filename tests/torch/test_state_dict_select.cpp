@@ -15,13 +15,12 @@
 using namespace tensorfile;
 using tensorfile_test::keys_of;
 using tensorfile_test::tensor_at;
-using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
 
 /// Six tensors of distinct values, 64 bytes each: with max_shard_size 128, two per shard, three shards.
-Named six_tensors() {
-  Named out;
+NamedTensors six_tensors() {
+  NamedTensors out;
   for (int i = 0; i < 6; ++i) {
     Tensor t = Tensor::zeros({16}, i % 2 == 0 ? DType::Float32 : DType::Int32);
     for (int k = 0; k < 16; ++k) {
@@ -41,7 +40,7 @@ Named six_tensors() {
 TEST_CASE("load_state_dict select over safetensors shards: unselected shards unread, or header-only meta",
           "[state_dict][select]") {
   tensorfile_test::ScratchDir dir;
-  const Named tensors = six_tensors();
+  const NamedTensors tensors = six_tensors();
   const SafetensorsShards shards =
       save_safetensors_sharded(tensors, dir.path(), {.max_shard_size = 128, .sync = false});
   REQUIRE(shards.files.size() == 3);

@@ -100,9 +100,8 @@ void write_memmap(const TensorDict& td, const std::filesystem::path& out, bool q
 /// The tensors of `v` as safetensors can hold them: a name whose tensor is the very view of an earlier
 /// one (tied weights) is left out and recorded in `metadata` as removed name -> kept name, as the reference's
 /// save_model records it; other tensors sharing a storage are written as copies. Each is reported on stderr.
-std::vector<std::pair<std::string, Tensor>> unshared_tensors(
-    const Value& v, std::vector<std::pair<std::string, std::string>>& metadata) {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors unshared_tensors(const Value& v, std::vector<std::pair<std::string, std::string>>& metadata) {
+  NamedTensors out;
   std::map<std::pair<const std::byte*, std::size_t>, std::size_t> first_user;  // storage -> index in `out`
   for (auto& [name, tensor] : named_tensors(v)) {
     const Storage& s = tensor.storage();

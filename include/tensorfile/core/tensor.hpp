@@ -354,6 +354,9 @@ class Tensor {
   bool requires_grad_ = false;
 };
 
+/// Tensors with their names, in order: what the flat formats' savers take and named_tensors() gives.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS

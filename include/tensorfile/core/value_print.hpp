@@ -29,7 +29,7 @@ namespace tensorfile {
 
 /// Every tensor (and bare storage) in `v` with its path: dict keys and list indices joined by
 /// "/", e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is listed twice.
-[[nodiscard]] TENSORFILE_ENTRY std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v);
+[[nodiscard]] TENSORFILE_ENTRY NamedTensors named_tensors(const Value& v);
 
 /// The tree of `v`, one item a line, tensors as "Tensor float32 [2, 3]" (no values).
 [[nodiscard]] TENSORFILE_ENTRY std::string to_string(const Value& v);
@@ -220,8 +220,8 @@ TENSORFILE_ENTRY std::string key_text(const Value& key) {
   return python_repr(key);
 }
 
-TENSORFILE_ENTRY std::vector<std::pair<std::string, Tensor>> named_tensors(const Value& v) {
-  std::vector<std::pair<std::string, Tensor>> out;
+TENSORFILE_ENTRY NamedTensors named_tensors(const Value& v) {
+  NamedTensors out;
   auto collect = [&](const std::string& path, const Tensor& t) { out.emplace_back(path, t); };
   detail::walk_tensors(v, "", collect);
   return out;

@@ -175,7 +175,7 @@ TEST_CASE("ring_load_safetensors with select streams only the kept tensors; the 
   }
   // a sharded checkpoint: the shards holding nothing kept are never opened
   tensorfile_test::ScratchDir dir;
-  std::vector<std::pair<std::string, Tensor>> named;
+  NamedTensors named;
   for (const auto& [key, item] : on_cpu.as_dict()) named.emplace_back(key.as_string(), item.as_tensor());
   const SafetensorsShards shards = save_safetensors_sharded(named, dir.path(), {.max_shard_size = 1, .sync = false});
   REQUIRE(shards.files.size() == named.size());

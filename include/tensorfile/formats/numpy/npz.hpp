@@ -41,20 +41,19 @@ struct NpzSaveOptions {
 /// with `.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
 /// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
 /// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
-TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                               const std::filesystem::path& path, const NpzSaveOptions& options = {});
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, const std::filesystem::path& path,
+                               const NpzSaveOptions& options = {});
 
 /// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
 TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path,
                                const NpzSaveOptions& options = {});
 
 /// Saves to a stream (see the path overload).
-TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
-                               const NpzSaveOptions& options = {});
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const NpzSaveOptions& options = {});
 
 /// Saves to a new byte vector (see the path overload).
-[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors, const NpzSaveOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& tensors,
+                                                                        const NpzSaveOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -146,7 +145,7 @@ namespace detail {
 
 /// Writes the archive: one `NAME.npy` record per tensor, stored with its data aligned to 64 bytes, or
 /// deflated whole when `compress` (the member is built in memory, then compressed).
-inline void write_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink, bool compress) {
+inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress) {
   std::vector<NpyRecord> records;
   records.reserve(tensors.size());
   std::unordered_set<std::string_view> names;
@@ -208,8 +207,8 @@ TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadO
   return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
 }
 
-TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                               const std::filesystem::path& path, const NpzSaveOptions& options) {
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, const std::filesystem::path& path,
+                               const NpzSaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_npz(tensors, sink, options.compress);
   sink.commit();
@@ -219,14 +218,12 @@ TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path
   save_npz(named_tensors(tensors), path, options);
 }
 
-TENSORFILE_ENTRY void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
-                               const NpzSaveOptions& options) {
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const NpzSaveOptions& options) {
   detail::StreamSink sink(out);
   detail::write_npz(tensors, sink, options.compress);
 }
 
-TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                                          const NpzSaveOptions& options) {
+TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& tensors, const NpzSaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_npz(tensors, sink, options.compress);

@@ -26,16 +26,16 @@ namespace tensorfile {
 /// `.sync = false`). Throws ArgumentError for duplicate names, tensors that share memory (save clones
 /// instead), meta tensors and text that is not UTF-8; DTypeError for dtypes the format lacks
 /// (complex32, complex128, quantized); IoError.
-TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                       const std::filesystem::path& path, const SafetensorsSaveOptions& options = {});
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, const std::filesystem::path& path,
+                                       const SafetensorsSaveOptions& options = {});
 
 /// Saves to a stream.
-TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out,
                                        const SafetensorsSaveOptions& options = {});
 
 /// Saves to a new byte vector.
 [[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors, const SafetensorsSaveOptions& options = {});
+    const NamedTensors& tensors, const SafetensorsSaveOptions& options = {});
 
 /// Saves every tensor of `tensors` (a state dict, a load_safetensors() result...) under its
 /// named_tensors() path, with the `__metadata__` a safetensors load kept unless `.metadata` is given.
@@ -92,7 +92,7 @@ inline std::pair<const std::byte*, const std::byte*> byte_extent(const Tensor& t
 
 /// Refuses tensors whose memory overlaps another's: the file would hold the bytes twice and the loaded
 /// tensors would no longer share them.
-inline void refuse_shared_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+inline void refuse_shared_tensors(const NamedTensors& tensors) {
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].second.numel() != 0 && tensors[i].second.device().is_cpu()) order.push_back(i);
@@ -118,8 +118,8 @@ inline void refuse_shared_tensors(const std::vector<std::pair<std::string, Tenso
 
 /// Writes the whole file into `sink`. `metadata_kept`: the tensors came from a load that kept a `__metadata__`,
 /// written back even when empty (`"__metadata__":{}` and none differ in the reference's metadata()).
-inline void write_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, ByteSink& sink,
-                              const SafetensorsSaveOptions& options, bool metadata_kept = false) {
+inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const SafetensorsSaveOptions& options,
+                              bool metadata_kept = false) {
   struct Entry {
     const std::string* name;
     Tensor tensor;  // on the host
@@ -213,21 +213,21 @@ inline void write_safetensors(const Value& tensors, ByteSink& sink, SafetensorsS
 
 }  // namespace detail
 
-TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                       const std::filesystem::path& path, const SafetensorsSaveOptions& options) {
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, const std::filesystem::path& path,
+                                       const SafetensorsSaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_safetensors(tensors, sink, options);
   sink.commit();
 }
 
-TENSORFILE_ENTRY void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors, std::ostream& out,
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out,
                                        const SafetensorsSaveOptions& options) {
   detail::StreamSink sink(out);
   detail::write_safetensors(tensors, sink, options);
 }
 
-TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
-    const std::vector<std::pair<std::string, Tensor>>& tensors, const SafetensorsSaveOptions& options) {
+TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const NamedTensors& tensors,
+                                                                  const SafetensorsSaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_safetensors(tensors, sink, options);

@@ -47,7 +47,7 @@ struct SafetensorsShards {
 /// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
 /// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
 /// throws.
-TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
                                                             const SafetensorsShardedSaveOptions& options = {});
 
@@ -146,7 +146,7 @@ inline std::string shard_file_name(const std::string& prefix, std::size_t k, std
 
 }  // namespace detail
 
-TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const std::vector<std::pair<std::string, Tensor>>& tensors,
+TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
                                                             const SafetensorsShardedSaveOptions& options) {
   if (options.max_shard_size == 0) throw ArgumentError("max_shard_size is 0; expected at least 1 byte");
@@ -183,7 +183,7 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const std::vector<st
   for (std::size_t k = 0; k < count; ++k) {
     const std::string name =
         count == 1 ? options.prefix + ".safetensors" : detail::shard_file_name(options.prefix, k + 1, count);
-    std::vector<std::pair<std::string, Tensor>> shard;
+    NamedTensors shard;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (shard_of[i] != k) continue;
       shard.push_back(tensors[i]);

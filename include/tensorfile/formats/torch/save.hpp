@@ -52,8 +52,7 @@ TENSORFILE_ENTRY void save(const Value& value, std::ostream& out, const SaveOpti
 
 /// An ordered name -> tensor map as a state_dict: an OrderedDict, with `metadata` (the
 /// `_metadata` a loaded state_dict carries in Dict::attributes) kept when given.
-[[nodiscard]] TENSORFILE_ENTRY Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                                     const Value& metadata = {});
+[[nodiscard]] TENSORFILE_ENTRY Value make_state_dict(const NamedTensors& tensors, const Value& metadata = {});
 
 }  // namespace tensorfile
 
@@ -199,8 +198,7 @@ TENSORFILE_ENTRY std::vector<std::byte> save_to_bytes(const Value& value, const 
   return out;
 }
 
-TENSORFILE_ENTRY Value make_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                       const Value& metadata) {
+TENSORFILE_ENTRY Value make_state_dict(const NamedTensors& tensors, const Value& metadata) {
   Dict dict;
   dict.ordered = true;
   for (const auto& [name, tensor] : tensors) dict.set(name, tensor);
