@@ -52,7 +52,9 @@ class TensorArena {
   // block is large enough for malloc to map it afresh (and fault its pages in again) on every load.
   void add_block() {
     const std::size_t capacity = blocks_.empty() ? 16 : std::min<std::size_t>(blocks_.back().capacity * 2, 256);
-    blocks_.reserve(blocks_.size() + 1);  // so that the push below cannot throw after the allocation
+    // Room first, so that the push below cannot throw after the allocation; doubled, so that a load of millions
+    // of tensors does not copy the block list once per block.
+    if (blocks_.size() == blocks_.capacity()) blocks_.reserve(2 * blocks_.size() + 1);
     blocks_.push_back(Block{std::allocator<Box>().allocate(capacity), capacity, 0});
   }
 
