@@ -24,7 +24,7 @@ inline bool map_large_heap_blocks = true;
 inline constexpr std::size_t kept_heap_block_max = std::size_t{16} << 20;
 /// The one kept block (null when none); its first 8 bytes hold its mapped size. A program that loads the
 /// same small checkpoint again and again would otherwise map, fault in and zero a fresh arena every time,
-/// which costs more than the load fills it (malloc keeps freed memory for the same reason). One block at most
+/// which costs more than filling it (malloc keeps freed memory for the same reason). One block of at most
 /// 16 MiB, so that little is held.
 inline std::atomic<std::byte*> kept_heap_block{nullptr};
 
@@ -81,7 +81,6 @@ class HeapBackend {
 #include <cstdint>
 #include <cstring>
 #include <new>
-#include <utility>
 
 #include "tensorfile/detail/posix/populate.hpp"
 
@@ -92,7 +91,8 @@ namespace tensorfile {
 TENSORFILE_ENTRY HeapBackend::HeapBackend(std::size_t size, bool zeroed, bool populate) : size_(size) {
   if (size == 0) return;
   if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
-    if (std::byte* kept = take_kept((size + 4095) & ~std::size_t{4095})) {
+    const std::size_t rounded = (size + 4095) & ~std::size_t{4095};
+    if (std::byte* kept = rounded >= size ? take_kept(rounded) : nullptr) {
       memory_.reset(kept);
       if (zeroed) std::memset(kept, 0, size);
       if (populate) detail::populate_for_write(kept, size);  // pages the last owner never touched
