@@ -57,10 +57,10 @@ class HeapBackend {
     void operator()(std::byte* p) const noexcept;
   };
 
-  // A mapping of `size` bytes in whole 4 KiB pages starting at a huge-page boundary: the kernel backs each
+  // A mapping of `rounded` bytes (whole 4 KiB pages) starting at a huge-page boundary: the kernel backs each
   // aligned 2 MiB range inside it with a huge page and the tail with small ones (rounding the tail up to a
   // huge page would cost up to 2 MiB of memory per block). Null when mmap refuses, so that operator new is tried.
-  std::byte* map(std::size_t size, bool populate);
+  std::byte* map(std::size_t rounded, bool populate);
   // The kept block when it holds `rounded` bytes with at most a quarter more (its contents are stale); else null.
   std::byte* take_kept(std::size_t rounded);
 
@@ -90,15 +90,16 @@ namespace tensorfile {
 // TU that includes the header (through tensor.hpp: nearly all) their instantiations and <sys/mman.h>.
 TENSORFILE_ENTRY HeapBackend::HeapBackend(std::size_t size, bool zeroed, bool populate) : size_(size) {
   if (size == 0) return;
-  if (size >= detail::large_heap_block && detail::map_large_heap_blocks) {
-    const std::size_t rounded = (size + 4095) & ~std::size_t{4095};
-    if (std::byte* kept = rounded >= size ? take_kept(rounded) : nullptr) {
+  constexpr std::size_t page = 4096;
+  const std::size_t rounded = (size + page - 1) & ~(page - 1);  // wraps to less than `size` near SIZE_MAX
+  if (size >= detail::large_heap_block && detail::map_large_heap_blocks && rounded >= size) {
+    if (std::byte* kept = take_kept(rounded)) {
       memory_.reset(kept);
       if (zeroed) std::memset(kept, 0, size);
       if (populate) detail::populate_for_write(kept, size);  // pages the last owner never touched
       return;
     }
-    if (std::byte* mapped = map(size, populate)) {  // anonymous memory is already zero
+    if (std::byte* mapped = map(rounded, populate)) {  // anonymous memory is already zero
       memory_.reset(mapped);
       return;
     }
@@ -145,10 +146,7 @@ TENSORFILE_ENTRY void HeapBackend::Release::operator()(std::byte* p) const noexc
   }
 }
 
-TENSORFILE_ENTRY std::byte* HeapBackend::map(std::size_t size, bool populate) {
-  constexpr std::size_t page = 4096;
-  const std::size_t rounded = (size + page - 1) & ~(page - 1);
-  if (rounded < size) return nullptr;
+TENSORFILE_ENTRY std::byte* HeapBackend::map(std::size_t rounded, bool populate) {
   const std::size_t reserved = rounded + detail::huge_page;
   void* address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (address == MAP_FAILED) return nullptr;
