@@ -369,6 +369,42 @@ TEST_CASE("select reads only the selected tensors' records; the others come back
   }
 }
 
+TEST_CASE("select: the tensors over one dropped storage share one meta stand-in and keep what they were",
+          "[load][select]") {
+  const tensorfile_test::ScratchDir dir;
+  Tensor whole(heap_storage(64 * 4), DType::Float32, {8, 8});
+  whole.set_requires_grad(true);
+  Dict dict;
+  dict.set(Value("weight"), Value::parameter(whole));
+  dict.set(Value("row"), Value(Tensor(whole.storage(), DType::Float32, {8}, {1}, 8)));
+  dict.set(Value("kept"), Value(Tensor(heap_storage(16), DType::Int32, {4})));
+  const Value same_object(Tensor(heap_storage(8), DType::Int64, {1}));
+  dict.set(Value("pair"), Value::tuple({same_object, same_object}));
+  save(Value(dict), dir / "model.pt");
+  for (const bool drops : {false, true}) {
+    INFO("select_drops " << drops);
+    const Value loaded = load(dir / "model.pt", {.select = select_paths({"kept"}), .select_drops = drops});
+    CHECK(loaded["kept"].as_tensor().device().is_cpu());
+    CHECK(loaded.as_dict().contains(Value("weight")) == !drops);
+    if (!drops) {
+      const Value& weight = loaded["weight"];
+      const Tensor& row = loaded["row"].as_tensor();
+      CHECK(weight.is_parameter());
+      CHECK(weight.as_tensor().requires_grad());
+      CHECK(weight.as_tensor().device().is_meta());
+      CHECK(row.device().is_meta());
+      CHECK(row.storage_offset() == 8);
+      CHECK(row.storage().shares_owner_with(weight.as_tensor().storage()));
+      CHECK(row.storage().size_bytes() == 64 * 4);
+    }
+    // a tuple is no dict: its tensors stay, as meta tensors, with drops too
+    const auto& pair = loaded["pair"].as_tuple();
+    REQUIRE(pair.size() == 2);
+    CHECK(pair[0].as_tensor().device().is_meta());
+    CHECK(pair[1].as_tensor().storage().shares_owner_with(pair[0].as_tensor().storage()));
+  }
+}
+
 TEST_CASE("select on torch-written files: legacy format, conj/neg views, shared views", "[load][select]") {
   const auto sample = [](const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; };
   SECTION("everything selected loads as without select (reads deferred past conj/neg materialization)") {
@@ -460,9 +496,24 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     CHECK(head.storage().data() == tail.storage().data());
     CHECK(head.storage().data() == beside["block0.w1"].as_tensor().storage().data());
   }
-  SECTION("records bound for another device or through a map_location function: the headers first, as before") {
-    const Value meta = load(path, {.map_location = "meta", .read_threads = 2});
-    CHECK(meta["block7.w3"].as_tensor().device().is_meta());
+  SECTION("meta and select loads read the headers beside the pickle too, copying nothing from their windows") {
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+      INFO(threads << " threads");
+      const Value meta = load(path, {.map_location = "meta", .read_threads = threads});
+      CHECK(named_tensors(meta).size() == named_tensors(dict).size());
+      for (const auto& [name, t] : named_tensors(meta)) {
+        CHECK(t.device().is_meta());
+        CHECK(t.sizes() == dict[name].as_tensor().sizes());
+      }
+      const Value picked = load(path, {.select = select_paths({"block7.*"}), .read_threads = threads});
+      for (const auto& [name, t] : named_tensors(picked)) {
+        INFO(name);
+        CHECK(t.device().is_cpu() == name.starts_with("block7."));
+        if (t.device().is_cpu()) CHECK(Value(t) == dict[name]);
+      }
+    }
+  }
+  SECTION("records through a map_location function: the headers first, as before") {
     const Value through =
         load(path,
              {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
@@ -478,15 +529,21 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     const std::size_t bad = local_header_of(bytes, "small/data/1500");
     bytes.replace(bad, 4, "PK\x07\x08");
     tensorfile_test::write_text(path, bytes);
-    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
-      INFO(threads << " threads");
-      try {
-        (void)load(path, {.read_threads = threads});
-        FAIL("a load with a bad local header succeeded");
-      } catch (const FormatError& e) {
-        CHECK(e.member() == "small/data/1500");
-        CHECK(e.offset() == bad);
-        CHECK_THAT(e.reason(), Catch::Matchers::StartsWith("bad local file header signature"));
+    const LoadOptions to_meta{.map_location = "meta"};
+    const LoadOptions selected{.select = select_paths({"block0.w1"})};
+    for (const LoadOptions& how : {LoadOptions{}, to_meta, selected}) {
+      for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+        INFO(threads << " threads, meta: " << how.map_location.all_meta() << ", select: " << bool(how.select));
+        LoadOptions options = how;
+        options.read_threads = threads;
+        try {
+          (void)load(path, options);
+          FAIL("a load with a bad local header succeeded");
+        } catch (const FormatError& e) {
+          CHECK(e.member() == "small/data/1500");
+          CHECK(e.offset() == bad);
+          CHECK_THAT(e.reason(), Catch::Matchers::StartsWith("bad local file header signature"));
+        }
       }
     }
     // The pickle's last opcode (STOP) made unknown too: the header's error still comes first.

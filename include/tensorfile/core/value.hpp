@@ -619,6 +619,9 @@ struct ValueAccess {
   using TensorBox = Value::TensorBox;
   /// A tensor Value over `box`, a TensorBox that the pointer's owner keeps alive (see TensorArena).
   static Value tensor_in(std::shared_ptr<void> box) noexcept { return Value(Value::Kind::tensor, std::move(box)); }
+  /// The tensor in a tensor Value's box, for a loader replacing its storage in place: every Value sharing the box
+  /// (the same pickled object) sees the change, and no box is made again.
+  static Tensor& tensor(const Value& v) { return v.expect(Value::Kind::tensor).box<TensorBox>(); }
   static std::vector<Value>& items(List& list) noexcept { return list.items_; }
   static std::vector<Value>& list_items(const Value& v) {
     return v.expect(Value::Kind::list).box<Value::ListBox>().items.items_;

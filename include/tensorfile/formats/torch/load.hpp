@@ -200,43 +200,57 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
   return limits;
 }
 
-/// Replaces storages in `v` (legacy loads place storages after the pickle has used them).
-inline void replace_storages(Value& v, const std::map<const std::byte*, Storage>& placed, std::size_t depth = 0) {
+/// Storages by first byte, and what takes their place.
+using StorageReplacements = std::unordered_map<const std::byte*, Storage>;
+
+/// Points the tensors in `v` whose storage `replacement` answers (a Storage*, or null to keep it) at that storage
+/// instead: legacy loads place storages after the pickle has used them, `select` drops them, `into` redirects them.
+/// A tensor is changed in its box, so a tensor the tree holds twice is changed once and no box is made again.
+template <class Replacement>
+void replace_storages(Value& v, const Replacement& replacement, std::size_t depth = 0) {
   const auto moved = [&](const Tensor& t) -> std::optional<Tensor> {
-    auto it = placed.find(t.storage().data());
-    if (it == placed.end()) return std::nullopt;
-    return Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
+    const Storage* placed = replacement(t.storage());
+    if (placed == nullptr) return std::nullopt;
+    return Tensor(*placed, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
   };
   if (depth > 100000) return;
   switch (v.kind()) {
     case Value::Kind::tensor:
-      if (auto t = moved(v.as_tensor())) v = v.is_parameter() ? Value::parameter(*t) : Value(*t);
+      if (auto t = moved(v.as_tensor())) ValueAccess::tensor(v) = *std::move(t);
       return;
     case Value::Kind::storage:
       if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
       return;
     case Value::Kind::list:
-      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, placed, depth + 1);
+      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, replacement, depth + 1);
       return;
     case Value::Kind::tuple: {
       std::vector<Value> items(v.as_tuple().begin(), v.as_tuple().end());
-      for (auto& item : items) replace_storages(item, placed, depth + 1);
+      for (auto& item : items) replace_storages(item, replacement, depth + 1);
       v = Value::tuple(List(std::move(items)));
       return;
     }
     case Value::Kind::dict: {
-      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, placed, depth + 1);
+      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, replacement, depth + 1);
       return;
     }
     case Value::Kind::set:
-      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, placed, depth + 1);
+      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, replacement, depth + 1);
       return;
     case Value::Kind::object:
-      replace_storages(ValueAccess::object(v).args, placed, depth + 1);
-      replace_storages(ValueAccess::object(v).state, placed, depth + 1);
+      replace_storages(ValueAccess::object(v).args, replacement, depth + 1);
+      replace_storages(ValueAccess::object(v).state, replacement, depth + 1);
       return;
     default: return;
   }
+}
+
+/// replace_storages() from a map of the storages to replace.
+inline void replace_storages(Value& v, const StorageReplacements& placed) {
+  replace_storages(v, [&placed](const Storage& storage) -> const Storage* {
+    const auto it = placed.find(storage.data());
+    return it == placed.end() ? nullptr : &it->second;
+  });
 }
 
 /// The storages (by first byte) of the tensors in `v` that `options.select` keeps (or `options.into` names).
@@ -249,12 +263,13 @@ inline std::unordered_set<const std::byte*> selected_storages(const Value& v, co
   return kept;
 }
 
-/// Removes the dict items (at any depth) whose value is a tensor or bare storage over one of `dropped`.
-inline void drop_from_dicts(Value& v, const std::map<const std::byte*, Storage>& dropped, std::size_t depth = 0) {
+/// Removes the dict items (at any depth) whose value is a tensor or bare storage over a storage `dropped` accepts.
+template <class Dropped>
+void drop_from_dicts(Value& v, const Dropped& dropped, std::size_t depth = 0) {
   if (depth > 100000) return;
   const auto is_dropped = [&](const Value& item) {
     const Tensor* t = item.is_tensor() ? &item.as_tensor() : item.is_storage() ? &item.as_storage().tensor : nullptr;
-    return t != nullptr && dropped.contains(t->storage().data());
+    return t != nullptr && dropped(t->storage());
   };
   switch (v.kind()) {
     case Value::Kind::dict: {
@@ -285,16 +300,18 @@ inline void drop_from_dicts(Value& v, const std::map<const std::byte*, Storage>&
 /// host tensors become meta tensors of the same dtype, shape and strides, or with `select_drops` leave
 /// their dicts (the bytes they held, or would have held, are let go).
 inline void apply_selection(Value& v, const std::unordered_set<const std::byte*>& kept, const LoadOptions& options) {
-  std::map<const std::byte*, Storage> placed;
-  auto drop = [&](const std::string&, const Tensor& t) {
-    const Storage& storage = t.storage();
-    if (storage.device().is_cpu() && storage.data() != nullptr && !kept.contains(storage.data())) {
-      placed.emplace(storage.data(), meta_storage(storage.size_bytes()));
-    }
+  const auto dropped = [&kept](const Storage& storage) {
+    return storage.device().is_cpu() && storage.data() != nullptr && !kept.contains(storage.data());
   };
-  walk_tensors(v, "", drop);
-  if (options.select_drops && !placed.empty()) drop_from_dicts(v, placed);
-  if (!placed.empty()) replace_storages(v, placed);
+  if (options.select_drops) drop_from_dicts(v, dropped);
+  // One meta stand-in per dropped storage, shared by its tensors as they shared the storage.
+  StorageReplacements stand_ins;
+  replace_storages(v, [&](const Storage& storage) -> const Storage* {
+    if (!dropped(storage)) return nullptr;
+    const auto [it, first] = stand_ins.try_emplace(storage.data());
+    if (first) it->second = meta_storage(storage.size_bytes());
+    return &it->second;
+  });
 }
 
 TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept {
@@ -367,7 +384,7 @@ TENSORFILE_ENTRY std::map<std::string, Tensor, std::less<>> into_tensors(const V
 inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::string, Tensor, std::less<>>& loaded,
                       const std::unordered_set<const std::byte*>& read_directly = {}) {
   if (options.into.empty()) return;
-  std::map<const std::byte*, Storage> placed;
+  StorageReplacements placed;
   for (const auto& [path, buffer] : options.into) {
     if (const Tensor& t = loaded.at(path); whole_storage(t)) placed.emplace(t.storage().data(), buffer_of(buffer));
   }
@@ -489,9 +506,12 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     if (!batches) batches.emplace(zip.entries(), *archive.file);
     return batches->slice(record);
   };
-  // The local headers of a zip file read with pread, read by another thread while the pickle runs: a full load
-  // of records bound for an arena that is not to mirror the file (whose layout needs the headers first).
-  // Records whose bytes lie in the windows it reads are copied into the arena from there (prefilled).
+  // The local headers of a zip file read with pread, read by another thread while the pickle runs, where the
+  // pickle needs no data_offset: the records are read after it (a full load to the host, select, into) or never
+  // (meta). Below a few hundred records, a thread costs more than the headers' reads it would hide. The pickle's
+  // thread and header_pass's together are `read_threads` (one: the headers are read first).
+  // A full load to the host also copies the records whose bytes lie in the windows it reads into the arena
+  // (prefilled), unless the arena is to mirror the file (whose layout needs the headers first).
   std::vector<std::uint8_t> prefilled;  // per entry (bytes, not vector<bool>: the header threads write apart)
   std::exception_ptr header_error;
   std::jthread header_pass;  // declared after what it writes to, so that it is joined before they go
@@ -501,7 +521,28 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     if (header_pass.joinable()) header_pass.join();
     if (header_error) std::rethrow_exception(header_error);
   };
-  if (archive.pread_only && !big_endian) {
+  constexpr std::size_t min_records_beside = 256;
+  const bool headers_may_go_beside =
+      !headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && !options.storage_source;
+  // `prepare` runs first on that thread; `sink` gets each window it reads.
+  const auto read_headers_beside = [&](std::function<void()> prepare, ZipReader::WindowSink sink) {
+    try {
+      header_pass = std::jthread([&zip, &header_error, prepare, sink, threads = read_threads] {
+        try {
+          if (prepare) prepare();
+          zip.read_local_headers(sink, threads - 1);
+        } catch (...) {
+          header_error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {  // no thread to be had: read them here
+      if (prepare) prepare();
+      zip.read_local_headers(sink, read_threads - 1);
+    }
+    headers_read = true;  // by header_pass: wait_for_headers() before using a data_offset
+  };
+  const bool to_meta = options.map_location.all_meta();  // nothing is read: no arena either
+  if (archive.pread_only && !big_endian && !to_meta) {
     arena_slot.assign(zip.entries().size(), no_slot);
     arena_slice.assign(zip.entries().size(), Slice::unused);
     std::uint64_t arena_bytes = 0;
@@ -513,12 +554,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     }
     const bool may_read_directly = options.direct_reads == DirectReads::always ||
                                    (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
-    // The pickle's thread and header_pass's together are `read_threads` (one: the headers are read first). Below
-    // a few hundred records, a thread costs more than the headers' reads it would hide. Only where the records
-    // saved on the host stay there (the copies would be lost on records bound elsewhere).
-    constexpr std::size_t min_records_beside = 256;
-    if (!headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && arena_bytes != 0 &&
-        !each_on_its_own && !options.storage_source && !may_read_directly && stays_on_host("cpu")) {
+    // Copies only where the records saved on the host stay there (they would be lost on records bound elsewhere).
+    if (headers_may_go_beside && !may_read_directly && arena_bytes != 0 && !each_on_its_own && stays_on_host("cpu")) {
       arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
       prefilled.assign(zip.entries().size(), 0);
       const auto copy_records = [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first,
@@ -534,25 +571,16 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
           prefilled[i] = 1;
         }
       };
-      try {
-        header_pass = std::jthread([&zip, &arena, &header_error, copy_records, threads = read_threads] {
-          try {
-            // The arena's pages in one call, rather than a fault per page as the copies reach them (best effort).
-            populate_for_write(arena.mutable_data(), arena.size_bytes());
-            zip.read_local_headers(copy_records, threads - 1);
-          } catch (...) {
-            header_error = std::current_exception();
-          }
-        });
-      } catch (const std::system_error&) {  // no thread to be had: read them here
-        zip.read_local_headers(copy_records, read_threads - 1);
-      }
-      headers_read = true;  // by header_pass: wait_for_headers() before using a data_offset
+      // The arena's pages in one call, rather than a fault per page as the copies reach them (best effort).
+      read_headers_beside([&arena] { populate_for_write(arena.mutable_data(), arena.size_bytes()); }, copy_records);
+    } else if (headers_may_go_beside && !may_read_directly && each_on_its_own) {
+      read_headers_beside({}, {});
     }
     read_headers();
     std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
     std::uint64_t last = 0;
-    bool aligned = !arena.defined();  // (an arena made for header_pass is laid out by record, not as the file)
+    // An arena made for header_pass is laid out by record, not as the file; only a direct read needs it as the file.
+    bool aligned = !arena.defined() && !header_pass.joinable() && may_read_directly;
     for (std::size_t i = 0; i < zip.entries().size() && aligned; ++i) {
       if (arena_slot[i] == no_slot) continue;
       const ZipEntry& entry = zip.entries()[i];
@@ -576,6 +604,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
     if (arena_bytes != 0 && !arena.defined()) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
   }
+  if (to_meta && headers_may_go_beside) read_headers_beside({}, {});
   read_headers();
   std::uint64_t total_bytes = 0;
   const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
@@ -784,7 +813,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   pos = keys_machine.end();
   if (!keys.is_list()) throw FormatError("legacy storage key list is not a list", {archive.path, "", pos});
 
-  std::map<const std::byte*, Storage> placed;
+  StorageReplacements placed;
   std::size_t filled = 0;
   for (const auto& key_value : keys.as_list()) {
     if (!key_value.is_string()) throw FormatError("legacy storage key is not a string", {archive.path, "", pos});
