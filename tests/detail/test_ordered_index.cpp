@@ -144,6 +144,32 @@ TEMPLATE_TEST_CASE("OrderedIndex::erase keeps the others' order and lookups", "[
   }
 }
 
+TEMPLATE_TEST_CASE("OrderedIndex::reserve_more makes room for the items and their table at once", "[ordered_index]",
+                   StringKeys, CollidingKeys) {
+  for (const int before : {0, 3, 20}) {
+    INFO(before << " items before");
+    OrderedIndex<Item, TestType> index;
+    std::vector<Item> expected;
+    for (int i = 0; i < before; ++i) {
+      append(index, key_number(i), i);
+      expected.push_back({key_number(i), i});
+    }
+    index.reserve_more(500);
+    REQUIRE(index.items().capacity() >= static_cast<std::size_t>(before) + 500);
+    check_holds(index, expected);  // a table made for the room while the items are still few finds them too
+    const Item* const first = index.items().data();
+    for (int i = before; i < before + 500; ++i) {
+      append(index, key_number(i), i);
+      expected.push_back({key_number(i), i});
+    }
+    CHECK(index.items().data() == first);  // not moved on the way
+    check_holds(index, expected);
+    for (int i = 0; i < before + 490; ++i) index.erase(0);  // down through the scan limit
+    expected.erase(expected.begin(), expected.begin() + before + 490);
+    check_holds(index, expected);
+  }
+}
+
 TEST_CASE("OrderedIndex agrees with a plain vector under random appends, replacements and erases", "[ordered_index]") {
   std::mt19937 random(99);
   OrderedIndex<Item, CollidingKeys> index;

@@ -405,6 +405,31 @@ TEST_CASE("select: the tensors over one dropped storage share one meta stand-in 
   }
 }
 
+TEST_CASE("a load sizes the first dict written in full batches for the file's records, once", "[load]") {
+  const tensorfile_test::ScratchDir dir;
+  Dict model;  // 1,500 tensors: a full batch of 1,000 pairs, then 500
+  for (int i = 0; i < 1500; ++i) {
+    model.set(Value("w" + std::to_string(i)), Value(Tensor(heap_storage(4), DType::Float32, {1})));
+  }
+  List buffers;  // 800 more records, none of them in a dict
+  for (int i = 0; i < 800; ++i) buffers.push_back(Value(Tensor(heap_storage(4), DType::Float32, {1})));
+  Dict other;  // after the model: plain items in batches too
+  for (int i = 0; i < 1200; ++i) other.set(Value("k" + std::to_string(i)), Value(std::int64_t{i}));
+  Dict top;
+  top.set(Value("model"), Value(model));
+  top.set(Value("buffers"), Value(buffers));
+  top.set(Value("other"), Value(other));
+  save(Value(top), dir / "checkpoint.pt");
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+    const Value loaded = load(dir / "checkpoint.pt", {.read_threads = threads});
+    CHECK(loaded == Value(top));
+    // The model's dict got room for all 2,300 records at its first batch (growing, it would end at 1,500)...
+    CHECK(detail::ValueAccess::room(loaded["model"].as_dict()) == 1500 + 800);
+    // ... and the dict after it grew as before (1,000, then a quarter more), not sized for the records again.
+    CHECK(detail::ValueAccess::room(loaded["other"].as_dict()) == 1250);
+  }
+}
+
 TEST_CASE("select on torch-written files: legacy format, conj/neg views, shared views", "[load][select]") {
   const auto sample = [](const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; };
   SECTION("everything selected loads as without select (reads deferred past conj/neg materialization)") {

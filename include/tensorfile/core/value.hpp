@@ -634,6 +634,8 @@ struct ValueAccess {
   static Object& object(const Value& v) { return v.expect(Value::Kind::object).box<Value::ObjectBox>().object; }
   static void set(Dict& dict, Value key, Value value) { dict.set_unchecked(std::move(key), std::move(value)); }
   static void reserve_more(Dict& dict, std::size_t count);
+  /// How many items the dict holds room for (its item vector's capacity).
+  static std::size_t room(const Dict& dict) noexcept;
   static Value& attributes(Dict& dict) noexcept { return dict.attributes_; }
   static std::span<Dict::Item> items(Dict& dict) noexcept;
   /// Where a container's contents live, as the public mutators know their own address; null for other kinds.
@@ -1160,6 +1162,9 @@ TENSORFILE_ENTRY void List::clear() noexcept { items_.clear(); }
 TENSORFILE_ENTRY void Dict::clear() noexcept { index_ = {}; }
 TENSORFILE_ENTRY void detail::ValueAccess::reserve_more(Dict& dict, std::size_t count) {
   dict.index_.reserve_more(count);
+}
+TENSORFILE_ENTRY std::size_t detail::ValueAccess::room(const Dict& dict) noexcept {
+  return dict.index_.items().capacity();
 }
 TENSORFILE_ENTRY std::span<Dict::Item> detail::ValueAccess::items(Dict& dict) noexcept {
   return dict.index_.mutable_items();

@@ -67,7 +67,17 @@ class OrderedIndex {
   void reserve_more(std::size_t count) {
     const std::size_t wanted = items_.size() + count;
     const std::size_t grown = items_.capacity() + items_.capacity() / 4;
-    if (wanted > items_.capacity()) items_.reserve(wanted > grown ? wanted : grown);
+    if (wanted <= items_.capacity()) return;
+    const std::size_t room = wanted > grown ? wanted : grown;
+    items_.reserve(room);
+    // The table too, when it will be needed: built once for the room rather than doubled on the way there.
+    if (room > scan_limit && table_size_for(room) > slots_.size()) {
+      if (slots_.empty()) {
+        index_all(table_size_for(room));
+      } else {
+        regrow(table_size_for(room));
+      }
+    }
   }
 
   /// The position of the item matching `key`, or npos.

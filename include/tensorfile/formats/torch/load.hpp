@@ -463,10 +463,12 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   // data/<n> records by n, so that thousands of storages are found without a search each.
   std::vector<const ZipEntry*> numbered_records(zip.entries().size());
   std::vector<bool> data_record(zip.entries().size());  // per entry: whether it is a data/ record
+  std::size_t data_records = 0;
   for (const ZipEntry& entry : zip.entries()) {
     const std::string_view name(entry.name);
     if (!name.starts_with(prefix) || name.substr(prefix.size()).substr(0, 6) != "/data/") continue;
     data_record[static_cast<std::size_t>(&entry - zip.entries().data())] = true;
+    ++data_records;
     if (const auto n = decimal_key(name.substr(prefix.size() + 6)); n && *n < numbered_records.size()) {
       numbered_records[*n] = &entry;
     }
@@ -700,6 +702,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
     const auto run = [&](auto input) {
       PickleMachine machine(std::move(input), hooks, {archive.path, pickle_name}, pickle_limits(options));
+      machine.expect_large_dict(data_records);
       result = machine.run();
       pickle_end = machine.end();
     };

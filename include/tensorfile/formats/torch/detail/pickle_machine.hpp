@@ -110,6 +110,12 @@ class PickleMachine {
     return result;
   }
 
+  /// The number of items a large dict of this pickle is expected to end with (a state dict: about one item per
+  /// storage record). The first dict that receives a full batch of Python's pickler gets room for that many at
+  /// once, rather than growing batch by batch (each growth moves its items and table into fresh memory). Once per
+  /// machine, so a file cannot make it reserve more than once.
+  void expect_large_dict(std::size_t items) noexcept { large_dict_items_ = items; }
+
   /// Offset just past the STOP opcode of the last run.
   [[nodiscard]] std::size_t end() const noexcept { return static_cast<std::size_t>(pos_); }
 
@@ -568,8 +574,13 @@ class PickleMachine {
     check_open(target);
     Dict& dict = ValueAccess::dict(target);  // insert_check below refuses cycles
     // Room for the batch at once (Python's pickler writes up to 1,000 pairs per SETITEMS): a state dict's item
-    // vector ends near its size, not at the next power of two, and is moved fewer times.
-    ValueAccess::reserve_more(dict, items.size() / 2);
+    // vector ends near its size, not at the next power of two, and is moved fewer times. A first full batch into
+    // an empty dict means more follow: room for the expected size then (expect_large_dict).
+    std::size_t room = items.size() / 2;
+    if (room == python_batch_pairs && dict.size() == 0 && large_dict_items_ > room) {
+      room = std::exchange(large_dict_items_, 0);
+    }
+    ValueAccess::reserve_more(dict, room);
     for (std::size_t i = 0; i < items.size(); i += 2) {
       check_hashable(items[i], "dict key");
       insert_check(target, items[i], dict.size() + 1);
@@ -843,6 +854,8 @@ class PickleMachine {
   Hooks& hooks_;
   ErrorLocation where_;
   PickleLimits limits_;
+  static constexpr std::size_t python_batch_pairs = 1000;  // pickle.py's _BATCHSIZE
+  std::size_t large_dict_items_ = 0;                       // see expect_large_dict
   std::uint64_t pos_ = 0;
   std::uint64_t op_at_ = 0;
   std::vector<Value> stack_;
