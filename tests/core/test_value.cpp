@@ -82,6 +82,25 @@ TEST_CASE("Dict finds keys among many by Python's key equality, str keys without
   CHECK(d.items().back().first.as_float() == 2.5);
 }
 
+TEST_CASE("Dict keys tensors by what they are (the same view of the same storage), never by their values", "[value]") {
+  const Tensor a = Tensor::from_values<float>({1, 2, 3});
+  const Tensor b = Tensor::from_values<float>({1, 2, 3});  // equal values, another storage: another key, as in torch
+  Dict d;
+  d.set(Value(a), "a");
+  d.set(Value(b), "b");
+  d.set(Value::tuple({Value(a), 1}), "a1");
+  CHECK(d.size() == 3);
+  CHECK(d.find(Value(a))->as_string() == "a");  // a new Value of the same tensor finds it
+  CHECK(d.find(Value(b))->as_string() == "b");
+  CHECK(d.find(Value::tuple({Value(b), 1})) == nullptr);
+  CHECK(d.find(Value::tuple({Value(Tensor(a.storage(), a.dtype(), {3}, {1}, 0)), 1}))->as_string() == "a1");
+  CHECK(d.find(Value(Tensor(a.storage(), a.dtype(), {2}, {1}, 1))) == nullptr);  // another view of it
+  CHECK(d.find(Value::parameter(a)) == nullptr);
+  d.set(Value(Tensor(a.storage(), a.dtype(), {3}, {1}, 0)), "again");  // the same view: replaces "a"
+  CHECK(d.size() == 3);
+  CHECK(d.items()[0].second.as_string() == "again");
+}
+
 TEST_CASE("Values share containers like Python references; clone() copies deeply", "[value]") {
   const Value list(List{1, 2});
   Value alias = list;  // a handle: it shares the list, and a non-const handle may change it

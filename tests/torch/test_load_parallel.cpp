@@ -407,26 +407,66 @@ TEST_CASE("select: the tensors over one dropped storage share one meta stand-in 
 
 TEST_CASE("a load sizes the first dict written in full batches for the file's records, once", "[load]") {
   const tensorfile_test::ScratchDir dir;
-  Dict model;  // 1,500 tensors: a full batch of 1,000 pairs, then 500
-  for (int i = 0; i < 1500; ++i) {
-    model.set(Value("w" + std::to_string(i)), Value(Tensor(heap_storage(4), DType::Float32, {1})));
+  // 1,500 tensors in the model (a full batch of 1,000 pairs, then 500), `extra` more records in a list after it,
+  // and a dict of plain items after that (in batches too).
+  const auto checkpoint = [](int extra) {
+    Dict model;
+    for (int i = 0; i < 1500; ++i) {
+      model.set(Value("w" + std::to_string(i)), Value(Tensor(heap_storage(4), DType::Float32, {1})));
+    }
+    List buffers;
+    for (int i = 0; i < extra; ++i) buffers.push_back(Value(Tensor(heap_storage(4), DType::Float32, {1})));
+    Dict other;
+    for (int i = 0; i < 1200; ++i) other.set(Value("k" + std::to_string(i)), Value(std::int64_t{i}));
+    Dict top;
+    top.set(Value("model"), Value(model));
+    top.set(Value("buffers"), Value(buffers));
+    top.set(Value("other"), Value(other));
+    return Value(top);
+  };
+  for (const int extra : {200, 800}) {
+    INFO(extra << " records beside the model's");
+    const Value saved = checkpoint(extra);
+    save(saved, dir / "checkpoint.pt");
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+      const Value loaded = load(dir / "checkpoint.pt", {.read_threads = threads});
+      CHECK(loaded == saved);
+      // The model's dict got room for every record at its first batch (growing, it would end at 1,500); at
+      // STOP, room more than a quarter over its size was given back.
+      CHECK(detail::ValueAccess::room(loaded["model"].as_dict()) == (extra == 200 ? 1700 : 1500));
+      // The dict after it grew as before (1,000, then a quarter more), not sized for the records again.
+      CHECK(detail::ValueAccess::room(loaded["other"].as_dict()) == 1250);
+    }
   }
-  List buffers;  // 800 more records, none of them in a dict
-  for (int i = 0; i < 800; ++i) buffers.push_back(Value(Tensor(heap_storage(4), DType::Float32, {1})));
-  Dict other;  // after the model: plain items in batches too
-  for (int i = 0; i < 1200; ++i) other.set(Value("k" + std::to_string(i)), Value(std::int64_t{i}));
+}
+
+TEST_CASE("tensors as dict keys load as distinct keys, read, also under select", "[load][select]") {
+  const tensorfile_test::ScratchDir dir;
+  Dict keyed;  // three keys of equal values: three keys, as in torch (tensors hash by identity)
+  for (int i = 0; i < 3; ++i) keyed.set(Value(Tensor::from_values<float>({7, 8, 9})), Value(std::int64_t{i}));
+  const Value both(Tensor::from_values<float>({4, 5}));  // one tensor as a key and as a value
+  keyed.set(both, both);
   Dict top;
-  top.set(Value("model"), Value(model));
-  top.set(Value("buffers"), Value(buffers));
-  top.set(Value("other"), Value(other));
-  save(Value(top), dir / "checkpoint.pt");
+  top.set(Value("keyed"), Value(keyed));
+  top.set(Value("w"), Value(Tensor::from_values<float>({1})));
+  save(Value(top), dir / "keys.pt");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
-    const Value loaded = load(dir / "checkpoint.pt", {.read_threads = threads});
-    CHECK(loaded == Value(top));
-    // The model's dict got room for all 2,300 records at its first batch (growing, it would end at 1,500)...
-    CHECK(detail::ValueAccess::room(loaded["model"].as_dict()) == 1500 + 800);
-    // ... and the dict after it grew as before (1,000, then a quarter more), not sized for the records again.
-    CHECK(detail::ValueAccess::room(loaded["other"].as_dict()) == 1250);
+    for (const bool picked : {false, true}) {
+      INFO(threads << " threads, select: " << picked);
+      LoadOptions options{.read_threads = threads};
+      if (picked) options.select = select_paths({"w"});
+      const Value loaded = load(dir / "keys.pt", options);
+      const Dict& got = loaded["keyed"].as_dict();
+      REQUIRE(got.size() == 4);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const Value& key = got.items()[i].first;
+        CHECK(got.find(key) == &got.items()[i].second);  // each key finds its own item
+        CHECK(key.as_tensor().device().is_cpu());        // keys have no path to deselect: always read
+        CHECK(key == keyed.items()[i].first);            // with the values saved
+      }
+      const Value& value = got.items()[3].second;
+      CHECK(value == both);
+    }
   }
 }
 

@@ -459,6 +459,10 @@ namespace detail {
 
 /// Hash consistent with key equality: Python's rule that True == 1 == 1.0 is kept for ints and bools.
 TENSORFILE_ENTRY std::size_t hash_key(const Value& v);
+/// Key equality: as operator==, but a tensor or storage is a key by what it is, not by its values (torch hashes
+/// tensors by identity): the same view (kind, dtype, shape, strides, offset) of the same storage. So keys never
+/// read tensor bytes (a load compares them before the records are read), and distinct tensors are distinct keys.
+TENSORFILE_ENTRY bool same_key(const Value& a, const Value& b);
 
 /// Dict's keys for its index: Python's hash and equality, and str lookups that make no Value.
 struct DictKeys {
@@ -466,7 +470,7 @@ struct DictKeys {
   static std::size_t hash(const Value& key) { return hash_key(key); }
   static std::size_t hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
   static std::size_t hash_item(const Item& item) { return hash_key(item.first); }
-  static bool matches(const Item& item, const Value& key) { return item.first == key; }
+  static bool matches(const Item& item, const Value& key) { return same_key(item.first, key); }
   static bool matches(const Item& item, std::string_view key) {
     return item.first.is_string() && item.first.as_string() == key;  // a str equals nothing but a str
   }
@@ -636,6 +640,8 @@ struct ValueAccess {
   static void reserve_more(Dict& dict, std::size_t count);
   /// How many items the dict holds room for (its item vector's capacity).
   static std::size_t room(const Dict& dict) noexcept;
+  /// Gives back the dict's room beyond its items (best effort).
+  static void fit(Dict& dict) noexcept;
   static Value& attributes(Dict& dict) noexcept { return dict.attributes_; }
   static std::span<Dict::Item> items(Dict& dict) noexcept;
   /// Where a container's contents live, as the public mutators know their own address; null for other kinds.
@@ -1149,7 +1155,37 @@ TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
       return h;
     }
     case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
+    case Value::Kind::tensor:
+    case Value::Kind::storage: {
+      const Tensor& t = v.is_tensor() ? v.as_tensor() : v.as_storage().tensor;
+      return hash_combine(std::hash<const void*>{}(t.storage().owner()), static_cast<std::size_t>(t.storage_offset()));
+    }
     default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
+  }
+}
+
+TENSORFILE_ENTRY bool same_key(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return a == b;  // True == 1 == 1.0
+  switch (a.kind()) {
+    case Value::Kind::tensor:
+    case Value::Kind::storage: {
+      const Tensor& x = a.is_tensor() ? a.as_tensor() : a.as_storage().tensor;
+      const Tensor& y = b.is_tensor() ? b.as_tensor() : b.as_storage().tensor;
+      return a.is_parameter() == b.is_parameter() && x.storage().owner() == y.storage().owner() &&
+             x.storage().data() == y.storage().data() && x.storage().size_bytes() == y.storage().size_bytes() &&
+             x.dtype() == y.dtype() && x.storage_offset() == y.storage_offset() && x.sizes() == y.sizes() &&
+             x.strides() == y.strides();
+    }
+    case Value::Kind::tuple: {
+      const List& x = a.as_tuple();
+      const List& y = b.as_tuple();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!same_key(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    default: return a == b;
   }
 }
 
@@ -1163,6 +1199,7 @@ TENSORFILE_ENTRY void Dict::clear() noexcept { index_ = {}; }
 TENSORFILE_ENTRY void detail::ValueAccess::reserve_more(Dict& dict, std::size_t count) {
   dict.index_.reserve_more(count);
 }
+TENSORFILE_ENTRY void detail::ValueAccess::fit(Dict& dict) noexcept { dict.index_.shrink_to_fit(); }
 TENSORFILE_ENTRY std::size_t detail::ValueAccess::room(const Dict& dict) noexcept {
   return dict.index_.items().capacity();
 }

@@ -80,6 +80,18 @@ class OrderedIndex {
     }
   }
 
+  /// Gives back the room beyond the items, and a table larger than they need (best effort: on an allocation
+  /// failure the index keeps its room).
+  void shrink_to_fit() noexcept {
+    try {
+      items_.shrink_to_fit();
+      if (items_.size() > scan_limit && table_size_for(items_.size()) < slots_.size()) {
+        regrow(table_size_for(items_.size()));
+      }
+    } catch (...) {  // (std::bad_alloc) the larger room stays; nothing else changed
+    }
+  }
+
   /// The position of the item matching `key`, or npos.
   template <class Key>
   requires IndexKeys<Keys, Item, Key>

@@ -203,11 +203,39 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
 /// Storages by first byte, and what takes their place.
 using StorageReplacements = std::unordered_map<const std::byte*, Storage>;
 
-/// Points the tensors in `v` whose storage `replacement` answers (a Storage*, or null to keep it) at that storage
-/// instead: legacy loads place storages after the pickle has used them, `select` drops them, `into` redirects them.
-/// A tensor is changed in its box, so a tensor the tree holds twice is changed once and no box is made again.
+/// Calls `fn` with each tensor or storage Value inside the dict keys and set items of `v` (nearly always none).
+template <class Fn>
+void for_key_tensors(const Value& v, bool in_key, Fn& fn, std::size_t depth = 0) {
+  if (depth > 100000) return;
+  switch (v.kind()) {
+    case Value::Kind::tensor:
+    case Value::Kind::storage:
+      if (in_key) fn(v);
+      return;
+    case Value::Kind::list:
+    case Value::Kind::tuple:
+      for (const Value& item : v.elements()) for_key_tensors(item, in_key, fn, depth + 1);
+      return;
+    case Value::Kind::dict:
+      for (const auto& [key, item] : v.as_dict()) {
+        for_key_tensors(key, true, fn, depth + 1);
+        for_key_tensors(item, in_key, fn, depth + 1);
+      }
+      return;
+    case Value::Kind::set:
+      for (const Value& item : v.as_set().items) for_key_tensors(item, true, fn, depth + 1);
+      return;
+    case Value::Kind::object:
+      for_key_tensors(v.as_object().args, in_key, fn, depth + 1);
+      for_key_tensors(v.as_object().state, in_key, fn, depth + 1);
+      return;
+    default: return;
+  }
+}
+
 template <class Replacement>
-void replace_storages(Value& v, const Replacement& replacement, std::size_t depth = 0) {
+void replace_storages(Value& v, const Replacement& replacement, const std::unordered_set<const void*>& keys,
+                      std::size_t depth) {
   const auto moved = [&](const Tensor& t) -> std::optional<Tensor> {
     const Storage* placed = replacement(t.storage());
     if (placed == nullptr) return std::nullopt;
@@ -216,33 +244,53 @@ void replace_storages(Value& v, const Replacement& replacement, std::size_t dept
   if (depth > 100000) return;
   switch (v.kind()) {
     case Value::Kind::tensor:
-      if (auto t = moved(v.as_tensor())) ValueAccess::tensor(v) = *std::move(t);
+      if (auto t = moved(v.as_tensor())) {
+        if (keys.contains(v.identity())) {  // also a key somewhere: a new tensor here, the key left as it is
+          v = v.is_parameter() ? Value::parameter(*std::move(t)) : Value(*std::move(t));
+        } else {
+          ValueAccess::tensor(v) = *std::move(t);
+        }
+      }
       return;
     case Value::Kind::storage:
       if (auto t = moved(v.as_storage().tensor)) v = Value(StorageValue{*t, v.as_storage().location});
       return;
     case Value::Kind::list:
-      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, replacement, depth + 1);
+      for (auto& item : ValueAccess::list_items(v)) replace_storages(item, replacement, keys, depth + 1);
       return;
     case Value::Kind::tuple: {
       std::vector<Value> items(v.as_tuple().begin(), v.as_tuple().end());
-      for (auto& item : items) replace_storages(item, replacement, depth + 1);
+      for (auto& item : items) replace_storages(item, replacement, keys, depth + 1);
       v = Value::tuple(List(std::move(items)));
       return;
     }
     case Value::Kind::dict: {
-      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) replace_storages(item.second, replacement, depth + 1);
+      for (auto& item : ValueAccess::items(ValueAccess::dict(v))) {
+        replace_storages(item.second, replacement, keys, depth + 1);
+      }
       return;
     }
     case Value::Kind::set:
-      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, replacement, depth + 1);
+      for (auto& item : ValueAccess::set_items(v)) replace_storages(item, replacement, keys, depth + 1);
       return;
     case Value::Kind::object:
-      replace_storages(ValueAccess::object(v).args, replacement, depth + 1);
-      replace_storages(ValueAccess::object(v).state, replacement, depth + 1);
+      replace_storages(ValueAccess::object(v).args, replacement, keys, depth + 1);
+      replace_storages(ValueAccess::object(v).state, replacement, keys, depth + 1);
       return;
     default: return;
   }
+}
+
+/// Points the tensors in `v` whose storage `replacement` answers (a Storage*, or null to keep it) at that storage
+/// instead: legacy loads place storages after the pickle has used them, `select` drops them, `into` redirects them.
+/// A tensor is changed in its box, so a tensor the tree holds twice is changed once and no box is made again; but
+/// a tensor that is also a dict key gets a new box where it is a value (its key must not change under the index).
+template <class Replacement>
+void replace_storages(Value& v, const Replacement& replacement) {
+  std::unordered_set<const void*> keys;
+  auto note = [&keys](const Value& key) { keys.insert(key.identity()); };
+  for_key_tensors(v, false, note);
+  replace_storages(v, replacement, keys, 0);
 }
 
 /// replace_storages() from a map of the storages to replace.
@@ -253,13 +301,18 @@ inline void replace_storages(Value& v, const StorageReplacements& placed) {
   });
 }
 
-/// The storages (by first byte) of the tensors in `v` that `options.select` keeps (or `options.into` names).
+/// The storages (by first byte) of the tensors in `v` that `options.select` keeps (or `options.into` names), and
+/// those of tensors used as dict keys or set items (which have no path, and are keys by what they are).
 inline std::unordered_set<const std::byte*> selected_storages(const Value& v, const LoadOptions& options) {
   std::unordered_set<const std::byte*> kept;
   auto keep = [&](const std::string& path, const Tensor& t) {
     if (options.select(path) || options.into.contains(path)) kept.insert(t.storage().data());
   };
   walk_tensors(v, "", keep);
+  auto keep_key = [&kept](const Value& key) {
+    kept.insert((key.is_tensor() ? key.as_tensor() : key.as_storage().tensor).storage().data());
+  };
+  for_key_tensors(v, false, keep_key);
   return kept;
 }
 

@@ -102,6 +102,11 @@ class PickleMachine {
       fail("STOP needs exactly one value on the stack; expected 1, got " + std::to_string(stack_.size()));
     }
     Value result = std::move(stack_.back());
+    if (sized_dict_.is_dict()) {
+      Dict& sized = ValueAccess::dict(sized_dict_);
+      if (ValueAccess::room(sized) > sized.size() + sized.size() / 4) ValueAccess::fit(sized);
+      sized_dict_ = Value();
+    }
     stack_.clear();
     memo_size_ = 0;
     memo_slots_.clear();
@@ -113,7 +118,8 @@ class PickleMachine {
   /// The number of items a large dict of this pickle is expected to end with (a state dict: about one item per
   /// storage record). The first dict that receives a full batch of Python's pickler gets room for that many at
   /// once, rather than growing batch by batch (each growth moves its items and table into fresh memory). Once per
-  /// machine, so a file cannot make it reserve more than once.
+  /// machine, so a file cannot make it reserve more than once; at STOP, room that growth would not have left
+  /// (more than a quarter over its size: another dict held some of the records) is given back.
   void expect_large_dict(std::size_t items) noexcept { large_dict_items_ = items; }
 
   /// Offset just past the STOP opcode of the last run.
@@ -579,6 +585,7 @@ class PickleMachine {
     std::size_t room = items.size() / 2;
     if (room == python_batch_pairs && dict.size() == 0 && large_dict_items_ > room) {
       room = std::exchange(large_dict_items_, 0);
+      sized_dict_ = target;
     }
     ValueAccess::reserve_more(dict, room);
     for (std::size_t i = 0; i < items.size(); i += 2) {
@@ -856,6 +863,7 @@ class PickleMachine {
   PickleLimits limits_;
   static constexpr std::size_t python_batch_pairs = 1000;  // pickle.py's _BATCHSIZE
   std::size_t large_dict_items_ = 0;                       // see expect_large_dict
+  Value sized_dict_;                                       // the dict that got that room, until STOP
   std::uint64_t pos_ = 0;
   std::uint64_t op_at_ = 0;
   std::vector<Value> stack_;
