@@ -3,6 +3,7 @@
 // ids go to hooks (TorchHooks in torch_hooks.hpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -14,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
@@ -584,7 +586,10 @@ class PickleMachine {
     // an empty dict means more follow: room for the expected size then (expect_large_dict).
     std::size_t room = items.size() / 2;
     if (room == python_batch_pairs && dict.size() == 0 && large_dict_items_ > room) {
-      room = std::exchange(large_dict_items_, 0);
+      // No more pairs than the rest of the pickle could hold (two bytes each at least): a central directory of
+      // many records with a small pickle reserves no more than that pickle could have grown the dict to.
+      room = static_cast<std::size_t>(
+          std::min<std::uint64_t>(std::exchange(large_dict_items_, 0), room + remaining(pos_) / 2));
       sized_dict_ = target;
     }
     ValueAccess::reserve_more(dict, room);
