@@ -561,7 +561,7 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     CHECK(head.storage().data() == tail.storage().data());
     CHECK(head.storage().data() == beside["block0.w1"].as_tensor().storage().data());
   }
-  SECTION("meta and select loads read the headers beside the pickle too, copying nothing from their windows") {
+  SECTION("meta and select loads of many records give the same tensors with the headers read first or beside") {
     for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
       INFO(threads << " threads");
       const Value meta = load(path, {.map_location = "meta", .read_threads = threads});

@@ -634,8 +634,9 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
     read_headers();
     std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
     std::uint64_t last = 0;
-    // An arena made for header_pass is laid out by record, not as the file; only a direct read needs it as the file.
-    bool aligned = !arena.defined() && !header_pass.joinable() && may_read_directly;
+    // Only a direct read needs the arena laid out as the file; header_pass (started only without one) leaves the
+    // records' offsets unknown here, and its arena is laid out by record.
+    bool aligned = may_read_directly;
     for (std::size_t i = 0; i < zip.entries().size() && aligned; ++i) {
       if (arena_slot[i] == no_slot) continue;
       const ZipEntry& entry = zip.entries()[i];
