@@ -39,31 +39,40 @@ inline void touch(const tensorfile::Tensor& t) {
   }
 }
 
-inline void walk(const tensorfile::Value& v, int depth = 0) {
+/// Visits what `v` reaches, a shared container at each place (as a user's walk would), touching every tensor.
+inline void walk_from(const tensorfile::Value& v, int depth, std::uint64_t& visits, std::uint64_t max_values) {
   using K = tensorfile::Value::Kind;
-  if (depth > 2000) std::abort();  // the loader promised max_depth
+  if (depth > 2000) std::abort();           // the loader promised max_depth
+  if (++visits > max_values) std::abort();  // and max_tree_size
+  const auto inside = [&](const tensorfile::Value& item) { walk_from(item, depth + 1, visits, max_values); };
   switch (v.kind()) {
     case K::tuple:
     case K::list:
-      for (const auto& e : v.elements()) walk(e, depth + 1);
+      for (const auto& e : v.elements()) inside(e);
       break;
     case K::dict:
       for (const auto& [k, e] : v.as_dict()) {
-        walk(k, depth + 1);
-        walk(e, depth + 1);
+        inside(k);
+        inside(e);
       }
       break;
     case K::set:
-      for (const auto& e : v.as_set().items) walk(e, depth + 1);
+      for (const auto& e : v.as_set().items) inside(e);
       break;
     case K::tensor: touch(v.as_tensor()); break;
     case K::storage: touch(v.as_storage().tensor); break;
     case K::object:
-      walk(v.as_object().args, depth + 1);
-      walk(v.as_object().state, depth + 1);
+      inside(v.as_object().args);
+      inside(v.as_object().state);
       break;
     default: break;
   }
+}
+
+/// walk_from() the root; `max_values`: the max_tree_size the loader was given.
+inline void walk(const tensorfile::Value& v, std::uint64_t max_values = std::uint64_t{1} << 27) {
+  std::uint64_t visits = 0;
+  walk_from(v, 0, visits, max_values);
 }
 
 /// Runs one loader (a callable taking the bytes) and walks what it returns; a tensorfile::Error is an accepted

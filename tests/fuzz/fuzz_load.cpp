@@ -23,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     o.max_depth = 200;
     o.max_memo = 1u << 14;
     o.max_container = 1u << 16;
+    o.max_tree_size = 1u << 16;  // `==` below walks both trees
     o.max_total_bytes = std::uint64_t{1} << 28;
     return o;
   };

@@ -26,14 +26,18 @@ struct InertHooks {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   InertHooks hooks;
-  const tensorfile::detail::PickleLimits limits{
-      .max_depth = 200, .max_memo = 4096, .max_stack = 1u << 16, .max_container = 1u << 16, .max_int_bytes = 128};
+  const tensorfile::detail::PickleLimits limits{.max_depth = 200,
+                                                .max_memo = 4096,
+                                                .max_stack = 1u << 16,
+                                                .max_container = 1u << 16,
+                                                .max_int_bytes = 128,
+                                                .max_tree_size = 1u << 16};
   try {
     tensorfile::detail::PickleMachine<InertHooks> machine(bytes, hooks, tensorfile::ErrorLocation{.file = "fuzz.pkl"},
                                                           limits);
     const tensorfile::Value v = machine.run();
     if (machine.end() > size) __builtin_trap();
-    tensorfile_fuzz::walk(v);
+    tensorfile_fuzz::walk(v, limits.max_tree_size);
   } catch (const tensorfile::Error&) {
   }
   const bool strict = (size & 1) == 0;
@@ -43,6 +47,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t window = 1 + size % 61;
   const auto streamed = tensorfile_test::run_torch_pickle(bytes, true, strict, limits, window);
   if (!tensorfile_test::recognition_difference(streamed, fast).empty()) __builtin_trap();  // and in windows
-  if (fast.value) tensorfile_fuzz::walk(*fast.value);
+  if (fast.value) tensorfile_fuzz::walk(*fast.value, limits.max_tree_size);
   return 0;
 }

@@ -226,6 +226,7 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
     CHECK(d.max_depth == 5000);
     CHECK(d.max_memo == (1u << 22));
     CHECK(d.max_container == (1u << 26));
+    CHECK(d.max_tree_size == (std::uint64_t{1} << 27));
     CHECK(d.max_total_bytes == (std::uint64_t{1} << 46));
   }
   SECTION("max_depth: lists, tuples and dicts") {
@@ -293,6 +294,36 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       const Outcome over = load_pickle(w->bytes(), {.max_container = n - 1});
       CHECK(over.first == "LimitError");
       CHECK(over.second.find("container exceeds " + std::to_string(n - 1) + " items") != std::string::npos);
+    }
+  }
+  SECTION("max_tree_size: a container shared level upon level counts at each place it appears") {
+    // Level 0 is an empty list; level i holds level i - 1 twice: 2^(i+1) - 1 values reached, in a few bytes each.
+    const auto shared_levels = [](std::size_t levels, char kind) {
+      PickleWriter w;
+      w.proto().empty_list().put(0).op('0');  // POP: each level is reached through the memo
+      for (std::size_t i = 1; i <= levels; ++i) {
+        const auto below = static_cast<std::uint8_t>(i - 1);
+        if (kind == 't') w.mark().get(below).get(below).tuple();               // made whole (TUPLE)
+        if (kind == 'l') w.empty_list().mark().get(below).get(below).op('e');  // filled (APPENDS)
+        if (kind == 'd') w.empty_dict().integer(0).get(below).setitem().integer(1).get(below).setitem();
+        w.put(static_cast<std::uint8_t>(i)).op('0');
+      }
+      return w.get(static_cast<std::uint8_t>(levels)).stop().bytes();
+    };
+    for (const char kind : {'t', 'l', 'd'}) {
+      INFO(kind);
+      // 10 levels: 2^11 - 1 values; dicts 5 * 2^10 - 4 (each also reaches its two keys and its attributes)
+      const std::uint64_t reach = kind == 'd' ? 5116 : 2047;
+      CHECK(load_pickle(shared_levels(10, kind), {.max_tree_size = reach}) == Outcome{"OK", ""});
+      const Outcome over = load_pickle(shared_levels(10, kind), {.max_tree_size = reach - 1});
+      CHECK(over.first == "LimitError");
+      CHECK(over.second.find("object tree exceeds " + std::to_string(reach - 1) + " values") != std::string::npos);
+      // 60 levels (2^61 values) are refused by default as soon as they pass it, quickly; select would walk them.
+      tensorfile::LoadOptions select;
+      select.select = tensorfile::select_paths({"0/0"});
+      const Outcome deep = load_pickle(shared_levels(60, kind), select);
+      CHECK(deep.first == "LimitError");
+      CHECK(deep.second.find("object tree exceeds 134217728 values") != std::string::npos);
     }
   }
   SECTION("max_total_bytes: the sum over storages") {

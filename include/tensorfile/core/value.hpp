@@ -65,11 +65,13 @@ class Dict;
 struct Set;
 
 namespace detail {
-/// Loader bookkeeping every container carries: its nesting depth, and whether it already sits
-/// inside another container (it may not change then, so recorded depths stay true and no cycle forms).
+/// Loader bookkeeping every container carries: its nesting depth, whether it already sits inside another
+/// container (it may not change then, so recorded depths stay true and no cycle forms), and how many values
+/// it reaches counting a shared container once per place it appears (what a walk over it visits).
 struct Nesting {
   std::uint32_t depth = 1;
   bool sealed = false;
+  std::uint64_t reach = 1;
 };
 /// The bookkeeping of a container value; null for other kinds.
 TENSORFILE_ENTRY Nesting* nesting_of(const Value& v) noexcept;

@@ -197,6 +197,7 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
   limits.max_depth = options.max_depth;
   limits.max_memo = options.max_memo;
   limits.max_container = options.max_container;
+  limits.max_tree_size = options.max_tree_size;
   return limits;
 }
 

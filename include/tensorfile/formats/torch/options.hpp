@@ -44,6 +44,9 @@ struct LoadOptions {
   std::size_t max_depth = 5000;          ///< most nesting of containers (as SaveOptions::max_depth)
   std::size_t max_memo = 1u << 22;       ///< most pickle memo entries
   std::size_t max_container = 1u << 26;  ///< most items in one container
+  /// Most values in the loaded tree, a container counted at each place it appears: a pickle that shares containers
+  /// level upon level describes in a kilobyte a tree that select, printing or clone() would walk for ever.
+  std::uint64_t max_tree_size = std::uint64_t{1} << 27;
   std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
   /// Advanced (<tensorfile/cuda.hpp> streams records with it): asked once per storage record of a zip
   /// file before it is read; a Storage it returns (of the record's size) is used as is, map_location

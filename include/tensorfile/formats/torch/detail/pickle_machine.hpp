@@ -34,6 +34,9 @@ struct PickleLimits {
   std::size_t max_stack = 1u << 22;      ///< values on the stack
   std::size_t max_container = 1u << 26;  ///< items in one list, dict, set or tuple
   std::size_t max_int_bytes = 128;       ///< bytes of a LONG1/LONG4 integer
+  /// Values in the tree, a shared container counted at each place it appears: containers shared level upon
+  /// level describe in a few bytes a tree that every walk over it (select, printing, clone) visits exponentially.
+  std::uint64_t max_tree_size = std::uint64_t{1} << 27;
 };
 
 /// A pickle that is not in memory: `read(offset, out)` fills `out` with the pickle's bytes from `offset` (throwing
@@ -495,6 +498,19 @@ class PickleMachine {
     const Nesting* nesting = nesting_of(v);
     return nesting ? nesting->depth : 0;
   }
+  static std::uint64_t reach_of(const Value& v) noexcept {
+    const Nesting* nesting = nesting_of(v);
+    return nesting ? nesting->reach : 1;
+  }
+  // Sets a container's reach (saturating), within max_tree_size.
+  void record_reach(const Value& container, std::uint64_t base, std::uint64_t more) {
+    const std::uint64_t reach = more > UINT64_MAX - base ? UINT64_MAX : base + more;
+    if (reach > limits_.max_tree_size) {
+      over("the object tree exceeds " + std::to_string(limits_.max_tree_size) +
+           " values (a container shared by several others counts at each place)");
+    }
+    nesting_of(container)->reach = reach;
+  }
   void record_depth(const Value& container, std::size_t depth) {
     if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
     Nesting& nesting = *nesting_of(container);
@@ -507,7 +523,10 @@ class PickleMachine {
   void adopt(const Value& v) {
     if (!is_container(v)) return;
     std::size_t depth = 1;
+    std::uint64_t reach = 0;  // the children's
     const auto child = [&](const Value& c) {
+      const std::uint64_t more = reach_of(c);
+      reach = more > UINT64_MAX - reach ? UINT64_MAX : reach + more;
       if (!is_container(c)) return;
       depth = std::max(depth, depth_of(c) + 1);
       seal(c);
@@ -536,6 +555,7 @@ class PickleMachine {
       default: break;
     }
     if (depth > 1) record_depth(v, depth);
+    record_reach(v, 1, reach);
   }
   // Before items go into `target`: a container already placed inside another one is sealed, so
   // no cycle can form and recorded depths stay true (Python's pickler fills containers first).
@@ -547,6 +567,7 @@ class PickleMachine {
   }
   void insert_check(const Value& target, const Value& child, std::size_t new_size) {
     if (new_size > limits_.max_container) over("container exceeds " + std::to_string(limits_.max_container) + " items");
+    record_reach(target, reach_of(target), reach_of(child));
     if (!is_container(child)) return;
     if (child.identity() == target.identity()) {
       fail("pickle puts a " + std::string(Value::kind_name(target.kind())) + " inside itself");
@@ -824,8 +845,10 @@ class PickleMachine {
         seal(state);
         const std::size_t depth = depth_of(state) + 1;
         if (depth > limits_.max_depth) over("nesting exceeds " + std::to_string(limits_.max_depth) + " levels");
+        const std::uint64_t state_reach = reach_of(state);
         Value built = hooks_.build(object, std::move(state), op_at_);
         if (is_container(built) && depth > 1) record_depth(built, depth);
+        if (is_container(built)) record_reach(built, reach_of(built), state_reach);
         object = std::move(built);
         return;
       }
