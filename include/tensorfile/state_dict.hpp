@@ -15,6 +15,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/map_location.hpp"
@@ -162,8 +163,8 @@ inline void parse_state_dict_index(std::string_view text, const std::filesystem:
   JsonReader json(text, index);
   json.expect('{', "an object");
   bool has_map = false;
-  std::unordered_map<std::string, std::size_t> shard_numbers;
-  std::unordered_map<std::string, std::size_t> seen;
+  std::unordered_map<std::string, std::size_t, KeyedStringHash> shard_numbers;
+  std::unordered_map<std::string, std::size_t, KeyedStringHash> seen;
   std::string scratch;
   std::string value_scratch;
   if (!json.consume('}')) {
@@ -365,7 +366,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
     if (error) std::rethrow_exception(error);
   }
 
-  std::unordered_map<std::string_view, std::size_t> listed;  // name -> shard
+  std::unordered_map<std::string_view, std::size_t, detail::KeyedStringHash> listed;  // name -> shard
   listed.reserve(layout.weight_map.size());
   for (const auto& [name, shard] : layout.weight_map) listed.emplace(name, shard);
   std::vector<const Dict*> dicts(count);

@@ -22,6 +22,7 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/ordered_index.hpp"
 
 namespace tensorfile {
@@ -470,7 +471,7 @@ TENSORFILE_ENTRY bool same_key(const Value& a, const Value& b);
 struct DictKeys {
   using Item = std::pair<Value, Value>;
   static std::size_t hash(const Value& key) { return hash_key(key); }
-  static std::size_t hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+  static std::size_t hash(std::string_view key) noexcept { return static_cast<std::size_t>(keyed_hash(key)); }
   static std::size_t hash_item(const Item& item) { return hash_key(item.first); }
   static bool matches(const Item& item, const Value& key) { return same_key(item.first, key); }
   static bool matches(const Item& item, std::string_view key) {
@@ -693,6 +694,7 @@ Value Value::get(const Key& key, Value fallback) const {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <bit>
 #include <cmath>
 #include <unordered_set>
 
@@ -1140,17 +1142,25 @@ inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
 }
 
 TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
+  // Keyed (process_hash_key) wherever a file chooses the value: a dict of keys that collide costs n^2 to build.
+  const auto number = [](std::int64_t n) {
+    return static_cast<std::size_t>(keyed_hash(static_cast<std::uint64_t>(n)));
+  };
   switch (v.kind()) {
     case Value::Kind::none: return 0x5a5a;
-    case Value::Kind::boolean: return std::hash<std::int64_t>{}(v.as_bool() ? 1 : 0);
-    case Value::Kind::integer: return std::hash<std::int64_t>{}(v.as_int());
+    case Value::Kind::boolean: return number(v.as_bool() ? 1 : 0);
+    case Value::Kind::integer: return number(v.as_int());
     case Value::Kind::floating: {
       const double d = v.as_float();  // integral floats hash as the int they equal
-      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18)
-        return std::hash<std::int64_t>{}(static_cast<std::int64_t>(d));
-      return std::hash<double>{}(d);
+      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18) return number(static_cast<std::int64_t>(d));
+      return static_cast<std::size_t>(keyed_hash(std::bit_cast<std::uint64_t>(d)));
     }
-    case Value::Kind::string: return std::hash<std::string_view>{}(v.as_string());
+    case Value::Kind::big_integer: {
+      const std::vector<std::uint8_t>& bytes = v.as_big_int().bytes;
+      return static_cast<std::size_t>(keyed_hash(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+    }
+    case Value::Kind::string: return static_cast<std::size_t>(keyed_hash(v.as_string()));
+    case Value::Kind::bytes: return static_cast<std::size_t>(keyed_hash(std::span(v.as_bytes().data)));
     case Value::Kind::tuple: {
       std::size_t h = 0x7u;
       for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
@@ -1159,8 +1169,13 @@ TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
     case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
     case Value::Kind::tensor:
     case Value::Kind::storage: {
+      // What same_key compares, but bytes: a file can make many views of one storage, differing in shape alone.
       const Tensor& t = v.is_tensor() ? v.as_tensor() : v.as_storage().tensor;
-      return hash_combine(std::hash<const void*>{}(t.storage().owner()), static_cast<std::size_t>(t.storage_offset()));
+      std::vector<std::int64_t> view{static_cast<std::int64_t>(t.dtype()), t.storage_offset()};
+      view.insert(view.end(), t.sizes().begin(), t.sizes().end());
+      view.insert(view.end(), t.strides().begin(), t.strides().end());
+      return hash_combine(std::hash<const void*>{}(t.storage().data()),
+                          static_cast<std::size_t>(keyed_hash(std::as_bytes(std::span(view)))));
     }
     default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
   }

@@ -139,6 +139,14 @@ class OrderedIndex {
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(position));
   }
 
+  /// The 32 bits of a key's hash that the table keeps (its home slot among them): keys that share a tag are found
+  /// by comparing them one after another, so the Keys a file's keys go through hash them with a key of the
+  /// process's own (detail::keyed_hash).
+  static std::uint32_t tag_of(std::size_t hash) noexcept {
+    // Multiplying spreads hashes that differ in their low bits alone over the high bits.
+    return static_cast<std::uint32_t>((std::uint64_t{hash} * 0x9e3779b97f4a7c15ull) >> 32);
+  }
+
  private:
   // A table slot: the item's position + 1 (0: empty) and 32 bits of its mixed hash, which give the home
   // slot and let probes skip most mismatches without reading the item, and let the table grow without
@@ -151,10 +159,6 @@ class OrderedIndex {
   using Table = std::vector<Slot, SlotAllocator>;
   static constexpr std::size_t smallest_table = 32;
 
-  static std::uint32_t tag_of(std::size_t hash) noexcept {
-    // Multiplying spreads keys whose std::hash is the identity (integers) over the high bits.
-    return static_cast<std::uint32_t>((std::uint64_t{hash} * 0x9e3779b97f4a7c15ull) >> 32);
-  }
   // At most three quarters full: linear probing stays short (a tag compare per slot), and a file's dict of
   // thousands of tensors keeps a table half the size a half-full rule would.
   static bool over_load(std::size_t count, std::size_t slots) noexcept { return count * 4 > slots * 3; }

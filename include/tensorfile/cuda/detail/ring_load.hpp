@@ -24,6 +24,7 @@
 #include "tensorfile/cuda/detail/ring_plan.hpp"
 #include "tensorfile/cuda/detail/ring_reader.hpp"
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"  // read_safetensors_head
@@ -317,7 +318,7 @@ template <class Resolve, class Stream>
     plan_group_layout(group, ring.single_allocation);
     progress.total += group.layout.copied_bytes;
   }
-  std::unordered_map<std::string, Storage> placed;
+  std::unordered_map<std::string, Storage, KeyedStringHash> placed;
   for (auto& [ordinal, group] : groups) {
     std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
     const auto& records = members[ordinal];

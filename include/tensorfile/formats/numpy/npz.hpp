@@ -12,6 +12,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 
 namespace tensorfile {
@@ -104,7 +105,7 @@ namespace detail {
                                             const NpyLoadOptions& options) {
   Dict dict;
   dict.ordered = true;
-  std::unordered_set<std::string> names;
+  std::unordered_set<std::string, KeyedStringHash> names;
   for (const ZipEntry& entry : zip.entries()) {
     const std::string member = zip_impl::printable(entry.name);
     if (!entry.name.ends_with(".npy")) {

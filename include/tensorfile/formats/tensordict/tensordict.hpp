@@ -19,6 +19,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/ordered_index.hpp"
 
 namespace tensorfile {
@@ -428,9 +429,9 @@ class TensorDict {
 
  private:
   friend struct detail::td::TensorDictAccess;
-  // The key index's view of an item: its key, hashed as std::hash hashes string views.
+  // The key index's view of an item: its key, hashed with this process's key (keys come from files).
   struct ItemKeys {
-    static std::size_t hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+    static std::size_t hash(std::string_view key) noexcept { return static_cast<std::size_t>(detail::keyed_hash(key)); }
     static std::size_t hash_item(const Item& item) noexcept { return hash(item.key); }
     static bool matches(const Item& item, std::string_view key) noexcept { return item.key == key; }
   };

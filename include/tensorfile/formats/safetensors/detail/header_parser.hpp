@@ -24,6 +24,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/text/utf8.hpp"
@@ -90,7 +91,7 @@ class SafetensorsHeaderParser {
     check_utf8();
     reader_.seek(8);
     reader_.expect('{', "'{' opening the header object");
-    std::unordered_set<std::string> names;
+    std::unordered_set<std::string, KeyedStringHash> names;
     bool seen_metadata = false;
     if (!reader_.consume('}')) {
       while (true) {
@@ -186,7 +187,7 @@ class SafetensorsHeaderParser {
     std::vector<std::pair<std::string, std::string>> out;
     reader_.expect('{', "'{' opening the __metadata__ object");
     if (reader_.consume('}')) return out;
-    std::unordered_set<std::string> keys;
+    std::unordered_set<std::string, KeyedStringHash> keys;
     while (true) {
       const std::uint64_t key_at = (reader_.skip_ws(), reader_.position());
       std::string key = parse_plain_string("a __metadata__ key");

@@ -19,6 +19,7 @@
 #include "tensorfile/core/tensor_arena.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 #include "tensorfile/formats/torch/detail/tensor_call_matcher.hpp"
 #include "tensorfile/formats/torch/options.hpp"
@@ -105,8 +106,8 @@ class TorchHooks {
   /// Lets go of the storage keys seen so far (once the pickle has run: the loaded values hold what they use).
   void forget_storages() noexcept {
     numbered_storages_ = std::vector<StorageSlot>();
-    storages_ = std::unordered_map<std::string, StorageSlot>();
-    storage_values_ = std::unordered_map<std::string, Value>();
+    storages_ = decltype(storages_)();
+    storage_values_ = decltype(storage_values_)();
   }
 
   Value find_class(std::string_view module, std::string_view name, std::uint64_t at) {
@@ -557,10 +558,10 @@ class TorchHooks {
   LoadStorage load_storage_;
   std::function<void()> complete_reads_;
   std::vector<StorageSlot> numbered_storages_;
-  std::unordered_map<std::string, StorageSlot> storages_;
-  std::unordered_map<std::string, Value> storage_values_;  // by key: the storages asked for as Values
-  Storage shared_block_;                                   // see box_together_with()
-  std::shared_ptr<TensorArena> tensor_arena_;              // made for the first tensor over shared_block_
+  std::unordered_map<std::string, StorageSlot, KeyedStringHash> storages_;
+  std::unordered_map<std::string, Value, KeyedStringHash> storage_values_;  // by key: the storages asked for as Values
+  Storage shared_block_;                                                    // see box_together_with()
+  std::shared_ptr<TensorArena> tensor_arena_;  // made for the first tensor over shared_block_
   std::size_t storage_count_ = 0;
   std::vector<std::string> locations_;  // every location tag seen, by StorageSlot::location
   std::uint32_t last_location_ = 0;
