@@ -12,6 +12,10 @@
 #include <span>
 #include <string_view>
 
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 namespace tensorfile::detail {
 
 /// SipHash-1-3 (one compression round per word, three finalization rounds; the variant Python hashes str and
@@ -58,18 +62,30 @@ namespace tensorfile::detail {
 }
 
 /// This process's hash key: random, so that a file cannot pick dict keys that collide in its index (n keys of one
-/// hash make a dict cost n^2 to build: a 1 MB pickle of 100,000 such int keys took 22 s with a fixed hash).
+/// hash make a dict cost n^2 to build: a 1 MB pickle of 100,000 such int keys took 22 s with a fixed hash). One key
+/// for every module of the process, so that a Dict built in one shared library is found in by another, whatever
+/// their symbol visibility: on Linux it is derived from the 16 random bytes the kernel gives each process
+/// (AT_RANDOM, through SipHash, so the key tells nothing of them); elsewhere drawn once per module.
 [[nodiscard]] inline const std::array<std::uint64_t, 2>& process_hash_key() noexcept {
   static const std::array<std::uint64_t, 2> key = [] {
-    std::array<std::uint64_t, 2> k{};
+    std::array<std::uint64_t, 2> random{};
+#if defined(__linux__)
+    if (const auto at_random = getauxval(AT_RANDOM); at_random != 0) {
+      std::memcpy(random.data(), reinterpret_cast<const void*>(at_random), sizeof random);
+      constexpr std::string_view purpose = "tensorfile: dict keys";
+      const auto bytes = std::as_bytes(std::span(purpose.data(), purpose.size()));
+      return std::array<std::uint64_t, 2>{siphash13(random[0], random[1], bytes),
+                                          siphash13(random[1], random[0], bytes)};
+    }
+#endif
     try {
       std::random_device device;
-      for (auto& word : k) word = std::uint64_t{device()} << 32 | device();
+      for (auto& word : random) word = std::uint64_t{device()} << 32 | device();
     } catch (...) {  // no entropy source: the clock and an address, still unknown to a file
-      k[0] = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-      k[1] = reinterpret_cast<std::uintptr_t>(&k) * 0x9e3779b97f4a7c15ull;
+      random[0] = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      random[1] = reinterpret_cast<std::uintptr_t>(&random) * 0x9e3779b97f4a7c15ull;
     }
-    return k;
+    return random;
   }();
   return key;
 }

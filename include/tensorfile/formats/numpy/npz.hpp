@@ -105,6 +105,7 @@ namespace detail {
                                             const NpyLoadOptions& options) {
   Dict dict;
   dict.ordered = true;
+  ValueAccess::reserve_more(dict, zip.entries().size());  // the table sized once, not at each doubling
   std::unordered_set<std::string, KeyedStringHash> names;
   for (const ZipEntry& entry : zip.entries()) {
     const std::string member = zip_impl::printable(entry.name);

@@ -34,6 +34,7 @@ Value build_safetensors_dict(const SafetensorsHeader& header, const TensorSelect
                              StorageOf&& storage_of) {
   Dict dict;
   dict.ordered = true;
+  ValueAccess::reserve_more(dict, header.tensors.size());  // the table sized once, not at each doubling
   for (std::size_t i = 0; i < header.tensors.size(); ++i) {
     const SafetensorsTensorInfo& info = header.tensors[i];
     if (!select || select(info.name)) {
