@@ -63,7 +63,7 @@ namespace tensorfile::detail {
 
 /// This process's hash key: random, so that a file cannot pick dict keys that collide in its index (n keys of one
 /// hash make a dict cost n^2 to build: a 1 MB pickle of 100,000 such int keys took 22 s with a fixed hash). One key
-/// for every module of the process, so that a Dict built in one shared library is found in by another, whatever
+/// for every module of the process, so that a Dict built in one shared library is searched by another, whatever
 /// their symbol visibility: on Linux it is derived from the 16 random bytes the kernel gives each process
 /// (AT_RANDOM, through SipHash, so the key tells nothing of them); elsewhere drawn once per module.
 [[nodiscard]] inline const std::array<std::uint64_t, 2>& process_hash_key() noexcept {
