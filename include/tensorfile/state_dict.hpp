@@ -366,7 +366,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
     if (error) std::rethrow_exception(error);
   }
 
-  std::unordered_map<std::string_view, std::size_t, detail::KeyedStringHash> listed;  // name -> shard
+  std::unordered_map<std::string_view, std::size_t, KeyedStringHash> listed;  // name -> shard
   listed.reserve(layout.weight_map.size());
   for (const auto& [name, shard] : layout.weight_map) listed.emplace(name, shard);
   std::vector<const Dict*> dicts(count);

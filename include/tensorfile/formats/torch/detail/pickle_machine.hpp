@@ -21,6 +21,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/byte_order.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/bytes/twos_complement.hpp"
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/formats/torch/detail/opcodes.hpp"
@@ -504,7 +505,7 @@ class PickleMachine {
   }
   // Sets a container's reach (saturating), within max_tree_size.
   void record_reach(const Value& container, std::uint64_t base, std::uint64_t more) {
-    const std::uint64_t reach = more > UINT64_MAX - base ? UINT64_MAX : base + more;
+    const std::uint64_t reach = checked_add_u64(base, more).value_or(UINT64_MAX);
     if (reach > limits_.max_tree_size) {
       over("the object tree exceeds " + std::to_string(limits_.max_tree_size) +
            " values (a container shared by several others counts at each place)");
@@ -525,8 +526,7 @@ class PickleMachine {
     std::size_t depth = 1;
     std::uint64_t reach = 0;  // the children's
     const auto child = [&](const Value& c) {
-      const std::uint64_t more = reach_of(c);
-      reach = more > UINT64_MAX - reach ? UINT64_MAX : reach + more;
+      reach = checked_add_u64(reach, reach_of(c)).value_or(UINT64_MAX);
       if (!is_container(c)) return;
       depth = std::max(depth, depth_of(c) + 1);
       seal(c);
