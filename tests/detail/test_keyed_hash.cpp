@@ -4,6 +4,8 @@
 #include <tensorfile/core/value.hpp>
 #include <tensorfile/detail/bytes/keyed_hash.hpp>
 
+#include <bit>
+#include <complex>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -79,4 +81,58 @@ TEST_CASE("Dict hashes keys with the process's key, so keys a file chooses do no
         tensorfile::Value(tensorfile::Tensor(base.storage(), base.dtype(), {n}, {1}, 0))));
   }
   CHECK(std::set<std::size_t>(views.begin(), views.end()).size() == 64);
+}
+
+TEST_CASE("Keys of every kind spread over the tags, and keys that compare equal hash alike",
+          "[keyed_hash][value][hostile]") {
+  using tensorfile::Value;
+  using DictIndex = tensorfile::detail::OrderedIndex<tensorfile::Dict::Item, tensorfile::detail::DictKeys>;
+  const auto hash = [](const Value& v) { return tensorfile::detail::DictKeys::hash(v); };
+  const auto object = [](Value args) {
+    return Value(tensorfile::Object{.module = "__main__", .name = "K", .args = std::move(args), .state = {}});
+  };
+  // Each kind was once one constant hash: a strict load of a dict of 20,000 complex keys took 0.9 s, a permissive
+  // one (as verify() makes) of 20,000 opaque-object keys 4.6 s, each growing as n^2.
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> kinds{
+      {"complex", {}},          {"device", {}},           {"global", {}},
+      {"object of an int", {}}, {"object of a list", {}}, {"object of a tensor's shape", {}}};
+  constexpr std::int64_t count = 2000;
+  for (std::int64_t i = 0; i < count; ++i) {
+    kinds[0].second.push_back(hash(Value(std::complex<double>(0.5, static_cast<double>(i)))));
+    kinds[1].second.push_back(hash(Value(tensorfile::Device::cuda(static_cast<int>(i)))));
+    kinds[2].second.push_back(hash(Value(tensorfile::Global{"m", "f" + std::to_string(i)})));
+    kinds[3].second.push_back(hash(object(Value::tuple(tensorfile::List{Value(i)}))));
+    kinds[4].second.push_back(hash(object(Value::tuple(tensorfile::List{Value(tensorfile::List{Value(i)})}))));
+    kinds[5].second.push_back(
+        hash(object(Value::tuple(tensorfile::List{Value(tensorfile::Tensor::zeros({i}, tensorfile::DType::UInt8))}))));
+  }
+  for (const auto& [kind, hashes] : kinds) {
+    INFO(kind);
+    CHECK(distinct_tags<DictIndex>(hashes) > count - 10);  // random 32-bit tags: almost never a collision
+  }
+
+  // Equal under operator== (and so the same key), equal hashes.
+  const double nan_a = std::bit_cast<double>(0x7ff8000000000001ull);
+  const double nan_b = std::bit_cast<double>(0xfff8000000000002ull);
+  const Value c1(std::complex<double>(-0.0, nan_a));
+  const Value c2(std::complex<double>(0.0, nan_b));
+  REQUIRE(c1 == c2);
+  CHECK(hash(c1) == hash(c2));
+  CHECK(hash(Value(nan_a)) == hash(Value(nan_b)));
+  // Objects compare by what they hold: two tensors of equal bytes in separate storages.
+  tensorfile::Tensor t1 = tensorfile::Tensor::zeros({3}, tensorfile::DType::Float32);
+  tensorfile::Tensor t2 = tensorfile::Tensor::zeros({3}, tensorfile::DType::Float32);
+  tensorfile::Dict state;
+  state.set("w", Value(std::move(t1)));
+  const Value o1 = object(Value::tuple(tensorfile::List{Value(std::move(state)), Value(tensorfile::Device::cpu())}));
+  tensorfile::Dict state2;
+  state2.set("w", Value(std::move(t2)));
+  const Value o2 = object(Value::tuple(tensorfile::List{Value(std::move(state2)), Value(tensorfile::Device::cpu())}));
+  REQUIRE(o1 == o2);
+  CHECK(hash(o1) == hash(o2));
+  tensorfile::Dict dict;
+  dict.set(o1, Value(1));
+  dict.set(o2, Value(2));
+  CHECK(dict.size() == 1);
+  CHECK(dict.find(o1)->as_int() == 2);
 }

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <complex>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -219,6 +220,40 @@ TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]"
   CHECK(w.raw_data() >= reinterpret_cast<const std::byte*>(bytes.data()));
   CHECK(w.raw_data() < reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
   CHECK_FALSE(w.is_writable());
+}
+
+TEST_CASE("dict keys: frozensets and complex numbers are keys as in Python; lists are not", "[load][value]") {
+  // {frozenset([1, 2]): 'fs', complex(1, 2): 'c', (1, frozenset([1, 2])): 't'}, the calls as protocol 2 writes them.
+  const auto frozenset = [](PickleWriter& p) -> PickleWriter& {
+    return p.global("builtins", "frozenset")
+        .mark()
+        .empty_list()
+        .mark()
+        .integer(1)
+        .integer(2)
+        .op(Op::appends)
+        .tuple()
+        .reduce();
+  };
+  PickleWriter p;
+  p.proto().empty_dict().mark();
+  frozenset(p).string("fs");
+  p.global("builtins", "complex").mark().integer(1).integer(2).tuple().reduce().string("c");
+  frozenset(p.mark().integer(1)).tuple().string("t");
+  const Value v = load(as_span(tensorfile_test::torch_file(p.setitems().stop().bytes(), "")));
+  REQUIRE(v.size() == 3);
+  const Value set_key = v.as_dict().items()[0].first;
+  REQUIRE(set_key.is_set());
+  CHECK(set_key.as_set().frozen);
+  CHECK(v.as_dict().find(set_key)->as_string() == "fs");
+  CHECK(v.as_dict().find(Value(std::complex<double>(1, 2)))->as_string() == "c");
+  CHECK(v.as_dict().find(Value::tuple(List{Value(1), set_key}))->as_string() == "t");
+
+  // A set that is not frozen is unhashable, as in Python.
+  PickleWriter mutable_key;
+  mutable_key.proto().empty_dict().global("builtins", "set").mark().empty_list().tuple().reduce().none().setitem();
+  REQUIRE_THROWS_WITH(load(as_span(tensorfile_test::torch_file(mutable_key.stop().bytes(), ""))),
+                      Catch::Matchers::Contains("dict key is an unhashable set"));
 }
 
 TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {

@@ -462,6 +462,8 @@ namespace detail {
 
 /// Hash consistent with key equality: Python's rule that True == 1 == 1.0 is kept for ints and bools.
 TENSORFILE_ENTRY std::size_t hash_key(const Value& v);
+/// Hash consistent with operator== (how same_key compares every kind but tensors, storages and tuples).
+TENSORFILE_ENTRY std::size_t hash_value(const Value& v);
 /// Key equality: as operator==, but a tensor or storage is a key by what it is, not by its values (torch hashes
 /// tensors by identity): the same view (kind, dtype, shape, strides, offset) of the same storage. So keys never
 /// read tensor bytes (a load compares them before the records are read), and distinct tensors are distinct keys.
@@ -1141,32 +1143,78 @@ inline std::size_t hash_combine(std::size_t seed, std::size_t v) noexcept {
   return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
 }
 
-TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
-  // Keyed (process_hash_key) wherever a file chooses the value: a dict of keys that collide costs n^2 to build.
-  const auto number = [](std::int64_t n) {
-    return static_cast<std::size_t>(keyed_hash(static_cast<std::uint64_t>(n)));
+// Every leaf a file chooses is hashed under process_hash_key: n keys of one hash make a dict cost n^2 to build
+// (a dict of 20,000 complex or opaque-object keys, each kind once one constant, took 0.9 s and 4.6 s).
+TENSORFILE_ENTRY std::size_t hash_value(const Value& v) {
+  const auto number = [](std::uint64_t n) { return static_cast<std::size_t>(keyed_hash(n)); };
+  const auto text = [](std::string_view s) { return static_cast<std::size_t>(keyed_hash(s)); };
+  // Floats equal under same_float hash alike: -0.0 as 0.0, every NaN as one.
+  const auto float_bits = [](double d) {
+    return std::isnan(d) ? 0x7ff8000000000000ull : std::bit_cast<std::uint64_t>(d == 0.0 ? 0.0 : d);
+  };
+  const auto items = [](std::size_t seed, const List& list) {
+    for (const auto& item : list) seed = hash_combine(seed, hash_value(item));
+    return seed;
+  };
+  const auto tensor_meta = [&](const Tensor& t) {  // what same_tensor compares, but the bytes
+    std::size_t h = hash_combine(number(static_cast<std::uint64_t>(t.dtype())), t.requires_grad() ? 1u : 2u);
+    h = hash_combine(
+        h, number(static_cast<std::uint64_t>(t.device().kind) << 32 ^ static_cast<std::uint32_t>(t.device().index)));
+    for (const std::int64_t size : t.sizes()) h = hash_combine(h, number(static_cast<std::uint64_t>(size)));
+    return h;
   };
   switch (v.kind()) {
     case Value::Kind::none: return 0x5a5a;
     case Value::Kind::boolean: return number(v.as_bool() ? 1 : 0);
-    case Value::Kind::integer: return number(v.as_int());
+    case Value::Kind::integer: return number(static_cast<std::uint64_t>(v.as_int()));
     case Value::Kind::floating: {
       const double d = v.as_float();  // integral floats hash as the int they equal
-      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18) return number(static_cast<std::int64_t>(d));
-      return static_cast<std::size_t>(keyed_hash(std::bit_cast<std::uint64_t>(d)));
+      if (d == std::trunc(d) && d >= -9.2e18 && d <= 9.2e18) {
+        return number(static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+      }
+      return number(float_bits(d));
     }
+    case Value::Kind::complex:
+      return hash_combine(number(float_bits(v.as_complex().real())), number(float_bits(v.as_complex().imag())));
     case Value::Kind::big_integer: {
       const std::vector<std::uint8_t>& bytes = v.as_big_int().bytes;
       return static_cast<std::size_t>(keyed_hash(std::as_bytes(std::span(bytes.data(), bytes.size()))));
     }
-    case Value::Kind::string: return static_cast<std::size_t>(keyed_hash(v.as_string()));
+    case Value::Kind::string: return text(v.as_string());
     case Value::Kind::bytes: return static_cast<std::size_t>(keyed_hash(std::span(v.as_bytes().data)));
-    case Value::Kind::tuple: {
+    case Value::Kind::tuple: return items(0x7u, v.as_tuple());
+    case Value::Kind::list: return items(0x11u, v.as_list());
+    case Value::Kind::set: return items(v.as_set().frozen ? 0x13u : 0x17u, v.as_set().items);
+    case Value::Kind::dict: {
+      const Dict& dict = v.as_dict();
+      std::size_t h = hash_combine(dict.ordered ? 0x1du : 0x1fu, hash_value(dict.attributes()));
+      for (const auto& [key, value] : dict.items())
+        h = hash_combine(hash_combine(h, hash_value(key)), hash_value(value));
+      return h;
+    }
+    case Value::Kind::tensor: return hash_combine(tensor_meta(v.as_tensor()), v.is_parameter() ? 3u : 4u);
+    case Value::Kind::storage: return hash_combine(tensor_meta(v.as_storage().tensor), text(v.as_storage().location));
+    case Value::Kind::device:
+      return number(static_cast<std::uint64_t>(v.as_device().kind) << 32 ^
+                    static_cast<std::uint32_t>(v.as_device().index));
+    case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
+    case Value::Kind::global: return hash_combine(text(v.as_global().module), text(v.as_global().name));
+    case Value::Kind::object: {
+      const Object& object = v.as_object();
+      std::size_t h = hash_combine(hash_combine(text(object.module), text(object.name)), object.newobj ? 5u : 6u);
+      return hash_combine(hash_combine(h, hash_value(object.args)), hash_value(object.state));
+    }
+  }
+  return 0;
+}
+
+TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::tuple: {  // same_key compares a tuple's items as keys
       std::size_t h = 0x7u;
       for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
       return h;
     }
-    case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
     case Value::Kind::tensor:
     case Value::Kind::storage: {
       // What same_key compares, but bytes: a file can make many views of one storage, differing in shape alone.
@@ -1177,7 +1225,7 @@ TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
       return hash_combine(std::hash<const void*>{}(t.storage().data()),
                           static_cast<std::size_t>(keyed_hash(std::as_bytes(std::span(view)))));
     }
-    default: return static_cast<std::size_t>(v.kind()) * 0x1000193u;
+    default: return hash_value(v);
   }
 }
 

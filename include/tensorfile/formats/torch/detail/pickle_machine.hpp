@@ -580,9 +580,10 @@ class PickleMachine {
     return v;
   }
 
-  // As Python: mutable containers are not hashable, so they are never keys or set items.
+  // As Python: mutable containers are not hashable, so they are never keys or set items (a frozenset is; it is
+  // sealed once it is one, so it cannot change under the index).
   void check_hashable(const Value& v, const char* role) const {
-    if (is_mutable_container(v) && !v.is_object()) {
+    if (is_mutable_container(v) && !v.is_object() && !(v.is_set() && v.as_set().frozen)) {
       fail(std::string(role) + " is an unhashable " + std::string(Value::kind_name(v.kind())));
     }
   }
