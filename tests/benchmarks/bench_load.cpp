@@ -4,7 +4,8 @@
 // Each configuration belongs in its own process so that peak_rss_kb (ru_maxrss) is its own.
 // Timed: load() alone (the floors: open, fstat, one destination, pread all: pread_floor into operator new's
 // memory, populate_floor into a MAP_POPULATE mapping, huge_floor into a huge-page advised mapping populated
-// with MADV_POPULATE_WRITE, huge2_floor the same read by two threads). Not timed:
+// with MADV_POPULATE_WRITE, huge2_floor the same read by two threads; decode_floor is pread_floor and one pass
+// that decodes every opcode of the pickle). Not timed:
 // destroying the previous result, and the checksum that keeps the result alive: one byte per
 // tensor for heap (already resident), the data pointers for mmap (so that no page is faulted in
 // and RSS shows what the load itself maps), numel for meta.
@@ -14,13 +15,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -150,10 +155,71 @@ void pread_all(int fd, std::byte* out, std::uint64_t begin, std::uint64_t end) {
   }
 }
 
+// The length of each pickle opcode's argument, as `decode_floor` needs it: a fixed width, a count of `count_width`
+// bytes before the bytes, or text up to a newline (two for GLOBAL and INST). Written here, apart from the library,
+// so that the floor owes nothing to the loader it is a floor for.
+struct OpLength {
+  enum Kind : std::uint8_t { unknown, fixed, counted, lines } kind = unknown;
+  std::uint8_t width = 0;  // fixed: the argument's bytes; counted: the count's bytes; lines: how many lines
+};
+constexpr std::array<OpLength, 256> op_lengths = [] {
+  std::array<OpLength, 256> table{};
+  const auto set = [&](std::string_view ops, OpLength length) {
+    for (const char op : ops) table[static_cast<std::uint8_t>(op)] = length;
+  };
+  set("(.012N]ael}dsut)RbQo", {OpLength::fixed, 0});
+  set("\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94\x97\x98", {OpLength::fixed, 0});
+  set("Kqh\x80\x82", {OpLength::fixed, 1});
+  set("M\x83", {OpLength::fixed, 2});
+  set("Jrj\x84", {OpLength::fixed, 4});
+  set("G\x95", {OpLength::fixed, 8});
+  set("UC\x8c\x8a", {OpLength::counted, 1});
+  set("TXB\x8b", {OpLength::counted, 4});
+  set("\x8d\x8e\x96", {OpLength::counted, 8});
+  set("ILFSVpgP", {OpLength::lines, 1});
+  set("ci", {OpLength::lines, 2});
+  return table;
+}();
+
+// Decodes every opcode of `pickle` once (each argument's length, nothing built) and returns how many there were;
+// 0 when the bytes are not a pickle this decoder knows.
+std::uint64_t decode_opcodes(std::span<const std::byte> pickle) {
+  std::uint64_t count = 0;
+  std::size_t at = 0;
+  const auto byte_at = [&](std::size_t i) { return std::to_integer<std::uint8_t>(pickle[i]); };
+  while (at < pickle.size()) {
+    const std::uint8_t op = byte_at(at++);
+    ++count;
+    if (op == '.') return count;
+    const OpLength length = op_lengths[op];
+    std::uint64_t skip = 0;
+    switch (length.kind) {
+      case OpLength::unknown: return 0;
+      case OpLength::fixed: skip = length.width; break;
+      case OpLength::counted:
+        if (pickle.size() - at < length.width) return 0;
+        for (unsigned i = 0; i < length.width; ++i) skip |= std::uint64_t{byte_at(at + i)} << (8 * i);
+        at += length.width;
+        break;
+      case OpLength::lines:
+        for (unsigned line = 0; line < length.width; ++line) {
+          const void* newline = std::memchr(pickle.data() + at, '\n', pickle.size() - at);
+          if (newline == nullptr) return 0;
+          at = static_cast<std::size_t>(static_cast<const std::byte*>(newline) - pickle.data()) + 1;
+        }
+        break;
+    }
+    if (pickle.size() - at < skip) return 0;
+    at += static_cast<std::size_t>(skip);
+  }
+  return 0;
+}
+
 // The floor: open, fstat, make the destination, pread the whole file (with `threads` threads, each a
 // contiguous share). Timed from open to the last byte read.
+// `pass`, when given, runs over the bytes read, inside the timed part, and its result goes into the checksum.
 int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threads, const std::string& path,
-                int repeats) {
+                int repeats, const std::function<std::uint64_t(std::span<const std::byte>)>& pass = {}) {
   Timings t;
   std::uint64_t checksum = 0;
   std::uint64_t size = 0;
@@ -180,6 +246,7 @@ int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threa
       pread_all(fd, buffer->data(), 0, std::min(size, share));
       for (auto& thread : pool) thread.join();
       ::close(fd);
+      if (pass) checksum += pass(std::span(buffer->data(), static_cast<std::size_t>(size)));
     });
     checksum += size ? std::to_integer<std::uint64_t>(buffer->data()[size - 1]) : 0;
     anon = tensorfile_bench::proc_status_kb("RssAnon");
@@ -189,13 +256,52 @@ int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threa
   return 0;
 }
 
+// The decode floor of a torch zip file: the pread floor, then one pass that decodes every opcode of its pickle
+// (no value built, no record placed). Any loader of the file does at least this much; finding the pickle in the
+// zip is left untimed.
+int bench_decode_floor(const std::string& path, int repeats) {
+  std::size_t pickle_begin = 0;
+  std::size_t pickle_size = 0;
+  {  // the pickle found by reading the zip index and its local header alone, so that the peak RSS is the floor's
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      std::perror(path.c_str());
+      return 1;
+    }
+    auto zip = tensorfile::detail::ZipReader::open_file_index(
+        std::filesystem::file_size(path), path, [fd](std::uint64_t offset, std::span<std::byte> out) {
+          if (::pread(fd, out.data(), out.size(), static_cast<off_t>(offset)) != static_cast<ssize_t>(out.size())) {
+            throw std::runtime_error("short read of the zip index");
+          }
+        });
+    const tensorfile::detail::ZipEntry* entry = zip.find("data.pkl");
+    if (entry != nullptr) zip.read_local_header(*entry);
+    ::close(fd);
+    if (entry == nullptr) {
+      std::fprintf(stderr, "%s: no data.pkl (decode_floor reads torch zip files)\n", path.c_str());
+      return 1;
+    }
+    pickle_begin = static_cast<std::size_t>(entry->data_offset);
+    pickle_size = static_cast<std::size_t>(entry->size);
+  }
+  return bench_floor("decode_floor", FloorMemory::plain, 1, path, repeats, [&](std::span<const std::byte> file) {
+    const std::uint64_t opcodes = decode_opcodes(file.subspan(pickle_begin, pickle_size));
+    if (opcodes == 0) {
+      std::fprintf(stderr, "%s: the pickle has an opcode decode_floor does not know\n", path.c_str());
+      std::exit(1);
+    }
+    return opcodes;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   tensorfile_bench::mark_start();
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor FILE [REPEATS=5]\n",
+                 "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor|decode_floor FILE "
+                 "[REPEATS=5]\n",
                  argv[0]);
     return 2;
   }
@@ -215,13 +321,15 @@ int main(int argc, char** argv) {
     if (mode == "populate_floor") return bench_floor(mode, FloorMemory::populate, 1, path, repeats);
     if (mode == "huge_floor") return bench_floor(mode, FloorMemory::huge, 1, path, repeats);
     if (mode == "huge2_floor") return bench_floor(mode, FloorMemory::huge, 2, path, repeats);
+    if (mode == "decode_floor") return bench_decode_floor(path, repeats);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());
     return 1;
   }
   std::fprintf(
       stderr,
-      "unknown MODE %s; expected heap, mmap, meta or a floor (pread_floor, populate_floor, huge_floor, huge2_floor)\n",
+      "unknown MODE %s; expected heap, mmap, meta, select or a floor (pread_floor, populate_floor, huge_floor, "
+      "huge2_floor, decode_floor)\n",
       mode.c_str());
   return 2;
 }

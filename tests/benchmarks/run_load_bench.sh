@@ -67,7 +67,7 @@ def summary(c):
 MiB = 2 ** 20
 floors = {"pread_floor": "pread floor", "populate_floor": "populate fl", "huge_floor": "huge floor",
           "huge2_floor": "huge 2thr fl"}
-labels = {**floors, "heap": "tf heap", "mmap": "tf mmap", "meta": "tf meta", "select": "tf select 1",
+labels = {**floors, "decode_floor": "decode floor", "heap": "tf heap", "mmap": "tf mmap", "meta": "tf meta", "select": "tf select 1",
           "torch.load": "torch.load",
           "pickle_load": "libtorch"}
 labels.update({m + "@cold": "cold " + l for m, l in list(labels.items())})
@@ -101,6 +101,10 @@ for name, c in s.items():
     print(f"  {name}: torch.load/heap {ratios(py, heap)} (target >= 3x for the 1 GiB file)")
     print(f"  {name}: heap/best floor ({floors[best]}) {ratios(heap, c[best])} (target <= 1.2x for the 1 GiB file)")
     print(f"  {name}: heap/pread floor {ratios(heap, floor)} (small file: target <= 2x cold and warm)")
+    if "decode_floor" in c:
+        print(f"  {name}: decode floor/pread floor {ratios(c['decode_floor'], floor)}, heap/decode floor "
+              f"{ratios(heap, c['decode_floor'])} (the decode floor: the pread floor and one pass that decodes the "
+              f"pickle's opcodes, building nothing)")
     if "pickle_load" in c:
         print(f"  {name}: libtorch/heap {ratios(c['pickle_load'], heap)}")
     n = heap["tensors"] or 1
@@ -203,7 +207,7 @@ print(json.dumps({"tool": "python", "mode": "torch.load", "file": path, "file_by
                   "start_rss_kb": start_rss, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 PY
 }
-configs=(pread_floor populate_floor huge_floor huge2_floor heap mmap meta select torch.load)
+configs=(pread_floor populate_floor huge_floor huge2_floor decode_floor heap mmap meta select torch.load)
 [[ $have_libtorch -eq 1 ]] && configs+=(libtorch)
 dd_direct() {  # FILE: dd iflag=direct bs=16M to /dev/null, one JSON line as the programs print
   local start end
