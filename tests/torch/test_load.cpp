@@ -256,6 +256,27 @@ TEST_CASE("dict keys: frozensets and complex numbers are keys as in Python; list
                       Catch::Matchers::Contains("dict key is an unhashable set"));
 }
 
+TEST_CASE("dict keys: opaque objects are keys by identity, as in Python", "[load][value]") {
+  // {K(1): 'a', K(1): 'b'} then the first K again (a memo GET) for 'c', as a pickler writes two instances of a class
+  // without __eq__: torch.load gives two entries, the first holding 'c'.
+  const auto instance = [](PickleWriter& p) -> PickleWriter& {
+    return p.global("__main__", "K").mark().integer(1).tuple().reduce();
+  };
+  PickleWriter p;
+  p.proto().empty_dict().mark();
+  instance(p).put(0).string("a");
+  instance(p).string("b");
+  p.get(0).string("c");
+  const std::string file = tensorfile_test::torch_file(p.setitems().stop().bytes(), "");
+  const Value v = load(as_span(file), {.strict = false});
+  REQUIRE(v.size() == 2);
+  CHECK(v.as_dict().items()[0].second.as_string() == "c");
+  CHECK(v.as_dict().items()[1].second.as_string() == "b");
+  CHECK(v.as_dict().items()[0].first == v.as_dict().items()[1].first);  // equal by what they hold, two keys
+  const std::vector<std::byte> saved = save_to_bytes(v);                // saved back as two instances
+  CHECK(load(std::span<const std::byte>(saved), {.strict = false}).size() == 2);
+}
+
 TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {
   REQUIRE_THROWS_WITH(
       load(sample("torch", "whole_module.pt")),

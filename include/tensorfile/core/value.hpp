@@ -467,6 +467,8 @@ TENSORFILE_ENTRY std::size_t hash_value(const Value& v);
 /// Key equality: as operator==, but a tensor or storage is a key by what it is, not by its values (torch hashes
 /// tensors by identity): the same view (kind, dtype, shape, strides, offset) of the same storage. So keys never
 /// read tensor bytes (a load compares them before the records are read), and distinct tensors are distinct keys.
+/// An opaque object is a key by identity, as Python's objects are by default: keys a pickled dict held apart stay
+/// apart (by what they hold, {K(1): 'a', K(1): 'b'} lost an entry). Tuples and frozensets compare items as keys.
 TENSORFILE_ENTRY bool same_key(const Value& a, const Value& b);
 
 /// Dict's keys for its index: Python's hash and equality, and str lookups that make no Value.
@@ -1209,12 +1211,16 @@ TENSORFILE_ENTRY std::size_t hash_value(const Value& v) {
 }
 
 TENSORFILE_ENTRY std::size_t hash_key(const Value& v) {
+  const auto items = [](std::size_t seed, const List& list) {  // same_key compares these items as keys
+    for (const auto& item : list) seed = hash_combine(seed, hash_key(item));
+    return seed;
+  };
   switch (v.kind()) {
-    case Value::Kind::tuple: {  // same_key compares a tuple's items as keys
-      std::size_t h = 0x7u;
-      for (const auto& item : v.as_tuple()) h = hash_combine(h, hash_key(item));
-      return h;
-    }
+    case Value::Kind::tuple: return items(0x7u, v.as_tuple());
+    case Value::Kind::set: return items(v.as_set().frozen ? 0x13u : 0x17u, v.as_set().items);
+    case Value::Kind::object:
+      return static_cast<std::size_t>(
+          keyed_hash(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(v.identity()))));
     case Value::Kind::tensor:
     case Value::Kind::storage: {
       // What same_key compares, but bytes: a file can make many views of one storage, differing in shape alone.
@@ -1241,15 +1247,18 @@ TENSORFILE_ENTRY bool same_key(const Value& a, const Value& b) {
              x.dtype() == y.dtype() && x.storage_offset() == y.storage_offset() && x.sizes() == y.sizes() &&
              x.strides() == y.strides();
     }
-    case Value::Kind::tuple: {
-      const List& x = a.as_tuple();
-      const List& y = b.as_tuple();
+    case Value::Kind::tuple:
+    case Value::Kind::set: {
+      if (a.is_set() && a.as_set().frozen != b.as_set().frozen) return false;
+      const List& x = a.is_set() ? a.as_set().items : a.as_tuple();
+      const List& y = b.is_set() ? b.as_set().items : b.as_tuple();
       if (x.size() != y.size()) return false;
       for (std::size_t i = 0; i < x.size(); ++i) {
         if (!same_key(x[i], y[i])) return false;
       }
       return true;
     }
+    case Value::Kind::object: return a.identity() == b.identity();
     default: return a == b;
   }
 }
