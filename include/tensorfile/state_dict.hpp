@@ -183,8 +183,10 @@ inline void parse_state_dict_index(std::string_view text, const std::filesystem:
             const std::size_t file_at = json.position();
             std::string file(json.parse_string(value_scratch));
             check_shard_name(file, index, file_at);
-            const auto [shard, added] = shard_numbers.emplace(file, layout.files.size());
-            if (added) layout.files.push_back(index.parent_path() / file);
+            // One shard per file however it is spelled ("a", "./a", ".//a"): each spelling was loaded and held.
+            const std::filesystem::path normal = std::filesystem::path(file).lexically_normal();
+            const auto [shard, added] = shard_numbers.emplace(normal.generic_string(), layout.files.size());
+            if (added) layout.files.push_back(index.parent_path() / normal);
             if (const auto [it, fresh] = seen.emplace(name, shard->second); !fresh) {
               throw FormatError("tensor \"" + name + "\" is listed twice in weight_map; expected one shard per name",
                                 {.file = index, .member = name, .offset = at});

@@ -311,3 +311,27 @@ TEST_CASE("A state dict iterates as name -> Tensor without casts", "[value]") {
   }
   CHECK(names == std::vector<std::string>{"fc.weight", "fc.bias"});
 }
+
+TEST_CASE("Deep trees: tensor paths and printed indentation grow with the tree, not with depth squared",
+          "[value][hostile]") {
+  // 100 levels of dicts under one 1,000-byte key each, a tensor at the bottom: its path is the 100 keys joined.
+  const std::string key(1000, 'k');
+  Value v(Tensor::zeros({1}, DType::Float32));
+  for (int level = 0; level < 100; ++level) {
+    Dict dict;
+    dict.set(key, v);
+    v = Value(std::move(dict));
+  }
+  const auto tensors = named_tensors(v);
+  REQUIRE(tensors.size() == 1);
+  CHECK(tensors[0].first.size() == 100 * key.size() + 99);
+  CHECK(tensors[0].first.substr(0, key.size() + 1) == key + "/");
+
+  // 100 nested lists: the innermost lines are indented as at level 64 (128 spaces), no further.
+  Value list(std::int64_t{7});
+  for (int level = 0; level < 100; ++level) list = Value(List{list});
+  const std::string text = to_string(list);
+  CHECK(text.find("\n" + std::string(128, ' ') + "7\n") != std::string::npos);
+  CHECK(text.find(std::string(129, ' ')) == std::string::npos);
+  CHECK(text.starts_with("[\n  [\n    [\n"));
+}

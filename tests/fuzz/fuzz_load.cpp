@@ -24,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     o.max_memo = 1u << 14;
     o.max_container = 1u << 16;
     o.max_tree_size = 1u << 16;  // `==` below walks both trees
+    o.max_copied_text = 1u << 24;
     o.max_total_bytes = std::uint64_t{1} << 28;
     return o;
   };

@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                 .max_stack = 1u << 16,
                                                 .max_container = 1u << 16,
                                                 .max_int_bytes = 128,
-                                                .max_tree_size = 1u << 16};
+                                                .max_tree_size = 1u << 16,
+                                                .max_copied_text = 1u << 24};
   try {
     tensorfile::detail::PickleMachine<InertHooks> machine(bytes, hooks, tensorfile::ErrorLocation{.file = "fuzz.pkl"},
                                                           limits);

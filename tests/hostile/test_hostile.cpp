@@ -326,6 +326,31 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       CHECK(deep.second.find("object tree exceeds 134217728 values") != std::string::npos);
     }
   }
+  SECTION("max_copied_text: a long str read back many times is that many copies") {
+    // A 1,000-byte str, then copies of it into a list: g, memoized once and read back 100 times (the memo write
+    // and 100 reads are copies); d, 99 DUPs; p, memoized under 100 indices and each read back (200 copies).
+    for (const char how : {'g', 'd', 'p'}) {
+      INFO(how);
+      PickleWriter w;
+      w.proto().empty_list().mark().string(std::string(1000, 'x'));
+      if (how == 'g') {
+        w.put(0);
+        for (int i = 0; i < 100; ++i) w.get(0);
+      }
+      for (int i = 0; how == 'd' && i < 99; ++i) w.op('2');
+      if (how == 'p') {
+        for (int i = 1; i <= 100; ++i) w.put(static_cast<std::uint8_t>(i));
+        for (int i = 1; i <= 100; ++i) w.get(static_cast<std::uint8_t>(i));
+      }
+      w.op('e').stop();
+      const std::uint64_t copied = how == 'g' ? 101'000 : how == 'd' ? 99'000 : 200'000;
+      CHECK(load_pickle(w.bytes(), {.max_copied_text = copied}).first == "OK");
+      const Outcome over = load_pickle(w.bytes(), {.max_copied_text = copied - 1});
+      CHECK(over.first == "LimitError");
+      CHECK(over.second.find("str values copied by the memo and DUP exceed " + std::to_string(copied - 1) + " bytes") !=
+            std::string::npos);
+    }
+  }
   SECTION("max_total_bytes: the sum over storages") {
     const std::string two = PickleWriter()
                                 .proto()

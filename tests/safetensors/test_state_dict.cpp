@@ -177,6 +177,20 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
     expect_error<FormatError>([&] { (void)load_state_dict(ckpt); }, "tensor \"0.bias\" is listed twice in weight_map");
   }
+  SECTION("one shard spelled several ways is one shard, loaded once") {
+    const Value expected = load_state_dict(data("sharded/torch_bin"));
+    const std::vector<std::string> spellings{"./", ".//", "././"};
+    std::size_t n = 0;
+    for (auto& [name, file] : map) {
+      if (file == s1) file = spellings[n++ % spellings.size()] + s1;
+    }
+    REQUIRE(n >= 2);
+    const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+    const StateDictLayout layout = resolve_state_dict(ckpt);
+    CHECK(layout.files.size() == 3);
+    CHECK(layout.files[0].filename() == s1);
+    CHECK(load_state_dict(ckpt) == expected);
+  }
   SECTION("shards that leave the directory") {
     for (const std::string& bad :
          std::vector<std::string>{"/etc/passwd", "../torch_bin/" + s1, "sub/../../x.bin", ""}) {

@@ -272,3 +272,25 @@ TEST_CASE("scan walks the pickle after an object .npy header, and nothing in a n
   CHECK(broken.errors[0].what.find("descr") != std::string::npos);
   CHECK_FALSE(broken.safe());
 }
+
+TEST_CASE("scan keeps a long global name cut, once per reference, and never as a listed name", "[scan][hostile]") {
+  // A 10,000-byte module name memoized once, then named by 20 STACK_GLOBALs of 6 bytes each (BINGET 0, BINGET 1).
+  const std::string module = "os" + std::string(9998, 'x');
+  std::string pickle = "\x80\x04";
+  pickle += "X";  // BINUNICODE: 4-byte little-endian length
+  for (int i = 0; i < 4; ++i) pickle += static_cast<char>((module.size() >> (8 * i)) & 0xff);
+  pickle += module + "\x94";
+  pickle += std::string("\x8c\x06system\x94", 9);
+  for (int i = 0; i < 20; ++i) pickle += std::string("h\x00h\x01\x93\x30", 6);  // STACK_GLOBAL, POP
+  pickle += "N.";
+  const ScanReport report = scan_text(pickle);
+  REQUIRE(report.errors.empty());
+  REQUIRE(report.globals.size() == 20);
+  for (const ScannedGlobal& global : report.globals) {
+    CHECK(global.module == module.substr(0, 256) + "...(10000 bytes)");
+    CHECK(global.name == "system");
+    CHECK(global.verdict == GlobalVerdict::unknown);
+  }
+  REQUIRE_FALSE(report.anomalies.empty());
+  CHECK(report.anomalies[0].what == "a global's name of 10000 bytes, cut to its first 256");
+}

@@ -52,6 +52,7 @@ struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
 #if TENSORFILE_DEFINITIONS
 #include <cmath>
 #include <ostream>
+#include <string_view>
 
 #include "tensorfile/core/text.hpp"
 
@@ -59,29 +60,41 @@ namespace tensorfile {
 
 namespace detail {
 
+// Calls fn(path, tensor) for each tensor below `v`, `path` one buffer that each level appends its step to and cuts
+// back: a path built afresh at each level costs its whole length per node, depth times key length, which a
+// kilobyte key memoized once and repeated 4,000 levels down turned into 37 s and 7.7 GB.
 template <class Fn>
-void walk_tensors(const Value& v, const std::string& path, Fn& fn) {
-  const auto child = [&](const std::string& step) { return path.empty() ? step : path + "/" + step; };
+void walk_tensors_at(const Value& v, std::string& path, Fn& fn) {
+  const auto child = [&](std::string_view step, const Value& item) {
+    const std::size_t length = path.size();
+    if (length != 0) path += '/';
+    path += step;
+    walk_tensors_at(item, path, fn);
+    path.resize(length);
+  };
   switch (v.kind()) {
-    case Value::Kind::tensor: fn(path, v.as_tensor()); return;
-    case Value::Kind::storage: fn(path, v.as_storage().tensor); return;
+    case Value::Kind::tensor: fn(std::as_const(path), v.as_tensor()); return;
+    case Value::Kind::storage: fn(std::as_const(path), v.as_storage().tensor); return;
     case Value::Kind::list:
     case Value::Kind::tuple:
-      for (std::size_t i = 0; i < v.elements().size(); ++i) walk_tensors(v.elements()[i], child(std::to_string(i)), fn);
+      for (std::size_t i = 0; i < v.elements().size(); ++i) child(std::to_string(i), v.elements()[i]);
       return;
     case Value::Kind::dict:
-      for (const auto& [key, item] : v.as_dict()) walk_tensors(item, child(key_text(key)), fn);
+      for (const auto& [key, item] : v.as_dict()) child(key_text(key), item);
       return;
     case Value::Kind::set:
-      for (std::size_t i = 0; i < v.as_set().items.size(); ++i)
-        walk_tensors(v.as_set().items[i], child(std::to_string(i)), fn);
+      for (std::size_t i = 0; i < v.as_set().items.size(); ++i) child(std::to_string(i), v.as_set().items[i]);
       return;
     case Value::Kind::object:
-      walk_tensors(v.as_object().args, child("args"), fn);
-      walk_tensors(v.as_object().state, child("state"), fn);
+      child("args", v.as_object().args);
+      child("state", v.as_object().state);
       return;
     default: return;
   }
+}
+template <class Fn>
+void walk_tensors(const Value& v, std::string path, Fn& fn) {
+  walk_tensors_at(v, path, fn);
 }
 
 inline std::string shape_text(const Tensor& t) {
@@ -118,7 +131,15 @@ inline std::string scalar_text(const Value& v) {
   }
 }
 
+// Indentation stops growing 64 levels down: a line's indent costs its depth, and a deep chain shared k times
+// printed as 4.8 GB of spaces from an 11 KB file.
+inline std::string indent_more(const std::string& indent) {
+  constexpr std::size_t widest = 2 * 64;
+  return indent.size() < widest ? indent + "  " : indent;
+}
+
 inline void print_tree(std::string& out, const Value& v, const std::string& indent) {
+  const std::string inner = indent_more(indent);
   const auto items = [&](const std::string& open, const std::string& close, const List& list) {
     if (list.empty()) {
       out += open + close;
@@ -126,8 +147,8 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
     }
     out += open + "\n";
     for (const auto& item : list) {
-      out += indent + "  ";
-      print_tree(out, item, indent + "  ");
+      out += inner;
+      print_tree(out, item, inner);
       out += "\n";
     }
     out += indent + close;
@@ -144,8 +165,8 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
       } else {
         out += open + "\n";
         for (const auto& [key, item] : dict) {
-          out += indent + "  " + python_repr(key) + ": ";
-          print_tree(out, item, indent + "  ");
+          out += inner + python_repr(key) + ": ";
+          print_tree(out, item, inner);
           out += "\n";
         }
         out += indent + "}";
@@ -156,10 +177,10 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
     case Value::Kind::object: {
       const Object& o = v.as_object();
       out += "<object " + o.module + "." + o.name + "> args=";
-      print_tree(out, o.args, indent + "  ");
+      print_tree(out, o.args, inner);
       if (!o.state.is_none()) {
         out += " state=";
-        print_tree(out, o.state, indent + "  ");
+        print_tree(out, o.state, inner);
       }
       return;
     }

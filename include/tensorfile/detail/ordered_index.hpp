@@ -2,6 +2,7 @@
 // OrderedIndex: items kept in insertion order and found by key through a flat open-addressing table.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -137,6 +138,21 @@ class OrderedIndex {
       }
     }
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(position));
+  }
+
+  /// Removes every item `drop` accepts, keeping the others' order, in one pass and one new table (erase() of each
+  /// in turn costs a pass over the items and the table apiece). Returns how many were removed. Should the new
+  /// table's allocation fail, lookups scan the items instead until the index next grows.
+  template <class Drop>
+  std::size_t erase_if(Drop&& drop) {
+    static_assert(std::is_nothrow_move_assignable_v<Item>, "erase_if shifts items by move assignment");
+    const auto kept_end = std::remove_if(items_.begin(), items_.end(), std::forward<Drop>(drop));
+    const auto removed = static_cast<std::size_t>(items_.end() - kept_end);
+    if (removed == 0) return 0;
+    items_.erase(kept_end, items_.end());
+    slots_.clear();
+    if (items_.size() > scan_limit) index_all(table_size_for(items_.size()));
+    return removed;
   }
 
   /// The 32 bits of a key's hash that the table keeps (its home slot among them): keys that share a tag are found

@@ -413,9 +413,7 @@ class MemmapLoader {
       switch (member.kind) {
         case MemberKind::reserved: continue;
         case MemberKind::not_object:
-        case MemberKind::other:
-          td.erase(member.key);  // a later member of the same key replaces an earlier one, as in Python
-          continue;
+        case MemberKind::other: continue;  // each key comes once (read_dir_meta kept a repeated key's last value)
         case MemberKind::leaf: {
           const bool keep = selected(member.key);
           std::optional<Entry> leaf = load_leaf(dir, member, reader, meta_ || !keep);  // unselected: no file opened

@@ -198,6 +198,7 @@ inline PickleLimits pickle_limits(const LoadOptions& options) {
   limits.max_memo = options.max_memo;
   limits.max_container = options.max_container;
   limits.max_tree_size = options.max_tree_size;
+  limits.max_copied_text = options.max_copied_text;
   return limits;
 }
 
@@ -328,15 +329,16 @@ void drop_from_dicts(Value& v, const Dropped& dropped, std::size_t depth = 0) {
   switch (v.kind()) {
     case Value::Kind::dict: {
       Dict& dict = ValueAccess::dict(v);
-      std::vector<Value> gone;
+      bool any = false;
       for (auto& item : ValueAccess::items(dict)) {
         if (is_dropped(item.second)) {
-          gone.push_back(item.first);
+          any = true;
         } else {
           drop_from_dicts(item.second, dropped, depth + 1);
         }
       }
-      for (const Value& key : gone) dict.erase(key);
+      // In one pass: erasing n keys one by one shifted the items n times (200,000 dropped keys ran past 5 minutes).
+      if (any) ValueAccess::erase_if(dict, [&](const Dict::Item& item) { return is_dropped(item.second); });
       return;
     }
     case Value::Kind::list:

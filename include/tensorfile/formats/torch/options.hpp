@@ -47,6 +47,9 @@ struct LoadOptions {
   /// Most values in the loaded tree, a container counted at each place it appears: a pickle that shares containers
   /// level upon level describes in a kilobyte a tree that select, printing or clone() would walk for ever.
   std::uint64_t max_tree_size = std::uint64_t{1} << 27;
+  /// Most bytes of str values the pickle copies by reading the memo or DUP (a long str read back k times, 2 bytes a
+  /// GET, is k copies: 120 KB of pickle asked for 1.9 GB).
+  std::uint64_t max_copied_text = std::uint64_t{1} << 28;
   std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
   /// Advanced (<tensorfile/cuda.hpp> streams records with it): asked once per storage record of a zip
   /// file before it is read; a Storage it returns (of the record's size) is used as is, map_location

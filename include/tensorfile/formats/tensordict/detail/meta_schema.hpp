@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/bytes/twos_complement.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
@@ -134,7 +136,8 @@ struct MetaMember {
   std::size_t is_nested_at = 0;  ///< byte offset of the "is_nested" value
 };
 
-/// A TensorDict meta.json read by read_dir_meta: members in file order, and the reserved ones' offsets.
+/// A TensorDict meta.json read by read_dir_meta: members in file order (a repeated key once, at its first place with
+/// its last value), and the reserved ones offsets.
 struct DirMeta {
   std::vector<MetaMember> members;                ///< every member, in order (a repeated key appears twice)
   std::optional<std::size_t> type_at;             ///< "_type" value offset (the last one wins, as in Python)
@@ -204,6 +207,9 @@ inline void read_entry_object(JsonReader& in, MetaMember& member, std::string& s
   if (!in.consume('}')) {
     meta.members.reserve(std::min<std::size_t>(text.size() / 64 + 1, 65536));  // a leaf entry takes > 64 bytes
     std::string scratch;
+    // A key given twice keeps its first place and takes its last value, as Python's json does; resolved here, so
+    // that building the TensorDict erases nothing per repeat (an O(n) shift each: 50,000 repeats took 43 s).
+    std::unordered_map<std::string, std::size_t, KeyedStringHash> place_of_key;
     while (true) {
       MetaMember member;
       member.key.assign(in.parse_string(scratch));
@@ -224,7 +230,11 @@ inline void read_entry_object(JsonReader& in, MetaMember& member, std::string& s
         member.kind = MemberKind::not_object;
         in.skip_value(1);
       }
-      meta.members.push_back(std::move(member));
+      if (const auto [place, first] = place_of_key.try_emplace(member.key, meta.members.size()); first) {
+        meta.members.push_back(std::move(member));
+      } else {
+        meta.members[place->second] = std::move(member);
+      }
       if (in.consume(',')) continue;
       in.expect('}', "',' or '}'");
       break;

@@ -38,6 +38,9 @@ struct PickleLimits {
   /// Values in the tree, a shared container counted at each place it appears: containers shared level upon
   /// level describe in a few bytes a tree that every walk over it (select, printing, clone) visits exponentially.
   std::uint64_t max_tree_size = std::uint64_t{1} << 27;
+  /// Bytes of str values copied by memo reads, memo writes and DUP: a str is held by value, so a long one read back
+  /// k times (2 bytes a GET) is k copies.
+  std::uint64_t max_copied_text = std::uint64_t{1} << 28;
 };
 
 /// A pickle that is not in memory: `read(offset, out)` fills `out` with the pickle's bytes from `offset` (throwing
@@ -416,6 +419,7 @@ class PickleMachine {
   void memo_put(std::uint64_t index) {
     const Value& stored = top();  // checks the stack even when only a placeholder is kept
     if (read_anywhere(index)) {
+      charge_copy(stored);
       memo_store(index, stored);
     } else {
       memo_forget(index);
@@ -446,9 +450,22 @@ class PickleMachine {
   void memo_get(std::uint64_t index) {
     if (!read_anywhere(index))
       fail("memo index " + std::to_string(index) + " was not seen by the memo scan (internal error)");
-    if (index < memo_size_) return push(memo_entry(index));
-    if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push(it->second);
+    if (index < memo_size_) return push_copy(memo_entry(index));
+    if (auto it = sparse_memo_.find(index); it != sparse_memo_.end()) return push_copy(it->second);
     fail("memo index " + std::to_string(index) + " was never stored");
+  }
+  // A copy of a str copies its bytes; the other kinds copy a scalar or share a box.
+  void charge_copy(const Value& v) {
+    if (!v.is_string()) return;
+    copied_text_ += v.as_string().size();
+    if (copied_text_ > limits_.max_copied_text) {
+      over("str values copied by the memo and DUP exceed " + std::to_string(limits_.max_copied_text) +
+           " bytes (a str read back k times is k copies)");
+    }
+  }
+  void push_copy(const Value& v) {
+    charge_copy(v);
+    push(v);
   }
 
   // One more dense index (a slot of its own only when the scan could not say which are read back).
@@ -692,7 +709,7 @@ class PickleMachine {
         return;
       case Op::pop: (void)pop(); return;
       case Op::pop_mark: (void)pop_mark(); return;
-      case Op::dup: push(top()); return;
+      case Op::dup: push_copy(top()); return;
       case Op::none: push(Value()); return;
       case Op::newtrue: push(Value(true)); return;
       case Op::newfalse: push(Value(false)); return;
@@ -907,6 +924,7 @@ class PickleMachine {
   std::vector<std::uint64_t> read_words_;  // bit i: some GET names index i (from scan_memo_reads)
   std::vector<std::uint32_t> read_rank_;   // per word of read_words_: the read indices below it
   bool reads_unknown_ = true;              // the scan could not finish: keep every memo entry
+  std::uint64_t copied_text_ = 0;          // bytes of str values copied by the memo and DUP (charge_copy)
   const Value placeholder_;
   const Value empty_tuple_ = Value::tuple({});
 };

@@ -216,8 +216,17 @@ class PickleScanner {
     if (callee.kind == Kind::global) out_.globals[callee.global].called = true;
   }
   std::size_t add_global(std::string_view module, std::string_view name, std::string_view opcode) {
-    out_.globals.push_back({std::string(module), std::string(name), opcode, at_, false});
+    out_.globals.push_back({kept_name(module), kept_name(name), opcode, at_, false});
     return out_.globals.size() - 1;
+  }
+  // A name past 256 bytes is kept cut and marked (so it never equals a name a verdict lists): a long str memoized
+  // once and named by many STACK_GLOBALs, 6 bytes each, was copied whole into each reference (10 KB names, 80 KB
+  // of pickle: 200 MB).
+  std::string kept_name(std::string_view text) {
+    constexpr std::size_t longest = 256;
+    if (text.size() <= longest) return std::string(text);
+    note("a global's name of " + std::to_string(text.size()) + " bytes, cut to its first " + std::to_string(longest));
+    return std::string(text.substr(0, longest)) + "...(" + std::to_string(text.size()) + " bytes)";
   }
   void memo_put(std::uint64_t index) {
     if (stack_.empty()) {
