@@ -136,10 +136,9 @@ struct MetaMember {
   std::size_t is_nested_at = 0;  ///< byte offset of the "is_nested" value
 };
 
-/// A TensorDict meta.json read by read_dir_meta: members in file order (a repeated key once, at its first place with
-/// its last value), and the reserved ones offsets.
+/// A TensorDict meta.json read by read_dir_meta: members in file order, and the reserved ones' offsets.
 struct DirMeta {
-  std::vector<MetaMember> members;                ///< every member, in order (a repeated key appears twice)
+  std::vector<MetaMember> members;                ///< each key once, in order (a repeat: first place, last value)
   std::optional<std::size_t> type_at;             ///< "_type" value offset (the last one wins, as in Python)
   std::optional<std::size_t> shape_at;            ///< "shape" value offset
   std::optional<std::size_t> device_at;           ///< "device" value offset
