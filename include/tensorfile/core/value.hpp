@@ -1163,10 +1163,12 @@ TENSORFILE_ENTRY std::size_t hash_value(const Value& v) {
     for (const auto& item : list) seed = hash_combine(seed, hash_value(item));
     return seed;
   };
+  const auto device = [&](Device d) {
+    return number(static_cast<std::uint64_t>(d.kind) << 32 ^ static_cast<std::uint32_t>(d.index));
+  };
   const auto tensor_meta = [&](const Tensor& t) {  // what same_tensor compares, but the bytes
     std::size_t h = hash_combine(number(static_cast<std::uint64_t>(t.dtype())), t.requires_grad() ? 1u : 2u);
-    h = hash_combine(
-        h, number(static_cast<std::uint64_t>(t.device().kind) << 32 ^ static_cast<std::uint32_t>(t.device().index)));
+    h = hash_combine(h, device(t.device()));
     for (const std::int64_t size : t.sizes()) h = hash_combine(h, number(static_cast<std::uint64_t>(size)));
     return h;
   };
@@ -1201,9 +1203,7 @@ TENSORFILE_ENTRY std::size_t hash_value(const Value& v) {
     }
     case Value::Kind::tensor: return hash_combine(tensor_meta(v.as_tensor()), v.is_parameter() ? 3u : 4u);
     case Value::Kind::storage: return hash_combine(tensor_meta(v.as_storage().tensor), text(v.as_storage().location));
-    case Value::Kind::device:
-      return number(static_cast<std::uint64_t>(v.as_device().kind) << 32 ^
-                    static_cast<std::uint32_t>(v.as_device().index));
+    case Value::Kind::device: return device(v.as_device());
     case Value::Kind::dtype: return static_cast<std::size_t>(v.as_dtype()) + 0x100;
     case Value::Kind::global: return hash_combine(text(v.as_global().module), text(v.as_global().name));
     case Value::Kind::object: {

@@ -139,7 +139,8 @@ inline std::string indent_more(const std::string& indent) {
 }
 
 inline void print_tree(std::string& out, const Value& v, const std::string& indent) {
-  const std::string inner = indent_more(indent);
+  const bool nested = v.is_list() || v.is_tuple() || v.is_set() || v.is_dict() || v.is_object();
+  const std::string inner = nested ? indent_more(indent) : std::string();  // leaves make no indent
   const auto items = [&](const std::string& open, const std::string& close, const List& list) {
     if (list.empty()) {
       out += open + close;
