@@ -437,10 +437,18 @@ def benign(c):
         p = c.path(f"b_{variant}.pt")
         torch.save(state, p, **kwargs)
         c.add(0, variant, False, "torch", [p])
-    for name in ("f.safetensors", "B.safetensors"):
+    # The reference writer's files: their header lengths begin with bytes that are pickle opcodes too ('Q', 'S').
+    for name in sorted(n for n in os.listdir(os.path.join(DATA, "safetensors")) if n.endswith(".safetensors")):
         p = c.path(f"b_reference_{name}")
         shutil.copy(os.path.join(DATA, "safetensors", name), p)
         c.add(0, f"safetensors_{name}", False, "safetensors", [p])
+    # Written by the spec, header lengths 0x280 and 0x63: the file begins with PROTO 2 or GLOBAL, and the pickle
+    # breaks at once (a NUL opcode; a GLOBAL with no newline), before anything could run.
+    for n in (0x280, 0x63):
+        head = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+        p = c.path(f"b_spec_header_{n:#x}.safetensors")
+        open(p, "wb").write(struct.pack("<Q", n) + head.ljust(n) + struct.pack("<2f", 1.5, -2.0))
+        c.add(0, f"safetensors_header_{n:#x}", False, "safetensors", [p])
     tree = c.path("b_tensordict", "s01_basic")
     shutil.copytree(os.path.join(DATA, "tensordict", "s01_basic"), tree)
     c.add(0, "tensordict_s01_basic", False, "tree", [tree])
