@@ -220,8 +220,9 @@ NamedTensors flat_tensors(const Value& v, const std::filesystem::path& in, Targe
     if (v.is_dict()) {
       for (const auto& [key, item] : v.as_dict()) {
         if (!key.is_string() && (item.is_tensor() || nested.contains(key_text(key)))) {
-          losses.changed.push_back({"/" + key_text(key), fmt::format("a {} key, written as the name \"{}\"",
-                                                                     key.is_int() ? "int" : "non-str", key_text(key))});
+          losses.changed.push_back(
+              {"/" + key_text(key), fmt::format("{} key, written as the name \"{}\"",
+                                                key.is_int() ? "an int" : "a non-str", key_text(key))});
         }
       }
     }
