@@ -146,11 +146,34 @@ def suite_usage(opts, failures):
                                                          "Run 'tensorfile inspect --help' for usage.")
     expect(["inspect", "--json=1", fixture], 2, stderr_has="option '--json' takes no value")
     expect(["convert", fixture], 2, stderr_has="expected 2 operands (IN OUT), got 1")
-    expect(["convert", fixture, "out", "--to", "zip"], 2, stderr_has="--to must be pt, memmap or safetensors, got 'zip'")
+    expect(["convert", fixture, "out", "--to", "zip"], 2,
+           stderr_has="--to must be pt, memmap, safetensors, npz or npy, got 'zip'")
+    # A suffix that names another format than --to is a wrong command line, never a directory named Y.safetensors.
+    for out, to in (("Y.safetensors", "memmap"), ("Y.pt", "safetensors"), ("Y.npz", "pt"), ("Y.npy", "npz")):
+        expect(["convert", fixture, out, "--to", to], 2, stderr_has=f"--to {to} contradicts OUT's suffix ")
+    expect(["convert", fixture, "Y.safetensors", "--max-shard-size", "1MB"], 2,
+           stderr_has="--max-shard-size writes a directory of shards; OUT ends in .safetensors")
+    # The top-level help gives each command's whole summary, never cut mid-sentence.
+    result = expect(["--help"], 0)
+    summaries = {}
+    for line in result.stdout.split("commands:\n")[-1].split("\n\n")[0].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name, _, text = line.strip().partition("  ")
+            summaries[name] = text.strip()
+        elif summaries:
+            summaries[name] += " " + line.strip()
+    for command in ("inspect", "convert", "verify", "bench", "scan"):
+        whole = summaries.get(command, "")
+        failures.check(whole.endswith("."), f"--help cuts the summary of {command}: {whole!r}")
     expect(["convert", fixture, "out", "--map-location", "gpu"], 2,
            stderr_has="--map-location: unknown device \"gpu\"")
     expect(["bench", fixture, "--repeat", "0"], 2, stderr_has="option '--repeat' needs a whole number from 1 to 1000")
     expect(["bench", fixture, "--device", "cpu"], 2, stderr_has="--device takes a CUDA device (cuda:N), got 'cpu'")
+    # bench takes every format inspect takes (it refused safetensors, npz and shards with wrong-format messages).
+    for path, name in ((("safetensors", "overall.safetensors"), "safetensors, 9 tensors"),
+                       (("numpy", "deflated.npz"), "npz, 3 tensors"), (("numpy", "f4_c.npy"), "npy, 1 tensor"),
+                       (("safetensors", "samples.safetensors.index.json"), "safetensors-sharded, 3 tensors")):
+        expect(["bench", os.path.join(opts.data, *path), "--repeat", "1"], 0, stdout_has=f": {name}, ")
     # Without CUDA built in, the library's DeviceError, as it words it.
     expect(["bench", fixture, "--device", "cuda:0"], 1,
            stderr_has="tensorfile: cannot move a tensor to cuda:0: tensorfile was built without CUDA")
@@ -553,8 +576,8 @@ def suite_convert(opts, failures):
 
         # --to follows the name unless given; an existing tree is replaced.
         source = os.path.join(opts.data, "torch", "state_dict_linear_bn.pt")
-        for out, to, is_dir in (("a.pth", None, False), ("b", None, True), ("c.pt", "memmap", True),
-                                ("d", "pt", False)):
+        for out, to, is_dir in (("a.pth", None, False), ("b", None, True), ("c", "memmap", True),
+                                ("d", "pt", False), ("e.npz", None, False), ("f.safetensors", None, False)):
             target = os.path.join(scratch, "naming", out)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             result = run(tool, "convert", source, target, *(["--to", to] if to else []))

@@ -28,7 +28,7 @@ from cli_tests import Failures, run  # noqa: E402  (the other drivers' helpers)
 
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-          "BOOL": torch.bool}
+          "BOOL": torch.bool, "C64": torch.complex64}
 
 
 def read_safetensors(path):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -17,8 +18,8 @@
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
-#include <tensorfile/formats/torch/load.hpp>
 
 #include "commands.hpp"
 #include "formats.hpp"
@@ -30,6 +31,7 @@ namespace {
 constexpr std::array bench_options{
     OptionSpec{"device", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
     OptionSpec{"repeat", "N", "loads per mode (default 3)"},
+    OptionSpec{"allow-unlisted", "", "sharded PATH: leave out a shard's tensors that its index does not list"},
 };
 
 /// The host storages of a loaded tree, each once.
@@ -129,7 +131,9 @@ const CommandSpec bench_spec{
     .min_operands = 1,
     .max_operands = 1,
     .options = bench_options,
-    .summary = "Time loading a torch file or tensordict tree: heap, mmap, meta (and a device), GB/s and peak memory.",
+    .summary =
+        "Time loading a torch, safetensors (single or sharded), .npz or .npy file or a tensordict tree: heap,\n"
+        "mmap, meta (and a device), GB/s and peak memory.",
     .details =
         "Modes: heap (every byte read into memory; for a tensordict tree, mapped then copied), mmap (views of a\n"
         "mapping, nothing read yet), mmap+touch (the mapping made resident, one byte a page), meta (shapes and\n"
@@ -159,11 +163,11 @@ int run_bench(const Args& args) {
     (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
   }
 
-  const FileFormat format = detect_format(path);
+  const Source source = resolve_source(path);
   std::vector<Mode> modes;
   std::uint64_t data_bytes = 0;
   std::size_t tensor_count = 0;
-  if (format == FileFormat::tensordict) {
+  if (source.kind == SourceKind::tensordict) {
     const auto load_tree = [path](MemmapLoadOptions options) {
       options.access = MapMode::read_only;
       return load_memmap(path, options);
@@ -177,16 +181,23 @@ int run_bench(const Args& args) {
     modes.push_back({"meta", false, [=] { (void)load_tree({.device = Device::meta()}); }});
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.device = *device}); }});
   } else {
-    const auto load_file = [path](MapLocation where, bool mmap) {
-      return load(path, {.map_location = std::move(where),
-                         .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt});
+    // torch, safetensors (single and sharded) and .npz through the one state-dict loader; .npy through load_npy.
+    const bool npy = source.kind == SourceKind::npy;
+    const bool allow_unlisted = args.flag("allow-unlisted");
+    const auto load_file = [path, npy, allow_unlisted](MapLocation where, bool mmap) {
+      const std::optional<MapMode> mode = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt;
+      if (npy) return Value(load_npy(path, {.map_location = std::move(where), .mmap = mode}));
+      return load_state_dict(
+          path, {.map_location = std::move(where), .mmap = mode, .allow_unlisted = allow_unlisted, .strict = false});
     };
-    LoadOptions sizes{.map_location = MapLocation::Function([&data_bytes](const Storage& bytes, std::string_view) {
-                        data_bytes += bytes.size_bytes();
-                        return std::optional<Storage>(meta_storage(bytes.size_bytes()));
-                      }),
-                      .mmap = MapMode::copy_on_write};
-    tensor_count = tensors_of(load(path, sizes)).size();
+    std::atomic<std::uint64_t> stored{0};  // each storage's bytes once, told to the callable (shards load in parallel)
+    tensor_count = named_tensors(load_file(MapLocation::Function([&stored](const Storage& bytes, std::string_view) {
+                                             stored += bytes.size_bytes();
+                                             return std::optional<Storage>(meta_storage(bytes.size_bytes()));
+                                           }),
+                                           true))
+                       .size();
+    data_bytes = stored;
     modes.push_back({"heap", true, [=] { (void)load_file(Device::cpu(), false); }});
     modes.push_back({"mmap", false, [=] { (void)load_file(Device::cpu(), true); }});
     modes.push_back({"mmap+touch", true, [=] { touch(tensors_of(load_file(Device::cpu(), true))); }});
@@ -194,7 +205,7 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_file(*device, false); }});
   }
 
-  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, format_name(format), tensor_count,
+  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, source.format_name(), tensor_count,
              tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
   fmt::print("{:<12}  {:>10}  {:>8}  {:>12}  {:>14}  {:>8}  {:>10}\n", "mode", "first load", "GB/s", "repeats best",
              "repeats median", "GB/s", "peak RSS");

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
-// tensorfile convert: torch file to tensordict tree and back, or a clean re-save, streaming from mappings.
+// tensorfile convert: between torch files, safetensors (single and sharded), NumPy and tensordict trees, streaming
+// from mappings and naming every loss.
 #include <fmt/format.h>
 
 #include <array>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
-#include <tensorfile/formats/safetensors/load.hpp>
+#include <tensorfile/formats/numpy/npy.hpp>
+#include <tensorfile/formats/numpy/npz.hpp>
+#include <tensorfile/formats/safetensors/metadata.hpp>
 #include <tensorfile/formats/safetensors/save.hpp>
 #include <tensorfile/formats/safetensors/save_sharded.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
@@ -17,6 +21,7 @@
 #include <tensorfile/formats/torch/save.hpp>
 
 #include "commands.hpp"
+#include "describe.hpp"
 #include "formats.hpp"
 #include "numpy_commands.hpp"
 #include "progress.hpp"
@@ -27,9 +32,10 @@ namespace tensorfile::cli {
 namespace {
 
 constexpr std::array convert_options{
-    OptionSpec{"to", "pt|memmap|safetensors",
-               "what to write; default: pt when OUT ends in .pt, .pth, .ckpt, .bin or .tar, safetensors when it ends "
-               "in .safetensors or --max-shard-size is given, else memmap"},
+    OptionSpec{"to", "FORMAT",
+               "what to write: pt, memmap, safetensors, npz or npy; default: by OUT's suffix (.pt, .pth, .ckpt, "
+               ".bin, .tar: pt; .safetensors; .npz; .npy), a sharded safetensors directory with --max-shard-size, "
+               "else memmap; a suffix that names another format than --to is an error"},
     OptionSpec{"max-shard-size", "SIZE",
                "safetensors: write OUT as a directory of shards of at most SIZE tensor bytes (5GB, 500MB, 2GiB) "
                "with model.safetensors.index.json"},
@@ -40,26 +46,99 @@ constexpr std::array convert_options{
                "write only the tensors whose path (keys joined by /, as inspect lists them) is PATTERN or matches it "
                "as a glob (* and ?); repeatable; other data is kept",
                true},
+    OptionSpec{"allow-unlisted", "", "sharded IN: leave out a shard's tensors that its index does not list"},
     OptionSpec{"quiet", "", "draw no progress bar"},
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
 };
 
-enum class Output { pt, memmap, safetensors };
+/// What convert writes.
+enum class Target { pt, memmap, safetensors, sharded, npz, npy };
 
-Output output_of(const Args& args, const std::filesystem::path& out) {
-  if (const auto to = args.value("to")) {
-    if (*to == "pt") return Output::pt;
-    if (*to == "memmap") return Output::memmap;
-    if (*to == "safetensors") return Output::safetensors;
-    throw UsageError(fmt::format("--to must be pt, memmap or safetensors, got '{}'", *to));
+std::string_view target_name(Target target) {
+  switch (target) {
+    case Target::pt: return "pt";
+    case Target::memmap: return "memmap";
+    case Target::safetensors: return "safetensors";
+    case Target::sharded: return "sharded safetensors";
+    case Target::npz: return "npz";
+    case Target::npy: return "npy";
   }
-  if (args.value("max-shard-size") || out.extension() == ".safetensors") return Output::safetensors;
-  static constexpr std::array<std::string_view, 5> torch_suffixes{".pt", ".pth", ".ckpt", ".bin", ".tar"};
+  return "?";
+}
+
+/// The format OUT's suffix names, if any.
+std::optional<Target> target_by_suffix(const std::filesystem::path& out) {
   const std::string suffix = out.extension().string();
-  for (const std::string_view s : torch_suffixes) {
-    if (suffix == s) return Output::pt;
+  for (const std::string_view s : {".pt", ".pth", ".ckpt", ".bin", ".tar"}) {
+    if (suffix == s) return Target::pt;
   }
-  return Output::memmap;
+  if (suffix == ".safetensors") return Target::safetensors;
+  if (suffix == ".npz") return Target::npz;
+  if (suffix == ".npy") return Target::npy;
+  return std::nullopt;
+}
+
+/// The target from --to, --max-shard-size and OUT's suffix; a contradiction among them is a UsageError.
+Target target_of(const Args& args, const std::filesystem::path& out, bool sharded) {
+  const std::optional<Target> by_suffix = target_by_suffix(out);
+  std::optional<Target> target;
+  if (const auto to = args.value("to")) {
+    static constexpr std::array<std::pair<std::string_view, Target>, 6> names{{{"pt", Target::pt},
+                                                                               {"memmap", Target::memmap},
+                                                                               {"tensordict", Target::memmap},
+                                                                               {"safetensors", Target::safetensors},
+                                                                               {"npz", Target::npz},
+                                                                               {"npy", Target::npy}}};
+    for (const auto& [name, value] : names) {
+      if (*to == name) target = value;
+    }
+    if (!target) throw UsageError(fmt::format("--to must be pt, memmap, safetensors, npz or npy, got '{}'", *to));
+    if (by_suffix && *by_suffix != *target) {
+      throw UsageError(fmt::format("--to {} contradicts OUT's suffix {} (which names {}); drop one or rename OUT", *to,
+                                   out.extension().string(), target_name(*by_suffix)));
+    }
+  }
+  target = target.value_or(by_suffix.value_or(sharded ? Target::safetensors : Target::memmap));
+  if (sharded && *target != Target::safetensors) {
+    throw UsageError(
+        fmt::format("--max-shard-size writes sharded safetensors, but OUT is to be {}", target_name(*target)));
+  }
+  if (sharded && by_suffix) {
+    throw UsageError("--max-shard-size writes a directory of shards; OUT ends in .safetensors, which names one file");
+  }
+  // --to safetensors (or --max-shard-size) with an OUT that names no file: a directory as the Hugging Face tools write.
+  if (*target == Target::safetensors && !by_suffix) return Target::sharded;
+  return *target;
+}
+
+/// What a conversion leaves out or changes, each named on stderr; --strict refuses any.
+struct Losses {
+  std::vector<Dropped> left_out;
+  std::vector<Dropped> changed;
+  [[nodiscard]] bool empty() const noexcept { return left_out.empty() && changed.empty(); }
+};
+
+std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : escape_controls(path); }
+
+/// Names every loss on stderr; with --strict any loss stops the conversion before anything is written.
+void report(const Losses& losses, const std::filesystem::path& in, bool strict) {
+  for (const Dropped& d : losses.left_out) {
+    fmt::print(stderr, "tensorfile convert: left out {}: {}\n", shown_path(d.path), escape_controls(d.what));
+  }
+  for (const Dropped& d : losses.changed) {
+    fmt::print(stderr, "tensorfile convert: changed {}: {}\n", shown_path(d.path), escape_controls(d.what));
+  }
+  if (strict && !losses.empty()) {
+    throw UnsupportedError(fmt::format("--strict: the conversion would leave out or change {} thing(s), named "
+                                       "above; nothing was written",
+                                       losses.left_out.size() + losses.changed.size()),
+                           {.file = in});
+  }
+}
+
+/// Appends what without_code() or to_value() left out, marked as not data.
+void add_not_data(Losses& losses, std::vector<Dropped> dropped) {
+  for (Dropped& d : dropped) losses.left_out.push_back({std::move(d.path), d.what + " (not data tensorfile writes)"});
 }
 
 /// Bytes save() writes for the storages of `v`: each distinct storage with data once.
@@ -85,78 +164,183 @@ std::uint64_t leaf_bytes(const TensorDict& td) {
   return total;
 }
 
-void write_pt(const Value& v, const std::filesystem::path& out, bool quiet) {
-  ProgressBar progress("writing " + escape_controls(out.filename().string()), storage_bytes(v), !quiet);
-  save(v, out);
-  progress.finish();
+/// Whether the flat target can hold `dtype`, asked of its writer with an empty tensor (the writer's table decides).
+bool holds_dtype(Target target, DType dtype) {
+  static std::map<std::pair<Target, DType>, bool> known;
+  const auto [it, fresh] = known.emplace(std::make_pair(target, dtype), true);
+  if (!fresh) return it->second;
+  try {
+    const Tensor empty = Tensor::zeros({0}, dtype);
+    if (target == Target::npz || target == Target::npy) {
+      (void)save_npy_to_bytes(empty);
+    } else {
+      (void)save_safetensors_to_bytes(NamedTensors{{"t", empty}});
+    }
+  } catch (const Error&) {
+    it->second = false;
+  }
+  return it->second;
 }
 
-void write_memmap(const TensorDict& td, const std::filesystem::path& out, bool quiet) {
-  ProgressBar progress("writing " + escape_controls(out.filename().string()), leaf_bytes(td), !quiet);
-  save_memmap(td, out);
-  progress.finish();
-}
-
-/// The tensors of `v` as safetensors can hold them: a name whose tensor is the very view of an earlier
-/// one (tied weights) is left out and recorded in `metadata` as removed name -> kept name, as the reference's
-/// save_model records it; other tensors sharing a storage are written as copies. Each is reported on stderr.
-NamedTensors unshared_tensors(const Value& v, std::vector<std::pair<std::string, std::string>>& metadata) {
+/// The tensors of `v` as a flat format (name -> tensor: safetensors, npz, npy) holds them, and what it cannot hold:
+/// values that are not tensors, the nesting of containers (names are paths joined by "/"), key types other than str,
+/// dtypes the format lacks, tensors saved without data, and storage sharing. A name whose tensor is the very view of
+/// an earlier one (tied weights) is written once and, with `metadata` (safetensors), recorded there as removed name ->
+/// kept name, as the reference's save_model does; other sharers are written as copies.
+NamedTensors flat_tensors(const Value& v, const std::filesystem::path& in, Target target, Losses& losses,
+                          std::vector<std::pair<std::string, std::string>>* metadata) {
+  const std::string format(target_name(target));
+  StorageTags tags;
+  tags.fallback = "cpu";
+  const Description d = describe_value(v, tags, false);
+  std::set<std::string> reported;
+  for (const Dropped& dropped : losses.left_out) reported.insert(dropped.path);
+  for (const ValueRecord& r : d.values) {
+    if (reported.contains(r.path)) continue;  // code, already named (a list keeps None in its place)
+    std::string text = r.text.size() > 60 ? r.text.substr(0, 57) + "..." : r.text;
+    losses.left_out.push_back({r.path, fmt::format("{} {} ({} holds only tensors)", r.type, text, format)});
+  }
+  const NamedTensors named = named_tensors(v);
+  if (target != Target::npy) {
+    std::set<std::string> nested;  // the first keys of tensor paths with more than one step
+    for (const auto& [path, tensor] : named) {
+      if (const std::size_t slash = path.find('/'); slash != std::string::npos) nested.insert(path.substr(0, slash));
+    }
+    if (!named.empty() && named.front().first.empty()) {
+      losses.changed.push_back({"", fmt::format("a bare tensor, written as the name \"{}\"", in.stem().string())});
+    } else if (!v.is_dict() && !named.empty()) {
+      losses.changed.push_back({"", "the root is not a dict; its tensors are named by their paths (0/..., 1/...)"});
+    }
+    for (const TreeNode& node : d.tree) {  // the root dict's containers that hold tensors are flattened
+      if (v.is_dict() && node.depth == 1 && node.kind == TreeNode::Kind::container && nested.contains(node.label)) {
+        losses.changed.push_back(
+            {"/" + node.label, fmt::format("{}, flattened: its tensors are named {}/...", node.text, node.label)});
+      }
+    }
+    if (v.is_dict()) {
+      for (const auto& [key, item] : v.as_dict()) {
+        if (!key.is_string() && (item.is_tensor() || nested.contains(key_text(key)))) {
+          losses.changed.push_back(
+              {"/" + key_text(key), fmt::format("{} key, written as the name \"{}\"",
+                                                key.is_int() ? "an int" : "a non-str", key_text(key))});
+        }
+      }
+    }
+  }
   NamedTensors out;
   std::map<std::pair<const std::byte*, std::size_t>, std::size_t> first_user;  // storage -> index in `out`
-  for (auto& [name, tensor] : named_tensors(v)) {
+  for (const auto& [path, tensor] : named) {
+    std::string name = path.empty() ? in.stem().string() : path;
+    if (!holds_dtype(target, tensor.dtype())) {
+      losses.left_out.push_back({"/" + path, fmt::format("a {} tensor; {} has no {}", dtype_name(tensor.dtype()),
+                                                         format, dtype_name(tensor.dtype()))});
+      continue;
+    }
     const Storage& s = tensor.storage();
-    if (s.device().is_meta() || s.size_bytes() == 0) {
-      out.emplace_back(name, tensor);
+    if (s.device().is_meta()) {
+      losses.left_out.push_back({"/" + path, fmt::format("a tensor saved without data ({} needs the bytes)", format)});
+      continue;
+    }
+    if (s.size_bytes() == 0) {
+      out.emplace_back(std::move(name), tensor);
       continue;
     }
     const auto [it, fresh] = first_user.emplace(std::make_pair(s.data(), s.size_bytes()), out.size());
     if (fresh) {
-      out.emplace_back(name, tensor);
+      out.emplace_back(std::move(name), tensor);
       continue;
     }
     const auto& [kept, kept_tensor] = out[it->second];
-    if (kept_tensor.raw_data() == tensor.raw_data() && kept_tensor.sizes() == tensor.sizes() &&
-        kept_tensor.strides() == tensor.strides() && kept_tensor.dtype() == tensor.dtype()) {
-      fmt::print(stderr,
-                 "tensorfile convert: shared tensors: {} is {} (the same view); written once, recorded in "
-                 "__metadata__ as {} -> {}\n",
-                 escape_controls(name), escape_controls(kept), escape_controls(name), escape_controls(kept));
-      metadata.emplace_back(name, kept);
+    const bool same_view = kept_tensor.raw_data() == tensor.raw_data() && kept_tensor.sizes() == tensor.sizes() &&
+                           kept_tensor.strides() == tensor.strides() && kept_tensor.dtype() == tensor.dtype();
+    if (same_view && metadata != nullptr) {
+      losses.changed.push_back({"/" + path, fmt::format("shared tensors: {} is {} (the same view); written once, "
+                                                        "recorded in __metadata__ as {} -> {}",
+                                                        name, kept, name, kept)});
+      metadata->emplace_back(name, kept);
       continue;
     }
-    fmt::print(stderr, "tensorfile convert: shared tensors: {} shares its storage with {}; written as a copy\n",
-               escape_controls(name), escape_controls(kept));
-    out.emplace_back(name, tensor.contiguous().clone());
+    losses.changed.push_back(
+        {"/" + path, fmt::format("shared tensors: {} shares its storage with {}; written as a copy", name, kept)});
+    out.emplace_back(std::move(name), tensor.contiguous().clone());
   }
   return out;
 }
 
-void write_safetensors(const Value& v, const std::filesystem::path& out, const std::optional<std::uint64_t>& shard_size,
-                       bool quiet) {
+std::uint64_t tensor_bytes(const NamedTensors& tensors) {
+  std::uint64_t total = 0;
+  for (const auto& [name, tensor] : tensors) total += tensor.nbytes();
+  return total;
+}
+
+/// A safetensors input's __metadata__ (kept), else {"format": "pt"} as transformers writes.
+std::vector<std::pair<std::string, std::string>> safetensors_metadata_of(const Value& v) {
   std::vector<std::pair<std::string, std::string>> metadata;
-  if (const Dict* kept = safetensors_metadata(v)) {  // a safetensors input's __metadata__
+  if (const Dict* kept = safetensors_metadata(v)) {
     for (const auto& [key, value] : *kept) {
       if (key.is_string() && value.is_string()) metadata.emplace_back(key.as_string(), value.as_string());
     }
   }
-  if (metadata.empty()) metadata.emplace_back("format", "pt");  // what transformers writes
-  const auto tensors = unshared_tensors(v, metadata);
-  std::uint64_t total = 0;
-  for (const auto& [name, tensor] : tensors) total += tensor.nbytes();
-  ProgressBar progress("writing " + escape_controls(out.filename().string()), total, !quiet);
-  if (shard_size || out.extension() != ".safetensors") {
-    const SafetensorsShards written = save_safetensors_sharded(
-        tensors, out,
-        {.max_shard_size = shard_size.value_or(SafetensorsShardedSaveOptions{}.max_shard_size), .metadata = metadata});
-    progress.finish();
-    if (!quiet && written.files.size() > 1) {
-      fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),
-                 escape_controls(written.index.filename().string()));
+  if (metadata.empty()) metadata.emplace_back("format", "pt");
+  return metadata;
+}
+
+/// IN loaded: every source as a Value, and a tensordict tree also as read (written to a tree as is).
+struct Loaded {
+  Value value;
+  std::optional<TensorDict> tree;
+};
+
+Loaded load_source(const Source& source, const std::filesystem::path& in, const Args& args, const TensorSelect& select,
+                   bool select_drops, Target target, Losses& losses) {
+  const std::optional<std::string> where = args.value("map-location");
+  const MapLocation location = where ? parse_map_location(*where) : MapLocation(Device::cpu());
+  Loaded loaded;
+  switch (source.kind) {
+    case SourceKind::tensordict: {
+      MemmapLoadOptions options{.access = MapMode::read_only, .select = select, .select_drops = select_drops};
+      if (where) {
+        Device device;
+        try {
+          device = Device::parse(*where);
+        } catch (const ArgumentError& error) {
+          throw UsageError("--map-location: a tensordict tree takes a device; " + error.reason());
+        }
+        if (!device.is_cpu()) options.device = device;
+      }
+      loaded.tree = load_memmap(in, options);
+      if (target != Target::memmap) {
+        std::vector<Dropped> dropped;
+        loaded.value = to_value(*loaded.tree, in, dropped);
+        add_not_data(losses, std::move(dropped));
+      }
+      return loaded;
     }
-    return;
+    case SourceKind::npy:
+    case SourceKind::npz:
+      loaded.value = load_numpy(
+          in, source.kind == SourceKind::npz ? NumpyFile::npz : NumpyFile::npy,
+          {.map_location = location, .mmap = MapMode::copy_on_write, .select = select, .select_drops = select_drops});
+      return loaded;
+    case SourceKind::torch:
+    case SourceKind::safetensors:
+    case SourceKind::sharded: break;
   }
-  save_safetensors(tensors, out, {.metadata = metadata});
-  progress.finish();
+  // torch files, safetensors files and shards, through the one state-dict loader.
+  const Value value = load_state_dict(in, {.map_location = location,
+                                           .mmap = MapMode::copy_on_write,
+                                           .allow_unlisted = args.flag("allow-unlisted"),
+                                           .strict = false,
+                                           .select = select,
+                                           .select_drops = select_drops});
+  std::vector<Dropped> dropped;
+  loaded.value = without_code(value, dropped);
+  if (!dropped.empty() && dropped.front().path.empty()) {
+    throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",
+                           {.file = source.file});
+  }
+  add_not_data(losses, std::move(dropped));
+  return loaded;
 }
 
 }  // namespace
@@ -168,19 +352,29 @@ const CommandSpec convert_spec{
     .max_operands = 2,
     .options = convert_options,
     .summary =
-        "Convert between torch.save files, safetensors files and sharded checkpoints, and tensordict memmap\n"
-        "trees, or re-save a torch file cleanly.",
+        "Convert between torch.save files, safetensors files and sharded checkpoints, NumPy .npz and .npy files\n"
+        "and tensordict memmap trees, naming on stderr whatever the target cannot hold.",
     .details =
         "IN is a torch file (zip or legacy), a safetensors file, a sharded checkpoint (a *.index.json, or a model\n"
-        "directory holding one) or a tensordict directory, detected from its contents. OUT is written beside its\n"
-        "final name and renamed into place when complete; an existing OUT is replaced.\n"
+        "directory holding one), a NumPy .npz or .npy file or a tensordict directory, detected from its contents.\n"
+        "OUT is written beside its final name and renamed into place when complete; an existing OUT is replaced.\n"
+        "\n"
+        "Every tensor's dtype, shape and values are written as read. What the target cannot hold is left out or\n"
+        "changed, one line on stderr each (\"tensorfile convert: left out PATH: ...\", \"changed PATH: ...\"), and\n"
+        "--strict turns any of them into an error before anything is written.\n"
+        "\n"
+        "safetensors, .npz and .npy hold names and tensors only: other values (epoch, lr, a scheduler's state) are\n"
+        "left out; nested containers are flattened into names (keys joined by /), keys that are not str written as\n"
+        "text; dtypes the format lacks (NumPy: bfloat16, float8, complex32) and tensors saved without data are left\n"
+        "out. A .npy holds one array: IN must hold exactly one tensor. requires_grad and Parameter are not kept.\n"
         "\n"
         "safetensors output: OUT.safetensors is one file; a directory OUT (any other name, or --max-shard-size)\n"
         "gets model-0000K-of-0000N.safetensors shards and model.safetensors.index.json as the Hugging Face tools\n"
         "write them (5GB shards by default), or model.safetensors when everything fits in one. Shards carry\n"
         "__metadata__ {\"format\": \"pt\"} (or a safetensors input's own). Tensors that share memory (tied\n"
-        "weights) are reported on stderr: a name that is the very view of another is written once and recorded\n"
-        "in __metadata__ as name -> kept name (as safetensors' save_model does); other sharers are copied.\n"
+        "weights) are reported: a name that is the very view of another is written once and recorded in\n"
+        "__metadata__ as name -> kept name (as safetensors' save_model does); other sharers are copied (also to\n"
+        ".npz).\n"
         "\n"
         "Tensors stream one by one from a mapping of IN, so files larger than memory convert. A progress bar\n"
         "(bytes, rate, time left) is drawn on stderr when it is a terminal and the write takes over a second.\n"
@@ -195,7 +389,6 @@ const CommandSpec convert_spec{
         "and attributes that are not JSON are left out, each named on stderr.\n"
         "tensordict -> torch: TensorDicts become dicts (or what was recorded), lazy stacks lists, NonTensorData\n"
         "its value; pickled NonTensorData is never unpickled and is left out.\n"
-        "--strict turns every one of these losses into an error before anything is written.\n"
         "\n"
         "--select keeps only the tensors it names, and only they are read from IN (the others' bytes are never\n"
         "read: a few tensors of a large checkpoint convert in the time their bytes take). A pattern that matches\n"
@@ -203,106 +396,79 @@ const CommandSpec convert_spec{
 };
 
 int run_convert(const Args& args) {
-  if (const auto numpy = convert_numpy(args)) return *numpy;  // from or to .npy/.npz: numpy_commands.cpp
   const std::filesystem::path in = args.operands()[0];
   const std::filesystem::path out = args.operands()[1];
-  const Output output = output_of(args, out);
-  const std::optional<std::string> where = args.value("map-location");
-  const bool quiet = args.flag("quiet");
   std::optional<std::uint64_t> shard_size;
   if (const auto size = args.value("max-shard-size")) shard_size = parse_size(*size, "max-shard-size");
-  if (shard_size && output != Output::safetensors) throw UsageError("--max-shard-size needs --to safetensors");
-  std::vector<Dropped> dropped;
-  std::vector<Dropped> changed;
-  // Names every loss on stderr; with --strict any loss stops the conversion before anything is written.
-  const auto report_dropped = [&] {
-    for (const Dropped& d : dropped) {
-      fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
-                 d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
-    }
-    for (const Dropped& d : changed) {
-      fmt::print(stderr, "tensorfile convert: changed {}: {}\n", d.path.empty() ? "(root)" : escape_controls(d.path),
-                 escape_controls(d.what));
-    }
-    if (args.flag("strict") && !(dropped.empty() && changed.empty())) {
-      throw UnsupportedError(fmt::format("--strict: the conversion would leave out or change {} thing(s), named "
-                                         "above; nothing was written",
-                                         dropped.size() + changed.size()),
-                             {.file = in});
-    }
-  };
-
+  const Target target = target_of(args, out, shard_size.has_value());
+  const bool quiet = args.flag("quiet");
+  const bool strict = args.flag("strict");
   const PathPatterns selection(args.values("select"));
-  const TensorSelect select = selection.select();
-  const bool select_drops = !selection.empty();
+  const Source source = resolve_source(in);
 
-  const std::optional<StateDictLayout> layout = weights_layout(in);
-  if (!layout && detect_format(in) == FileFormat::tensordict) {
-    MemmapLoadOptions options{.access = MapMode::read_only, .select = select, .select_drops = select_drops};
-    if (where) {
-      Device device;
-      try {
-        device = Device::parse(*where);
-      } catch (const ArgumentError& error) {
-        throw UsageError("--map-location: a tensordict tree takes a device; " + error.reason());
-      }
-      if (!device.is_cpu()) options.device = device;
-    }
-    const TensorDict td = load_memmap(in, options);
-    selection.require_all_matched(in);
-    if (output == Output::memmap) {
-      write_memmap(td, out, quiet);
-    } else {
-      const Value v = to_value(td, in, dropped);
-      report_dropped();
-      if (output == Output::pt) write_pt(v, out, quiet);
-      if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
-    }
-    return exit_ok;
-  }
+  Losses losses;
+  const Loaded loaded = load_source(source, in, args, selection.select(), !selection.empty(), target, losses);
+  selection.require_all_matched(in);
+  const Value& v = loaded.value;
+  const std::string label = "writing " + escape_controls(out.filename().string());
 
-  std::filesystem::path source = in;
-  if (layout) {
-    if (layout->sharded() || layout->format == FileFormat::safetensors) {
-      const Value v =
-          load_state_dict(in, {.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
-                               .mmap = MapMode::copy_on_write,
-                               .select = select,
-                               .select_drops = select_drops});
-      selection.require_all_matched(in);
-      if (output == Output::pt) write_pt(v, out, quiet);
-      if (output == Output::memmap) {
-        const TensorDict td = to_tensordict(v, in, changed);
-        report_dropped();
-        write_memmap(td, out, quiet);
-      }
-      if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
+  switch (target) {
+    case Target::memmap: {
+      const TensorDict td = loaded.tree ? *loaded.tree : to_tensordict(v, source.file, losses.changed);
+      report(losses, in, strict);
+      ProgressBar progress(label, leaf_bytes(td), !quiet);
+      save_memmap(td, out);
+      progress.finish();
       return exit_ok;
     }
-    source = layout->files.front();  // a model directory's pytorch_model.bin
+    case Target::pt: {
+      report(losses, in, strict);
+      ProgressBar progress(label, storage_bytes(v), !quiet);
+      save(v, out);
+      progress.finish();
+      return exit_ok;
+    }
+    case Target::safetensors:
+    case Target::sharded: {
+      std::vector<std::pair<std::string, std::string>> metadata = safetensors_metadata_of(v);
+      const NamedTensors tensors = flat_tensors(v, in, target, losses, &metadata);
+      report(losses, in, strict);
+      ProgressBar progress(label, tensor_bytes(tensors), !quiet);
+      if (target == Target::safetensors) {
+        save_safetensors(tensors, out, {.metadata = metadata});
+        progress.finish();
+        return exit_ok;
+      }
+      const SafetensorsShards written = save_safetensors_sharded(
+          tensors, out,
+          {.max_shard_size = shard_size.value_or(SafetensorsShardedSaveOptions{}.max_shard_size),
+           .metadata = metadata});
+      progress.finish();
+      if (!quiet && written.files.size() > 1) {
+        fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),
+                   escape_controls(written.index.filename().string()));
+      }
+      return exit_ok;
+    }
+    case Target::npz:
+    case Target::npy: {
+      const NamedTensors tensors = flat_tensors(v, in, target, losses, nullptr);
+      if (target == Target::npy && tensors.size() != 1) {
+        throw UnsupportedError(
+            fmt::format("a .npy file holds one array; expected 1 tensor, got {} (write a .npz)", tensors.size()),
+            {.file = in});
+      }
+      report(losses, in, strict);
+      ProgressBar progress(label, tensor_bytes(tensors), !quiet);
+      if (target == Target::npz) {
+        save_npz(tensors, out);
+      } else {
+        save_npy(tensors.front().second, out);
+      }
+      progress.finish();
+      return exit_ok;
+    }
   }
-
-  const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
-                            .mmap = MapMode::copy_on_write,
-                            .strict = false,
-                            .select = select,
-                            .select_drops = select_drops};
-  const Value loaded = load(source, options);
-  selection.require_all_matched(source);
-  const Value v = without_code(loaded, dropped);
-  if (!dropped.empty() && dropped.front().path.empty()) {
-    throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",
-                           {.file = source});
-  }
-  if (output == Output::memmap) {
-    const TensorDict td = to_tensordict(v, source, changed);
-    report_dropped();
-    write_memmap(td, out, quiet);
-    return exit_ok;
-  }
-  report_dropped();
-  if (output == Output::pt) write_pt(v, out, quiet);
-  if (output == Output::safetensors) write_safetensors(v, out, shard_size, quiet);
   return exit_ok;
 }
 

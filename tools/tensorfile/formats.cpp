@@ -51,23 +51,47 @@ std::string human_bytes(std::uint64_t bytes) {
   return value < 10 ? fmt::format("{:.2f} {}", value, units[unit]) : fmt::format("{:.1f} {}", value, units[unit]);
 }
 
-std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path) {
-  const FileFormat format = detect_format(path);
-  if (format == FileFormat::torch_zip || format == FileFormat::torch_legacy) return std::nullopt;
-  std::error_code ec;
-  if (format == FileFormat::tensordict) {
-    if (std::filesystem::exists(path / "meta.json", ec)) return std::nullopt;
-    for (const std::string_view name : state_dict_file_names) {
-      if (std::filesystem::exists(path / name, ec)) return resolve_state_dict(path);
-    }
-    return std::nullopt;  // not a model directory either: load_memmap says what is missing
-  }
-  if (format == FileFormat::safetensors) return resolve_state_dict(path);
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  StateDictLayout layout = resolve_state_dict(path);  // an index, or unknown
-  if (!layout.sharded()) return std::nullopt;
-  return layout;
+std::string Source::format_name() const {
+  if (layout && kind != SourceKind::torch) return state_dict_format_name(*layout);
+  return std::string(tensorfile::format_name(format));
 }
+
+Source resolve_source(const std::filesystem::path& path) {
+  Source source{.format = detect_format(path), .file = path};
+  const auto from_layout = [&](StateDictLayout layout) {
+    source.format = layout.format;
+    if (layout.sharded()) {
+      source.kind = SourceKind::sharded;
+    } else {
+      source.file = layout.files.front();
+      source.kind = layout.format == FileFormat::safetensors ? SourceKind::safetensors : SourceKind::torch;
+    }
+    source.layout = std::move(layout);
+    return source;
+  };
+  std::error_code ec;
+  switch (source.format) {
+    case FileFormat::torch_zip:
+    case FileFormat::torch_legacy: return source;
+    case FileFormat::npy: source.kind = SourceKind::npy; return source;
+    case FileFormat::npz: source.kind = SourceKind::npz; return source;
+    case FileFormat::safetensors: return from_layout(resolve_state_dict(path));
+    case FileFormat::tensordict:
+      source.kind = SourceKind::tensordict;
+      if (std::filesystem::exists(path / "meta.json", ec)) return source;
+      for (const std::string_view name : state_dict_file_names) {
+        if (std::filesystem::exists(path / name, ec)) return from_layout(resolve_state_dict(path));
+      }
+      return source;  // not a model directory either: load_memmap says what is missing
+    case FileFormat::unknown: break;
+  }
+  if (!std::filesystem::is_regular_file(path, ec)) return source;
+  StateDictLayout layout = resolve_state_dict(path);  // an index, or unknown
+  if (!layout.sharded()) return source;
+  return from_layout(std::move(layout));
+}
+
+std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path) { return resolve_source(path).layout; }
 
 std::uint64_t parse_size(std::string_view text, std::string_view option) {
   std::size_t digits = 0;

@@ -25,10 +25,36 @@ namespace tensorfile::cli {
 /// "512 B", "1.5 KiB", "12.0 MiB", "3.21 GiB".
 [[nodiscard]] std::string human_bytes(std::uint64_t bytes);
 
-/// How load_state_dict lays out the weights at `path`, for the paths the commands read through it: safetensors
-/// files, *.index.json files and Hugging Face model directories (no meta.json, one of the names
-/// resolve_state_dict looks for); nullopt for torch files, tensordict trees and anything else, which keep
-/// their own paths. Throws what resolve_state_dict throws for a broken index.
+/// What a command's PATH holds, told from its contents (never its name): the one format dispatch of convert,
+/// inspect and bench.
+enum class SourceKind {
+  torch,        ///< one torch file (zip or legacy), or a model directory's pytorch_model.bin
+  safetensors,  ///< one safetensors file, or a model directory's model.safetensors
+  sharded,      ///< the shards a *.index.json lists (safetensors or torch), given as the index or its directory
+  npz,          ///< a NumPy .npz archive
+  npy,          ///< a NumPy .npy file
+  tensordict,   ///< a tensordict memmap tree (a directory with meta.json, or any other directory: load_memmap says
+                ///< what is missing)
+};
+
+/// A resolved PATH: its kind, the format of what is read, and for safetensors files and shards their layout.
+struct Source {
+  SourceKind kind = SourceKind::torch;
+  FileFormat format = FileFormat::unknown;  ///< of `file` (the first shard's when sharded)
+  std::filesystem::path file{};             ///< what is read: PATH itself, or a model directory's single file
+  /// What resolve_state_dict() found, for the sources resolved through it: safetensors files, shards, model directories
+  std::optional<StateDictLayout> layout{};
+  /// inspect --json's "format": "torch-zip", "safetensors-sharded", "npz", ...
+  [[nodiscard]] std::string format_name() const;
+};
+
+/// Resolves `path`: torch and NumPy files by their magic, directories with meta.json as tensordict trees, other
+/// directories and JSON files through resolve_state_dict(). An unknown file resolves as a torch file, so that
+/// load() says what it lacks. Throws what resolve_state_dict throws for a broken index.
+[[nodiscard]] Source resolve_source(const std::filesystem::path& path);
+
+/// resolve_source(path).layout: the layout of safetensors files, sharded checkpoints and model directories, nullopt
+/// for the rest.
 [[nodiscard]] std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path);
 
 /// A byte count given to `option`: digits, then optionally a unit, as the Hugging Face tools take

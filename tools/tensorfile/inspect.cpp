@@ -26,6 +26,7 @@ namespace {
 constexpr std::array inspect_options{
     OptionSpec{"json", "", "print one JSON object instead of the tree"},
     OptionSpec{"hash", "", "add the SHA-256 of every tensor's values (reads all tensor data)"},
+    OptionSpec{"allow-unlisted", "", "sharded PATH: leave out a shard's tensors that its index does not list"},
 };
 
 /// Loads a torch file for describing: mapped, never strict, and (without hashes) reading no tensor data.
@@ -50,10 +51,10 @@ Description describe_torch_file(const std::filesystem::path& path, FileFormat fo
 
 /// Loads safetensors files and shards through load_state_dict for describing: mapped, reading no tensor data
 /// unless hashing (the map_location callable is told each tensor's bytes, a view of the mapping).
-Description describe_weights(const std::filesystem::path& path, bool hashes) {
+Description describe_weights(const std::filesystem::path& path, bool hashes, bool allow_unlisted) {
   StorageTags tags;
   std::mutex tags_lock;  // shards load on several threads
-  StateDictLoadOptions options{.mmap = MapMode::read_only, .strict = false};
+  StateDictLoadOptions options{.mmap = MapMode::read_only, .allow_unlisted = allow_unlisted, .strict = false};
   options.map_location = MapLocation::Function([&](const Storage& bytes, std::string_view tag) {
     Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
     const std::lock_guard<std::mutex> lock(tags_lock);
@@ -231,26 +232,22 @@ const CommandSpec inspect_spec{
 };
 
 int run_inspect(const Args& args) {
-  if (const auto numpy = inspect_numpy(args)) return *numpy;  // .npy/.npz: numpy_commands.cpp
   const std::filesystem::path path = args.operands()[0];
+  const Source source = resolve_source(path);
+  if (source.kind == SourceKind::npy || source.kind == SourceKind::npz) return *inspect_numpy(args);
   const std::string shown = escape_controls(args.operands()[0]);
   const bool hashes = args.flag("hash");
-  FileFormat format = detect_format(path);
-  Description description;
-  std::filesystem::path file = path;
-  if (const auto layout = weights_layout(path)) {
-    if (layout->sharded() || layout->format == FileFormat::safetensors) {
-      description = describe_weights(path, hashes);
-      const std::string out = args.flag("json")
-                                  ? description_json(description, state_dict_format_name(*layout), hashes) + "\n"
-                                  : render_tree(description, weights_header_line(shown, *layout));
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      return exit_ok;
-    }
-    file = layout->files.front();  // a model directory's pytorch_model.bin
-    format = layout->format;
+  if (source.kind == SourceKind::safetensors || source.kind == SourceKind::sharded) {
+    const Description description = describe_weights(path, hashes, args.flag("allow-unlisted"));
+    const std::string out = args.flag("json") ? description_json(description, source.format_name(), hashes) + "\n"
+                                              : render_tree(description, weights_header_line(shown, *source.layout));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return exit_ok;
   }
-  if (format == FileFormat::tensordict) {
+  const FileFormat format = source.format;
+  const std::filesystem::path& file = source.file;  // a model directory's pytorch_model.bin
+  Description description;
+  if (source.kind == SourceKind::tensordict) {
     MemmapLoadOptions options{.access = MapMode::read_only};
     if (!hashes) options.device = Device::meta();
     description = describe_tensordict(load_memmap(path, options), hashes);

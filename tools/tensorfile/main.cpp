@@ -2,7 +2,7 @@
 // tensorfile: inspect, convert, verify and benchmark torch.save files and tensordict memmap trees, without Python.
 //
 //   tensorfile inspect PATH [--json] [--hash]
-//   tensorfile convert IN OUT [--to pt|memmap] [--map-location WHERE] [--quiet]
+//   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--map-location WHERE] [--strict] [--quiet]
 //   tensorfile verify PATH [--allow MODULE.NAME]... [--json]
 //   tensorfile bench PATH [--device DEVICE] [--repeat N]
 //   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--jobs N] [--quiet]
@@ -15,7 +15,9 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <tensorfile/core/error.hpp>
@@ -44,15 +46,29 @@ const std::array<Command, 5> commands{{
 std::string program_help() {
   std::string out =
       "usage: tensorfile COMMAND [options] ARGS...\n\n"
-      "Read and write torch.save files and tensordict memmap trees without Python.\n\ncommands:\n";
+      "Read and write torch.save, safetensors, NumPy and tensordict files without Python.\n\ncommands:\n";
   for (const Command& command : commands) {
-    const std::string_view summary = command.spec.summary;
-    out += fmt::format("  {:<8}  {}\n", command.spec.name, summary.substr(0, summary.find('\n')));
+    // The whole summary, its lines (wrapped where the spec breaks them) indented under the first.
+    std::string summary(command.spec.summary);
+    for (std::size_t at = summary.find('\n'); at != std::string::npos; at = summary.find('\n', at + 1)) {
+      summary.insert(at + 1, 12, ' ');
+    }
+    out += fmt::format("  {:<8}  {}\n", command.spec.name, summary);
   }
   out +=
       "\nRun 'tensorfile COMMAND --help' for a command's options.\n"
       "Exit status: 0 success, 1 a file error (message on stderr), 2 a wrong command line.\n";
   return out;
+}
+
+/// The library names its options as a C++ caller sets them; the tool's user sets the flag instead.
+std::string with_flag_names(std::string message) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
+      {{".allow_unlisted = true", "--allow-unlisted"}}};
+  for (const auto& [option, flag] : flags) {
+    if (const std::size_t at = message.find(option); at != std::string::npos) message.replace(at, option.size(), flag);
+  }
+  return message;
 }
 
 int usage_error(std::string_view command, std::string_view message) {
@@ -104,7 +120,7 @@ int main(int argc, char** argv) {
     return status;
   } catch (const tensorfile::Error& error) {
     std::fflush(stdout);
-    fmt::print(stderr, "{}\n", tensorfile::escape_controls(error.message()));  // what() would stop at a NUL
+    fmt::print(stderr, "{}\n", tensorfile::escape_controls(with_flag_names(error.message())));  // what() stops at NUL
   } catch (const std::filesystem::filesystem_error& error) {
     std::fflush(stdout);
     fmt::print(stderr, "tensorfile: {}\n", tensorfile::escape_controls(error.what()));

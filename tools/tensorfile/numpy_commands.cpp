@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// inspect, verify and convert for NumPy's .npy and .npz files (see numpy_commands.hpp).
+// inspect and verify for NumPy's .npy and .npz files (see numpy_commands.hpp).
 #include "numpy_commands.hpp"
 
 #include <fmt/format.h>
@@ -13,20 +13,12 @@
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
-#include <tensorfile/formats/tensordict/load_memmap.hpp>
-#include <tensorfile/formats/tensordict/save_memmap.hpp>
-#include <tensorfile/formats/torch/load.hpp>
-#include <tensorfile/formats/torch/save.hpp>
 
 #include "describe.hpp"
 #include "formats.hpp"
-#include "tree_convert.hpp"
 
 namespace tensorfile::cli {
 
-namespace {
-
-/// Loads a NumPy file as a dict of name -> tensor (a .npy gives one entry named after the file's stem).
 Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoadOptions& options) {
   if (kind == NumpyFile::npz) return load_npz(path, options);
   Dict dict;
@@ -42,8 +34,6 @@ Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoa
   dict.set(name, load_npy(path, array_options));
   return Value(std::move(dict));
 }
-
-}  // namespace
 
 std::optional<NumpyFile> numpy_file(const std::filesystem::path& path) {
   switch (detect_format(path)) {
@@ -117,56 +107,6 @@ std::optional<int> verify_numpy(const Args& args) {
     fmt::print(stderr, "{}: 1 error found\n", shown);
     return exit_file_error;
   }
-}
-
-std::optional<int> convert_numpy(const Args& args) {
-  const std::filesystem::path in = args.operands()[0];
-  const std::filesystem::path out = args.operands()[1];
-  const auto in_kind = numpy_file(in);
-  const std::string suffix = out.extension().string();
-  const bool to_numpy = suffix == ".npz" || suffix == ".npy";
-  if (!in_kind && !to_numpy) return std::nullopt;
-
-  Value v;
-  std::vector<Dropped> dropped;
-  const PathPatterns selection(args.values("select"));
-  const TensorSelect select = selection.select();
-  const bool select_drops = !selection.empty();
-  if (in_kind) {
-    v = load_numpy(in, *in_kind, {.mmap = MapMode::copy_on_write, .select = select, .select_drops = select_drops});
-  } else if (std::filesystem::is_directory(in)) {  // a tensordict memmap tree
-    v = to_value(load_memmap(in, {.access = MapMode::read_only, .select = select, .select_drops = select_drops}), in,
-                 dropped);
-  } else {
-    const std::optional<std::string> where = args.value("map-location");
-    const LoadOptions options{.map_location = where ? parse_map_location(*where) : MapLocation(Device::cpu()),
-                              .mmap = MapMode::copy_on_write,
-                              .strict = false,
-                              .select = select,
-                              .select_drops = select_drops};
-    v = without_code(load(in, options), dropped);
-  }
-  selection.require_all_matched(in);
-  for (const Dropped& d : dropped) {
-    fmt::print(stderr, "tensorfile convert: left out {}: {} (not data tensorfile writes)\n",
-               d.path.empty() ? "(root)" : escape_controls(d.path), escape_controls(d.what));
-  }
-  const auto tensors = named_tensors(v);
-  if (suffix == ".npz") {
-    save_npz(tensors, out);
-  } else if (suffix == ".npy") {
-    if (tensors.size() != 1) {
-      throw UsageError(fmt::format("a .npy file holds one array; {} holds {} (write a .npz)",
-                                   escape_controls(in.string()), tensors.size()));
-    }
-    save_npy(tensors.front().second, out);
-  } else if (suffix == ".pt" || suffix == ".pth" || suffix == ".ckpt" || suffix == ".bin" || suffix == ".tar" ||
-             args.value("to") == std::optional<std::string>("pt")) {
-    save(v, out);
-  } else {
-    save_memmap(tensorfile::to_tensordict(v, {.file = in}), out);  // name -> array: nothing to change
-  }
-  return exit_ok;
 }
 
 }  // namespace tensorfile::cli

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The tensorfile program on NumPy files: inspect, verify and convert of .npy and .npz, hooked first into each command.
+// The tensorfile program on NumPy files: inspect and verify of .npy and .npz, hooked first into each command.
 #pragma once
 
 #include <filesystem>
 #include <optional>
+
+#include <tensorfile/core/value.hpp>
+#include <tensorfile/formats/numpy/npy.hpp>
 
 #include "args.hpp"
 
@@ -18,7 +21,8 @@ enum class NumpyFile { npy, npz };
 [[nodiscard]] std::optional<int> inspect_numpy(const Args& args);
 /// `verify` of a .npy/.npz file (every header, every CRC-32, all data read); nullopt when PATH is not one.
 [[nodiscard]] std::optional<int> verify_numpy(const Args& args);
-/// `convert` from or to NumPy: IN a .npy/.npz file, or OUT ending in .npz/.npy; nullopt otherwise.
-[[nodiscard]] std::optional<int> convert_numpy(const Args& args);
+/// A NumPy file as a dict of name -> tensor (a .npy gives one entry named after the file's stem; `options.select`
+/// is asked that name).
+[[nodiscard]] Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoadOptions& options);
 
 }  // namespace tensorfile::cli

@@ -75,6 +75,7 @@ TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
 
 #if TENSORFILE_DEFINITIONS
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -87,11 +88,38 @@ TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/heap_reads.hpp"
 
 namespace tensorfile {
 
 namespace detail {
+
+/// Called while a FormatError of reading `path` as `expected` (npy or npz) is in flight: when the file's first bytes
+/// are another format tensorfile reads (a .npy has no zip directory, a torch file no .npy magic), throws an error
+/// naming that format and its loader instead; otherwise rethrows.
+[[noreturn]] inline void rethrow_naming_format(const FileHandle& file, const std::filesystem::path& path,
+                                               FileFormat expected) {
+  std::array<std::byte, format_sniff_bytes> head{};
+  FileFormat found = FileFormat::unknown;
+  try {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), head.size()));
+    file.read_exact(0, std::span(head).first(n));
+    found = detect_format(std::span<const std::byte>(head).first(n));
+  } catch (const Error&) {  // unreadable: the first error stands
+  }
+  static constexpr std::array<std::string_view, 7> loaders{
+      "", "load()", "load()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
+  const auto index = static_cast<std::size_t>(found);
+  if (found != FileFormat::unknown && found != expected && index < loaders.size()) {
+    throw FormatError(
+        "the file is " + std::string(format_name(found)) + " data, not " + std::string(format_name(expected)) +
+            "; expected " + (expected == FileFormat::npz ? "a zip archive of .npy members" : "the .npy magic") +
+            ", got " + std::string(format_name(found)) + " (read it with " + std::string(loaders[index]) + ")",
+        {.file = path, .offset = 0});
+  }
+  throw;
+}
 
 /// The tensor a checked header describes over `data` (its data bytes, or undefined for meta):
 /// fortran_order gives a column-major view of the same bytes, no copy.
@@ -277,21 +305,25 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoa
   detail::refuse_npy_select(options);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
-  const std::uint64_t size = file.size();
-  if (options.mmap && !options.map_location.all_meta() && size >= 12) {
-    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-    return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, true, options, path, {});
+  try {
+    const std::uint64_t size = file.size();
+    if (options.mmap && !options.map_location.all_meta() && size >= 12) {
+      Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+      return detail::load_npy_bytes({mapping.data(), mapping.size_bytes()}, mapping, true, options, path, {});
+    }
+    const NpyHeader header =
+        detail::read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+                                size, options.max_header_bytes, path, {});
+    return detail::place_npy(header, options, false,
+                             [&]() -> Storage {
+                               return detail::read_to_heap(
+                                   file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
+                                   options.read_threads, options.direct_reads, HeapBackend::alignment);
+                             },
+                             path, {});
+  } catch (const FormatError&) {
+    detail::rethrow_naming_format(file, path, FileFormat::npy);
   }
-  const NpyHeader header =
-      detail::read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
-                              size, options.max_header_bytes, path, {});
-  return detail::place_npy(header, options, false,
-                           [&]() -> Storage {
-                             return detail::read_to_heap(
-                                 file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
-                                 options.read_threads, options.direct_reads, HeapBackend::alignment);
-                           },
-                           path, {});
 }
 
 TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options) {

@@ -192,16 +192,20 @@ inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress
 TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
-  const std::uint64_t size = file.size();
-  if (options.mmap && size > 0) {
-    Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-    const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
-    return detail::load_npz_archive(zip, mapping, options);
+  try {
+    const std::uint64_t size = file.size();
+    if (options.mmap && size > 0) {
+      Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
+      const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
+      return detail::load_npz_archive(zip, mapping, options);
+    }
+    const auto zip = detail::ZipReader::open_file(
+        size, path, [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+        detail::npz_zip_limits());
+    return detail::load_npz_archive(zip, Storage(), options);
+  } catch (const FormatError&) {
+    detail::rethrow_naming_format(file, path, FileFormat::npz);
   }
-  const auto zip = detail::ZipReader::open_file(
-      size, path, [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
-      detail::npz_zip_limits());
-  return detail::load_npz_archive(zip, Storage(), options);
 }
 
 TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options) {

@@ -165,8 +165,9 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
   return build_safetensors_dict(header, data, true, options, file);
 }
 
-TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
-                                             const SafetensorsLoadOptions& options) {
+/// load_safetensors_file() without the check of what another format's bytes are.
+inline Value read_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
+                                   const SafetensorsLoadOptions& options) {
   const std::uint64_t size = file.size();
   if (options.mmap && !options.map_location.all_meta() && size >= 8) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
@@ -183,6 +184,15 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
   const Storage data = read_to_heap(file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
                                     options.read_threads, options.direct_reads, 8);
   return build_safetensors_dict(header, data, true, options, path);
+}
+
+TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
+                                             const SafetensorsLoadOptions& options) {
+  try {
+    return read_safetensors_file(file, path, options);
+  } catch (const FormatError&) {
+    rethrow_naming_format(file, path);
+  }
 }
 
 }  // namespace detail
