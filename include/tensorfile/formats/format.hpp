@@ -16,6 +16,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "tensorfile/config.hpp"
+
 namespace tensorfile {
 
 /// A file format tensorfile knows; new formats are appended, never reordered.
@@ -108,3 +110,46 @@ inline constexpr std::size_t format_sniff_bytes = 512;
 }
 
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <string>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+/// Called while a FormatError of reading `path` as `expected` is in flight: when the file's first bytes are another
+/// format tensorfile reads (a torch file's make no sense as a safetensors header length, a .npy has no zip
+/// directory), throws an error naming that format and its loader instead; otherwise rethrows. `expected_layout` says
+/// what the loader looked for ("the .npy magic").
+[[noreturn]] inline void rethrow_naming_format(const FileHandle& file, const std::filesystem::path& path,
+                                               FileFormat expected, std::string_view expected_layout) {
+  std::array<std::byte, format_sniff_bytes> head{};
+  FileFormat found = FileFormat::unknown;
+  try {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), head.size()));
+    file.read_exact(0, std::span(head).first(n));
+    found = detect_format(std::span<const std::byte>(head).first(n));
+  } catch (const Error&) {  // unreadable: the first error stands
+  }
+  static constexpr std::array<std::string_view, 7> loaders{
+      "", "load()", "load()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
+  const auto index = static_cast<std::size_t>(found);
+  if (found != FileFormat::unknown && found != expected && index < loaders.size()) {
+    const std::string name(format_name(found));
+    throw FormatError("the file is " + name + " data, not " + std::string(format_name(expected)) + "; expected " +
+                          std::string(expected_layout) + ", got " + name + " (read it with " +
+                          std::string(loaders[index]) + ")",
+                      {.file = path, .offset = 0});
+  }
+  throw;
+}
+
+}  // namespace detail
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

@@ -95,32 +95,6 @@ namespace tensorfile {
 
 namespace detail {
 
-/// Called while a FormatError of reading `path` as `expected` (npy or npz) is in flight: when the file's first bytes
-/// are another format tensorfile reads (a .npy has no zip directory, a torch file no .npy magic), throws an error
-/// naming that format and its loader instead; otherwise rethrows.
-[[noreturn]] inline void rethrow_naming_format(const FileHandle& file, const std::filesystem::path& path,
-                                               FileFormat expected) {
-  std::array<std::byte, format_sniff_bytes> head{};
-  FileFormat found = FileFormat::unknown;
-  try {
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), head.size()));
-    file.read_exact(0, std::span(head).first(n));
-    found = detect_format(std::span<const std::byte>(head).first(n));
-  } catch (const Error&) {  // unreadable: the first error stands
-  }
-  static constexpr std::array<std::string_view, 7> loaders{
-      "", "load()", "load()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
-  const auto index = static_cast<std::size_t>(found);
-  if (found != FileFormat::unknown && found != expected && index < loaders.size()) {
-    throw FormatError(
-        "the file is " + std::string(format_name(found)) + " data, not " + std::string(format_name(expected)) +
-            "; expected " + (expected == FileFormat::npz ? "a zip archive of .npy members" : "the .npy magic") +
-            ", got " + std::string(format_name(found)) + " (read it with " + std::string(loaders[index]) + ")",
-        {.file = path, .offset = 0});
-  }
-  throw;
-}
-
 /// The tensor a checked header describes over `data` (its data bytes, or undefined for meta):
 /// fortran_order gives a column-major view of the same bytes, no copy.
 [[nodiscard]] inline Tensor npy_tensor(const NpyHeader& header, Storage data) {
@@ -322,7 +296,7 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoa
                              },
                              path, {});
   } catch (const FormatError&) {
-    detail::rethrow_naming_format(file, path, FileFormat::npy);
+    detail::rethrow_naming_format(file, path, FileFormat::npy, "the .npy magic");
   }
 }
 

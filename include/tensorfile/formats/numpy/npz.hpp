@@ -204,7 +204,7 @@ TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoad
         detail::npz_zip_limits());
     return detail::load_npz_archive(zip, Storage(), options);
   } catch (const FormatError&) {
-    detail::rethrow_naming_format(file, path, FileFormat::npz);
+    detail::rethrow_naming_format(file, path, FileFormat::npz, "a zip archive of .npy members");
   }
 }
 

@@ -73,30 +73,6 @@ namespace tensorfile {
 
 namespace detail {
 
-/// Called while a FormatError of reading `path` as safetensors is in flight: when the file's first bytes are another
-/// format tensorfile reads (a torch file's make no sense as a header length), throws an error naming that format and
-/// its loader instead; otherwise rethrows.
-[[noreturn]] inline void rethrow_naming_format(const FileHandle& file, const std::filesystem::path& path) {
-  std::array<std::byte, format_sniff_bytes> head{};
-  FileFormat found = FileFormat::unknown;
-  try {
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), head.size()));
-    file.read_exact(0, std::span(head).first(n));
-    found = detect_format(std::span<const std::byte>(head).first(n));
-  } catch (const Error&) {  // unreadable: the first error stands
-  }
-  static constexpr std::array<std::string_view, 7> loaders{
-      "", "load()", "load()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
-  const auto index = static_cast<std::size_t>(found);
-  if (found != FileFormat::unknown && found != FileFormat::safetensors && index < loaders.size()) {
-    throw FormatError("the file is " + std::string(format_name(found)) +
-                          " data, not safetensors; expected an 8-byte header length and a JSON header, got " +
-                          std::string(format_name(found)) + " (read it with " + std::string(loaders[index]) + ")",
-                      {.file = path, .offset = 0});
-  }
-  throw;
-}
-
 }  // namespace detail
 
 TENSORFILE_ENTRY SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, std::uint64_t file_size,
@@ -130,7 +106,7 @@ TENSORFILE_ENTRY SafetensorsHeader read_safetensors_header(const std::filesystem
     const std::vector<std::byte> head = detail::read_safetensors_head(file, size, max_header_bytes);
     return parse_safetensors_header(head, size, path, max_header_bytes);
   } catch (const FormatError&) {
-    detail::rethrow_naming_format(file, path);
+    detail::rethrow_naming_format(file, path, FileFormat::safetensors, "an 8-byte header length and a JSON header");
   }
 }
 

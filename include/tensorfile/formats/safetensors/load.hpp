@@ -191,7 +191,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
   try {
     return read_safetensors_file(file, path, options);
   } catch (const FormatError&) {
-    rethrow_naming_format(file, path);
+    rethrow_naming_format(file, path, FileFormat::safetensors, "an 8-byte header length and a JSON header");
   }
 }
 
