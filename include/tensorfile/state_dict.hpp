@@ -27,6 +27,8 @@ class FileHandle;  // detail/posix/file.hpp: a declaration takes one by referenc
 
 namespace tensorfile {
 
+class FormatError;  // core/error.hpp: the options hold a pointer to a vector of them
+
 /// Options of load_state_dict(); use designated initializers: `load_state_dict(dir, {.mmap =
 /// MapMode::read_only, .threads = 2})`.
 struct StateDictLoadOptions {
@@ -46,6 +48,10 @@ struct StateDictLoadOptions {
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of the result (else: meta)
   DirectReads direct_reads = DirectReads::automatic;  ///< heap loads of torch and safetensors files (load()'s)
+  /// Set: with an index, every disagreement between it and its shards (a listed name its shard lacks, a shard's
+  /// name it does not list, a name in two shards) is appended here as the FormatError it is, and the load returns
+  /// the tensors that agree; unset: the load throws them (one error listing all when several).
+  std::vector<FormatError>* mismatches = nullptr;
 };
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
@@ -70,17 +76,20 @@ struct StateDictLayout {
   return name;
 }
 
-/// The files load_state_dict looks for in a directory without meta.json, in this order (transformers' preference).
-inline constexpr std::string_view state_dict_file_names[] = {
-    "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.safetensors", "pytorch_model.bin"};
+/// The files load_state_dict looks for in a directory without meta.json, in this order: safetensors before torch
+/// files (as transformers prefers them), and in each the index before the single file. A single file beside an
+/// index of its kind is a leftover of an earlier layout (transformers would read it; save_safetensors_sharded
+/// removes it after its commit), read only when the index names it.
+inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.index.json", "model.safetensors",
+                                                             "pytorch_model.bin.index.json", "pytorch_model.bin"};
 
 /// How the weights at `path` are laid out, read from the contents, never the name: a directory with a
 /// meta.json is a tensordict tree; another directory is taken through the first of
-/// model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors and pytorch_model.bin it
-/// holds; a file whose first bytes are a JSON object is an index (its weight_map parsed, shard names
-/// checked to stay below its directory); any other file is a single file of detect_format()'s format
-/// (unknown when it is none). Reads only the index and the first bytes of the file or first shard.
-/// Throws FormatError for a broken index or a directory holding none of those, IoError when unreadable.
+/// model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and pytorch_model.bin it
+/// holds (state_dict_file_names); a file whose first bytes are a JSON object is an index (its weight_map parsed, shard
+/// names checked to stay below its directory); any other file is a single file of detect_format()'s format (unknown
+/// when it is none). Reads only the index and the first bytes of the file or first shard. Throws FormatError for a
+/// broken index or a directory holding none of those, IoError when unreadable.
 [[nodiscard]] TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path,
                                                                   std::uint64_t max_index_bytes = std::uint64_t{1}
                                                                                                   << 28);
@@ -110,9 +119,25 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 /// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
 /// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
 /// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
-/// and the tensor. Throws what the format's loader throws, the first shard's error when several fail.
+/// and the tensor; all of them are reported at once (in one error, or in `.mismatches`). Throws what the format's
+/// loader throws, the first shard's error when several fail.
+///
+/// Beside a save: the index (or a directory's choice of file) is read and held open, every shard it names opened,
+/// and then the path is checked to name the same index (device, inode, size, times) and the directory to make the
+/// same choice. A save_safetensors_sharded never changes a file a live index names, and commits by replacing the
+/// index, so a load that passes the check read one checkpoint whole; one that fails it, or fails while the index
+/// changed (a shard removed by the commit after the index was read), starts again on the new index, up to 100
+/// times, then throws the last error. A single file is opened once, and so read whole.
 [[nodiscard]] TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path,
                                                      const StateDictLoadOptions& options = {});
+
+/// The hidden temporaries that crash-safe saves left in `directory` (not below it): files named
+/// `.<name>.tmp-<16 hex digits>`, as save(), save_safetensors() and save_safetensors_sharded() name a file while
+/// they write it; a killed save leaves one per file it was writing, as large as what it had written. A save in
+/// progress has them too. The next save_safetensors_sharded() of that prefix to the directory removes those of its
+/// names. Sorted by name. Throws IoError when the directory cannot be read.
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::filesystem::path> leftover_save_temporaries(
+    const std::filesystem::path& directory);
 
 }  // namespace tensorfile
 
@@ -133,6 +158,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/safetensors/save_sharded.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/tensordict/value_tree.hpp"
 #include "tensorfile/formats/torch/load.hpp"
@@ -318,6 +344,28 @@ inline Value load_tree(const std::filesystem::path& path, const StateDictLoadOpt
   return to_value(load_memmap(path, tree_options), {.file = path});
 }
 
+/// Hands the disagreements a sharded load found to `out` when set, else throws them: the one, or one FormatError
+/// naming the index that lists each.
+inline void report_mismatches(const std::vector<FormatError>& found, const std::filesystem::path& index,
+                              std::vector<FormatError>* out) {
+  if (found.empty()) return;
+  if (out != nullptr) {
+    out->insert(out->end(), found.begin(), found.end());
+    return;
+  }
+  if (found.size() == 1) throw found.front();
+  std::string reason = "the index and its shards disagree on " + std::to_string(found.size()) +
+                       " tensors; expected every listed tensor in its shard and no other:";
+  constexpr std::string_view lead = "tensorfile: ";
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    std::string_view each = found[i].what();
+    if (each.starts_with(lead)) each.remove_prefix(lead.size());
+    reason += " (" + std::to_string(i + 1) + ") ";
+    reason += each;
+  }
+  throw FormatError(reason, {.file = index});
+}
+
 /// Reads every shard (each opened once, at most options.threads at a time) with `load_file(const
 /// FileHandle&, const std::filesystem::path&, FileFormat) -> Value` and merges them in index order.
 template <class LoadFile>
@@ -368,9 +416,14 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
     if (error) std::rethrow_exception(error);
   }
 
-  std::unordered_map<std::string_view, std::size_t, KeyedStringHash> listed;  // name -> shard
+  struct Listing {
+    std::size_t shard;
+    bool reported;  // found in another shard: not reported again as missing from its own
+  };
+  std::unordered_map<std::string_view, Listing, KeyedStringHash> listed;  // name -> shard
   listed.reserve(layout.weight_map.size());
-  for (const auto& [name, shard] : layout.weight_map) listed.emplace(name, shard);
+  for (const auto& [name, shard] : layout.weight_map) listed.emplace(name, Listing{shard, false});
+  std::vector<FormatError> mismatches;
   std::vector<const Dict*> dicts(count);
   for (std::size_t k = 0; k < count; ++k) {
     const Value& shard = loaded[k];
@@ -389,15 +442,15 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
       const auto it = listed.find(key.as_string());
       if (it == listed.end()) {
         if (options.allow_unlisted) continue;
-        throw FormatError("the shard holds tensor \"" + key.as_string() +
-                              "\", which the index does not list; expected only the index's names (or "
-                              ".allow_unlisted = true)",
-                          {.file = layout.files[k], .member = key.as_string()});
-      }
-      if (it->second != k) {
-        throw FormatError("tensor \"" + key.as_string() + "\" is in two shards: the index lists it in " +
-                              layout.files[it->second].filename().string() + ", and it is also in this one",
-                          {.file = layout.files[k], .member = key.as_string()});
+        mismatches.emplace_back("the shard holds tensor \"" + key.as_string() +
+                                    "\", which the index does not list; expected only the index's names (or "
+                                    ".allow_unlisted = true)",
+                                ErrorLocation{.file = layout.files[k], .member = key.as_string()});
+      } else if (it->second.shard != k) {
+        mismatches.emplace_back("tensor \"" + key.as_string() + "\" is in two shards: the index lists it in " +
+                                    layout.files[it->second.shard].filename().string() + ", and it is also in this one",
+                                ErrorLocation{.file = layout.files[k], .member = key.as_string()});
+        it->second.reported = true;
       }
     }
   }
@@ -408,33 +461,64 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
     const Value* tensor = dicts[shard]->find(std::string_view(name));
     if (tensor == nullptr && options.select_drops && !options.select(name)) continue;  // dropped by its loader
     if (tensor == nullptr) {
-      throw FormatError("tensor \"" + name + "\" is listed in the index but missing from its shard",
-                        {.file = layout.files[shard], .member = name});
+      if (!listed.find(std::string_view(name))->second.reported) {
+        mismatches.emplace_back("tensor \"" + name + "\" is listed in the index but missing from its shard",
+                                ErrorLocation{.file = layout.files[shard], .member = name});
+      }
+      continue;
     }
     merged.set(name, *tensor);
   }
+  report_mismatches(mismatches, layout.index, options.mismatches);
   return Value(std::move(merged));
 }
 
-}  // namespace detail
+/// What resolve_layout read, held for layout_changed: the file chosen stays open, so that its inode cannot be
+/// reused by another file before the check.
+struct LayoutSource {
+  bool directory = false;        // the path is a directory: the check makes its choice of file again
+  std::filesystem::path chosen;  // the index or single file read; empty: none
+  FileHandle handle;             // `chosen`, open; invalid when opening it failed
+  struct stat info {};           // its fstat
+};
 
-TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path, std::uint64_t max_index_bytes) {
+/// The first of state_dict_file_names that `directory` holds as a regular file; empty when none.
+inline std::filesystem::path choose_state_dict_file(const std::filesystem::path& directory) {
+  std::error_code ec;
+  for (const std::string_view name : state_dict_file_names) {
+    if (std::filesystem::is_regular_file(directory / name, ec)) return directory / name;
+  }
+  return {};
+}
+
+/// Whether `path` leads elsewhere than when `source` was read: the directory chooses another file, or the file
+/// chosen was replaced (another inode, or the same one changed: size, modification or change time).
+inline bool layout_changed(const std::filesystem::path& path, const LayoutSource& source) {
+  const std::filesystem::path now = source.directory ? choose_state_dict_file(path) : path;
+  if (now != source.chosen) return true;
+  if (now.empty() || !source.handle.valid()) return false;  // the same choice, which failed the same way
+  struct stat info {};
+  const struct stat& then = source.info;
+  return ::stat(now.c_str(), &info) != 0 || info.st_dev != then.st_dev || info.st_ino != then.st_ino ||
+         info.st_size != then.st_size || info.st_mtim.tv_sec != then.st_mtim.tv_sec ||
+         info.st_mtim.tv_nsec != then.st_mtim.tv_nsec || info.st_ctim.tv_sec != then.st_ctim.tv_sec ||
+         info.st_ctim.tv_nsec != then.st_ctim.tv_nsec;
+}
+
+/// resolve_state_dict(), keeping in `source` what it read for layout_changed.
+inline StateDictLayout resolve_layout(const std::filesystem::path& path, std::uint64_t max_index_bytes,
+                                      LayoutSource& source) {
   StateDictLayout layout;
   std::error_code ec;
   std::filesystem::path file = path;
   if (std::filesystem::is_directory(path, ec)) {
+    source.directory = true;
     if (std::filesystem::exists(path / "meta.json", ec)) {
       layout.format = FileFormat::tensordict;
       layout.files.push_back(path);
       return layout;
     }
-    file.clear();
-    for (const std::string_view name : state_dict_file_names) {
-      if (std::filesystem::is_regular_file(path / name, ec)) {
-        file = path / name;
-        break;
-      }
-    }
+    file = choose_state_dict_file(path);
     if (file.empty()) {
       throw FormatError(
           "the directory holds no meta.json, model.safetensors(.index.json) or pytorch_model.bin(.index.json); "
@@ -442,20 +526,22 @@ TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path&
           {.file = path});
     }
   }
-  const detail::FileHandle handle = detail::FileHandle::open(file, detail::OpenMode::read);
-  const std::vector<std::byte> head = detail::file_head(handle);
+  source.chosen = file;
+  source.handle = FileHandle::open(file, OpenMode::read);
+  if (::fstat(source.handle.fd(), &source.info) != 0) throw IoError("cannot stat", errno, {.file = file});
+  const std::vector<std::byte> head = file_head(source.handle);
   layout.format = detect_format(head);
-  if (layout.format == FileFormat::unknown && detail::looks_like_json_object(head)) {
-    const std::uint64_t size = handle.size();
+  if (layout.format == FileFormat::unknown && looks_like_json_object(head)) {
+    const std::uint64_t size = source.handle.size();
     if (size > max_index_bytes) {
       throw LimitError(
           "the index takes " + std::to_string(size) + " bytes; expected at most " + std::to_string(max_index_bytes),
           {.file = file});
     }
     std::string text(static_cast<std::size_t>(size), '\0');
-    handle.read_exact(0, std::as_writable_bytes(std::span(text)));
+    source.handle.read_exact(0, std::as_writable_bytes(std::span(text)));
     layout.index = file;
-    detail::parse_state_dict_index(text, file, layout);
+    parse_state_dict_index(text, file, layout);
     if (!layout.files.empty()) layout.format = detect_format(layout.files.front());
     return layout;
   }
@@ -463,12 +549,18 @@ TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path&
   return layout;
 }
 
+}  // namespace detail
+
+TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path, std::uint64_t max_index_bytes) {
+  detail::LayoutSource source;
+  return detail::resolve_layout(path, max_index_bytes, source);
+}
+
 namespace detail {
 
-TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
-                                            const LoadWeightsFile& load_file) {
-  const StateDictLayout layout = resolve_state_dict(path, options.max_index_bytes);
-  if (layout.sharded()) return load_shards(layout, options, load_file);
+/// A layout without an index: its one file (or tree) loaded.
+inline Value load_unsharded(const StateDictLayout& layout, const StateDictLoadOptions& options,
+                            const LoadWeightsFile& load_file) {
   if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
   if (layout.format == FileFormat::npz) {
     return load_npz(layout.files.front(), {.map_location = options.map_location,
@@ -481,6 +573,28 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
   return load_file(file, layout.files.front(), layout.format);
 }
 
+TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+                                            const LoadWeightsFile& load_file) {
+  constexpr int max_attempts = 100;  // loads started again because a save replaced the index meanwhile
+  const std::size_t reported_before = options.mismatches != nullptr ? options.mismatches->size() : 0;
+  for (int attempt = 1;; ++attempt) {
+    const bool last_attempt = attempt == max_attempts;
+    LayoutSource source;
+    try {
+      const StateDictLayout layout = resolve_layout(path, options.max_index_bytes, source);
+      if (!layout.sharded()) return load_unsharded(layout, options, load_file);  // one file, opened once
+      Value merged = load_shards(layout, options, load_file);
+      if (last_attempt || !layout_changed(path, source)) return merged;
+    } catch (const Error&) {
+      if (last_attempt || !layout_changed(path, source)) throw;
+    }
+    if (options.mismatches != nullptr) {
+      options.mismatches->erase(options.mismatches->begin() + static_cast<std::ptrdiff_t>(reported_before),
+                                options.mismatches->end());
+    }
+  }
+}
+
 }  // namespace detail
 
 TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options) {
@@ -488,6 +602,25 @@ TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path, const 
       path, options, [&](const detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
         return detail::load_one_file(file, name, format, options);
       });
+}
+
+TENSORFILE_ENTRY std::vector<std::filesystem::path> leftover_save_temporaries(const std::filesystem::path& directory) {
+  const detail::FileHandle dir =
+      detail::FileHandle::try_open_at(AT_FDCWD, directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY);
+  if (!dir.valid()) throw IoError("cannot open the directory", errno, {.file = directory});
+  std::vector<detail::DirectoryEntry> entries;
+  if (const int error = detail::read_directory(dir.fd(), entries); error != 0) {
+    throw IoError("cannot read the directory", error, {.file = directory});
+  }
+  std::vector<std::string> names;
+  for (detail::DirectoryEntry& entry : entries) {
+    if (!entry.is_directory && !detail::temporary_target(entry.name).empty()) names.push_back(std::move(entry.name));
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<std::filesystem::path> paths;
+  paths.reserve(names.size());
+  for (const std::string& name : names) paths.push_back(directory / name);
+  return paths;
 }
 
 }  // namespace tensorfile

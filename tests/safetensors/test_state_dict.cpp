@@ -298,15 +298,102 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
       }
     };
     check_untouched();
-    // A directory where the third shard goes: refused before anything is written or renamed.
-    std::filesystem::remove(written.files[2]);
-    std::filesystem::create_directory(written.files[2]);
-    before[2].clear();
-    expect_error<IoError>([&] { (void)save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 32}); },
+    // A directory where the index goes: refused before anything is written or renamed.
+    std::filesystem::create_directory(dir / "dir_index");
+    std::filesystem::create_directory(dir / "dir_index" / "model.safetensors.index.json");
+    expect_error<IoError>([&] { (void)save_safetensors_sharded(tensors, dir / "dir_index", {.max_shard_size = 32}); },
                           "cannot replace a directory with a file");
-    for (std::size_t i = 0; i < written.files.size(); ++i) {
-      if (i != 2) CHECK(file_bytes(written.files[i]) == before[i]);
-    }
-    CHECK(file_bytes(written.index) == before.back());
+    CHECK(std::distance(std::filesystem::directory_iterator(dir / "dir_index"), {}) == 1);
   }
+}
+
+TEST_CASE("save_safetensors_sharded never writes over a live index's shards") {
+  tensorfile_test::ScratchDir dir;
+  const auto tensors_of = [](float value) {
+    NamedTensors tensors;
+    for (int i = 0; i < 3; ++i) tensors.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({value}, {1}));
+    return tensors;
+  };
+  const auto names_in = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "out")) names.push_back(entry.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const SafetensorsShardedSaveOptions options{.max_shard_size = 4, .sync = false};
+  const SafetensorsShards first = save_safetensors_sharded(tensors_of(1), dir / "out", options);
+  CHECK(first.files[0].filename() == "model-00001-of-00003.safetensors");
+  const SafetensorsShards second = save_safetensors_sharded(tensors_of(2), dir / "out", options);
+  CHECK(second.files[0].filename() == "model-00001-of-00003-g1.safetensors");  // the plain names were live
+  CHECK(names_in() == std::vector<std::string>{"model-00001-of-00003-g1.safetensors",
+                                               "model-00002-of-00003-g1.safetensors",
+                                               "model-00003-of-00003-g1.safetensors", "model.safetensors.index.json"});
+  CHECK(load_state_dict(dir / "out")["t2"].as_tensor().to_vector<float>() == std::vector<float>{2});
+  const SafetensorsShards third = save_safetensors_sharded(tensors_of(3), dir / "out", options);
+  CHECK(third.files[2].filename() == "model-00003-of-00003.safetensors");  // free again
+  CHECK(names_in().size() == 4);
+
+  SECTION("one shard over an index: model.safetensors alone") {
+    const SafetensorsShards one = save_safetensors_sharded(tensors_of(4), dir / "out", {.sync = false});
+    CHECK(one.index.empty());
+    CHECK(names_in() == std::vector<std::string>{"model.safetensors"});
+    CHECK(load_state_dict(dir / "out")["t0"].as_tensor().to_vector<float>() == std::vector<float>{4});
+  }
+  SECTION("a stale single file beside an index is never read, and the next save removes it") {
+    save_safetensors(tensors_of(9), dir / "out" / "model.safetensors");
+    CHECK(resolve_state_dict(dir / "out").sharded());
+    CHECK(load_state_dict(dir / "out")["t0"].as_tensor().to_vector<float>() == std::vector<float>{3});
+    (void)save_safetensors_sharded(tensors_of(5), dir / "out", options);
+    CHECK_FALSE(std::filesystem::exists(dir / "out" / "model.safetensors"));
+  }
+  SECTION("safetensors come before a torch index in a directory") {
+    std::filesystem::copy(data("sharded/torch_bin"), dir / "both");
+    (void)save_safetensors_sharded(tensors_of(6), dir / "both", {.sync = false});
+    const StateDictLayout layout = resolve_state_dict(dir / "both");
+    CHECK_FALSE(layout.sharded());
+    CHECK(layout.files.front().filename() == "model.safetensors");
+    CHECK(keys_of(load_state_dict(dir / "both")) == std::vector<std::string>{"t0", "t1", "t2"});
+  }
+}
+
+TEST_CASE("leftover_save_temporaries lists what killed saves left; the next save removes its own") {
+  tensorfile_test::ScratchDir dir;
+  const std::filesystem::path out = dir / "out";
+  std::filesystem::create_directory(out);
+  write_file(out / ".model-00001-of-00002.safetensors.tmp-0123456789abcdef", "partial");
+  write_file(out / ".model.safetensors.index.json.tmp-fedcba9876543210", "{");
+  write_file(out / ".weights.pt.tmp-00000000000000ff", "partial");  // a torch save's, another name
+  write_file(out / ".model.safetensors.tmp-xyz", "not one: no 16 hex digits");
+  std::filesystem::create_directory(out / ".dir.tmp-0123456789abcdef");  // not a file
+  CHECK(leftover_save_temporaries(out) ==
+        std::vector<std::filesystem::path>{out / ".model-00001-of-00002.safetensors.tmp-0123456789abcdef",
+                                           out / ".model.safetensors.index.json.tmp-fedcba9876543210",
+                                           out / ".weights.pt.tmp-00000000000000ff"});
+  NamedTensors tensors{{"a", Tensor::from_values<float>({1}, {1})}, {"b", Tensor::from_values<float>({2}, {1})}};
+  (void)save_safetensors_sharded(tensors, out, {.max_shard_size = 4, .sync = false});
+  CHECK(leftover_save_temporaries(out) == std::vector<std::filesystem::path>{out / ".weights.pt.tmp-00000000000000ff"});
+  expect_error<IoError>([&] { (void)leftover_save_temporaries(dir / "missing"); }, "cannot open the directory");
+}
+
+TEST_CASE("load_state_dict reports every disagreement of an index with its shards") {
+  tensorfile_test::ScratchDir dir;
+  auto map = fixture_map();
+  map.erase(map.begin());         // 0.bias, in shard 1: present but unlisted
+  map.emplace_back("ghost", s2);  // listed but missing
+  const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
+  expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
+                            "pytorch_model.bin.index.json: the index and its shards disagree on 2 tensors; expected "
+                            "every listed tensor in its shard and no other: (1) " +
+                                (ckpt / s1).string() + ": 0.bias: the shard holds tensor \"0.bias\"");
+  expect_error<FormatError>(
+      [&] { (void)load_state_dict(ckpt); },
+      "(2) " + (ckpt / s2).string() + ": ghost: tensor \"ghost\" is listed in the index but missing from its shard");
+  std::vector<FormatError> mismatches;
+  const Value agreed = load_state_dict(ckpt, {.map_location = "meta", .strict = false, .mismatches = &mismatches});
+  REQUIRE(mismatches.size() == 2);
+  CHECK(mismatches[0].member() == "0.bias");
+  CHECK(mismatches[0].path() == ckpt / s1);
+  CHECK(mismatches[1].member() == "ghost");
+  CHECK(mismatches[1].path() == ckpt / s2);
+  CHECK(agreed.as_dict().size() == 8);  // the index's names less the ghost
 }

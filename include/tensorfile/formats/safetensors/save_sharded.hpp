@@ -36,17 +36,31 @@ struct SafetensorsShards {
 
 /// Saves named tensors to the directory `directory` (created if missing) the way the Hugging Face tools
 /// shard a model: tensors in the given order fill shards of at most `.max_shard_size` tensor bytes (one
-/// larger tensor gets a shard of its own), written as `<prefix>-00001-of-0000N.safetensors` (each with the
-/// reference layout, see save_safetensors) and then `<prefix>.safetensors.index.json` ({"metadata":
-/// {"total_size": bytes}, "weight_map": {name: file}}, keys sorted, two-space indent, as transformers writes
-/// it). Everything in one shard is written as `<prefix>.safetensors` with no index, as those tools do.
-/// All or nothing as far as POSIX allows: every file is written and synced beside its name first; a failure
-/// then (disk full, EIO, a tensor refused) removes those temporaries and leaves the directory as it was.
-/// Only when all are complete is the old index removed and the files renamed into place, the new index
-/// last, so a crash among the renames leaves no index (refused by load_state_dict), never an index over
-/// shards of another save. Files of an earlier save with another shard count are not removed. Throws ArgumentError for
-/// duplicate names, tensors that share memory, a zero `.max_shard_size` or a prefix with '/', and what save_safetensors
-/// throws.
+/// larger tensor gets a shard of its own), each with the reference layout (see save_safetensors), and
+/// `<prefix>.safetensors.index.json` ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}, keys
+/// sorted, two-space indent, as transformers writes it). Everything in one shard is `<prefix>.safetensors`
+/// with no index, as those tools write it.
+///
+/// The save is one commit. Shard files are never written in place: the shards are named
+/// `<prefix>-0000K-of-0000N.safetensors` when no file has those names, else the same names with a
+/// generation, `<prefix>-0000K-of-0000N-g1.safetensors` (-g2, ... where those are taken too), so that the
+/// files of the index being replaced stay as they are while it is live; the index's weight_map names the files
+/// (the Hugging Face loaders follow it). Every file is written and synced under a hidden temporary name
+/// (`.<name>.tmp-<16 hex digits>`), renamed to its name, the directory synced, and then the new index is
+/// renamed over the old one: that rename is the commit. Only after it are the files of earlier saves of this
+/// prefix removed: shards of any count or generation that the new index does not name, and a single
+/// `<prefix>.safetensors`. A one-shard save into a directory holding an index commits by removing the index
+/// after `<prefix>.safetensors` is in place (when that name is taken, through a one-shard index naming a file
+/// of a free name, hard-linked to `<prefix>.safetensors` once the old files are gone). A crash at any point
+/// leaves the old checkpoint or the new one loadable in full by load_state_dict, which reads an index before a
+/// single file, and a load beside a save gets one of them whole (see load_state_dict).
+///
+/// Saves to one directory take turns: each holds an exclusive flock() on the directory while it runs, and
+/// first removes the temporaries that killed saves of this prefix left (leftover_save_temporaries() in
+/// state_dict.hpp lists them). A failure before the commit (disk full, EIO, a tensor refused) removes this
+/// save's temporaries and leaves the directory's files as they were. Throws ArgumentError for duplicate names,
+/// tensors that share memory, a zero `.max_shard_size` or a prefix with '/', IoError for a directory where the
+/// index or single file goes, and what save_safetensors throws.
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
                                                             const SafetensorsShardedSaveOptions& options = {});
@@ -57,14 +71,27 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors
                                                             const std::filesystem::path& directory,
                                                             const SafetensorsShardedSaveOptions& options = {});
 
+namespace detail {
+
+/// For tests only (tests/safetensors/test_sharded_commit.cpp kills a save at each step): when set, called by
+/// save_safetensors_sharded after each step of its commit with the step's name ("finished <file>", "renamed
+/// <file>", "committed <index>", "linked <file>", "removed <file>"). Not an API: it may change any time.
+inline void (*sharded_save_step_hook)(const std::string& step) = nullptr;
+
+}  // namespace detail
+
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -73,6 +100,8 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
+#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
 
 namespace tensorfile {
@@ -134,14 +163,150 @@ inline void refuse_directory_target(const std::filesystem::path& target) {
   }
 }
 
-/// "<prefix>-0000K-of-0000N.safetensors" (five digits or more, as Python's {:05d}).
-inline std::string shard_file_name(const std::string& prefix, std::size_t k, std::size_t n) {
-  char numbers[64];
-  std::snprintf(numbers, sizeof numbers, "-%05zu-of-%05zu", k, n);
+/// "<prefix>-0000K-of-0000N.safetensors" (five digits or more, as Python's {:05d}), with "-g<generation>"
+/// before the extension for a generation above 0.
+inline std::string shard_file_name(const std::string& prefix, std::size_t k, std::size_t n,
+                                   std::size_t generation = 0) {
+  char numbers[96];
+  if (generation == 0) {
+    std::snprintf(numbers, sizeof numbers, "-%05zu-of-%05zu", k, n);
+  } else {
+    std::snprintf(numbers, sizeof numbers, "-%05zu-of-%05zu-g%zu", k, n, generation);
+  }
   std::string name = prefix;
   name += numbers;
   name += ".safetensors";
   return name;
+}
+
+/// Whether `text` is at least `least` ASCII digits and nothing else.
+inline bool all_digits(std::string_view text, std::size_t least) noexcept {
+  return text.size() >= least && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Whether `name` is a shard name shard_file_name() gives `prefix`, of any number, count and generation.
+inline bool is_shard_file_name(std::string_view name, std::string_view prefix) noexcept {
+  constexpr std::string_view extension = ".safetensors";
+  if (name.size() <= prefix.size() + extension.size() || !name.starts_with(prefix) || !name.ends_with(extension) ||
+      name[prefix.size()] != '-') {
+    return false;
+  }
+  std::string_view rest = name.substr(prefix.size() + 1, name.size() - prefix.size() - 1 - extension.size());
+  const std::size_t of = rest.find("-of-");
+  if (of == std::string_view::npos || !all_digits(rest.substr(0, of), 5)) return false;
+  rest.remove_prefix(of + 4);
+  const std::size_t generation = rest.find("-g");
+  return all_digits(rest.substr(0, generation), 5) &&
+         (generation == std::string_view::npos || all_digits(rest.substr(generation + 2), 1));
+}
+
+/// The name whose temporary `name` is, as AtomicFileSink names them (".<name>.tmp-<16 hex digits>"); empty when
+/// `name` is no such temporary.
+inline std::string_view temporary_target(std::string_view name) noexcept {
+  constexpr std::string_view mark = ".tmp-";
+  constexpr std::size_t digits = 16;
+  if (name.size() < 2 + mark.size() + digits || name.front() != '.') return {};
+  const std::string_view hex = name.substr(name.size() - digits);
+  const bool is_hex =
+      std::all_of(hex.begin(), hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  if (!is_hex || name.substr(name.size() - digits - mark.size(), mark.size()) != mark) return {};
+  return name.substr(1, name.size() - 1 - mark.size() - digits);
+}
+
+/// The directory of one save, open and locked against other saves for the save's life (flock(): released when
+/// the descriptor closes, also when the process is killed). Where the file system refuses the lock the save goes
+/// on unlocked and leaves other saves' temporaries alone.
+class SaveDirectory {
+ public:
+  explicit SaveDirectory(std::filesystem::path path) : path_(std::move(path)) {
+    const char* name = path_.empty() ? "." : path_.c_str();
+    dir_ = FileHandle::try_open_at(AT_FDCWD, name, O_RDONLY | O_DIRECTORY);
+    if (!dir_.valid()) throw IoError("cannot open the directory", errno, {.file = path_});
+    int result = 0;
+    do {
+      result = ::flock(dir_.fd(), LOCK_EX);
+    } while (result != 0 && errno == EINTR);
+    locked_ = result == 0;
+  }
+
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  [[nodiscard]] bool locked() const noexcept { return locked_; }
+
+  /// Whether `name` is taken (by anything: a file, a directory, a link, or a name that cannot be checked).
+  [[nodiscard]] bool taken(const std::string& name) const {
+    struct stat info {};
+    return ::fstatat(dir_.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+  }
+
+  /// The directory's names (nothing when it cannot be read: what is left is removed by a later save).
+  [[nodiscard]] std::vector<std::string> names() const {
+    std::vector<DirectoryEntry> entries;
+    (void)read_directory(dir_.fd(), entries);
+    std::vector<std::string> out;
+    out.reserve(entries.size());
+    for (DirectoryEntry& entry : entries) {
+      if (!entry.is_directory) out.push_back(std::move(entry.name));
+    }
+    return out;
+  }
+
+  /// Unlinks `name`; whether it went.
+  bool remove(const std::string& name) const { return ::unlinkat(dir_.fd(), name.c_str(), 0) == 0; }
+
+  /// Makes the names' changes durable (best effort: every file is already synced).
+  void sync() const { (void)::fsync(dir_.fd()); }
+
+  [[nodiscard]] int fd() const noexcept { return dir_.fd(); }
+
+ private:
+  std::filesystem::path path_;
+  FileHandle dir_;
+  bool locked_ = false;
+};
+
+/// Tells the test hook that `step` is done.
+inline void sharded_save_step(std::string_view what, const std::string& name) {
+  if (sharded_save_step_hook != nullptr) sharded_save_step_hook(std::string(what) + " " + name);
+}
+
+/// Removes the temporaries that killed saves of `prefix` left in `dir` (those of its index, its single file and
+/// its shards), which no other save can be writing while `dir` is locked.
+inline void remove_leftover_temporaries(const SaveDirectory& dir, const std::string& prefix) {
+  if (!dir.locked()) return;
+  const std::string index = prefix + ".safetensors.index.json";
+  const std::string single = prefix + ".safetensors";
+  for (const std::string& name : dir.names()) {
+    const std::string_view target = temporary_target(name);
+    if (target == index || target == single || is_shard_file_name(target, prefix)) (void)dir.remove(name);
+  }
+}
+
+/// After a commit: removes what earlier saves of `prefix` left, the shards the new files `keep` do not name
+/// and (unless kept) the single `<prefix>.safetensors`. Best effort: a file left over is never loaded (an
+/// index comes before a single file, and names its shards), and the next save removes it.
+inline void remove_earlier_files(const SaveDirectory& dir, const std::string& prefix,
+                                 const std::vector<std::string>& keep, bool sync) {
+  const std::string single = prefix + ".safetensors";
+  bool removed = false;
+  for (const std::string& name : dir.names()) {
+    if (!(name == single || is_shard_file_name(name, prefix))) continue;
+    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
+    if (dir.remove(name)) {
+      removed = true;
+      sharded_save_step("removed", name);
+    }
+  }
+  if (removed && sync) dir.sync();
+}
+
+/// Writes one file of a save and syncs it under its temporary name (AtomicFileSink::finish), for a later rename.
+inline std::unique_ptr<AtomicFileSink> finished_file(const std::filesystem::path& target, bool sync,
+                                                     const std::function<void(ByteSink&)>& write) {
+  auto file = std::make_unique<AtomicFileSink>(target, sync);
+  write(*file);
+  file->finish();
+  sharded_save_step("finished", target.filename().string());
+  return file;
 }
 
 }  // namespace detail
@@ -172,44 +337,88 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) throw IoError("cannot create the directory", error.value(), {.file = directory});
-  const SafetensorsSaveOptions shard_options{.metadata = options.metadata, .sync = options.sync};
-  std::vector<std::pair<std::string, std::string>> weight_map;
-  weight_map.reserve(tensors.size());
+  const detail::SaveDirectory dir(directory);  // locked until the save returns
+  detail::remove_leftover_temporaries(dir, options.prefix);
+  const std::string index_name = options.prefix + ".safetensors.index.json";
+  const std::string single_name = options.prefix + ".safetensors";
+  const bool has_index = dir.taken(index_name);
+  detail::refuse_directory_target(directory / index_name);
+
+  // The new files' names: none may be a file the live index names, and none is any file there now (so an
+  // earlier save's leftovers are never written over either); a generation above 0 when the plain names are taken.
+  std::vector<std::string> file_names(count);
+  const bool plain_single = count == 1 && !(has_index && dir.taken(single_name));
+  if (plain_single) {
+    detail::refuse_directory_target(directory / single_name);
+    file_names[0] = single_name;  // no index: replaces the single file; else: not read until the index goes
+  } else {
+    for (std::size_t generation = 0;; ++generation) {
+      bool free = true;
+      for (std::size_t k = 0; k < count && free; ++k) {
+        file_names[k] = detail::shard_file_name(options.prefix, k + 1, count, generation);
+        free = !dir.taken(file_names[k]);
+      }
+      if (free) break;
+    }
+  }
+
   // Every file is written and synced under a temporary name before any is renamed, so a failure while
   // writing (a full disk, EIO, a refused tensor in shard k) removes the temporaries and leaves whatever
   // was in the directory untouched.
+  const SafetensorsSaveOptions shard_options{.metadata = options.metadata, .sync = options.sync};
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  weight_map.reserve(tensors.size());
   std::vector<std::unique_ptr<detail::AtomicFileSink>> files;  // the shards, then the index
   files.reserve(count + 1);
   for (std::size_t k = 0; k < count; ++k) {
-    const std::string name =
-        count == 1 ? options.prefix + ".safetensors" : detail::shard_file_name(options.prefix, k + 1, count);
     NamedTensors shard;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (shard_of[i] != k) continue;
       shard.push_back(tensors[i]);
-      weight_map.emplace_back(tensors[i].first, name);
+      weight_map.emplace_back(tensors[i].first, file_names[k]);
     }
-    written.files.push_back(directory / name);
-    detail::refuse_directory_target(written.files.back());
-    files.push_back(std::make_unique<detail::AtomicFileSink>(written.files.back(), options.sync));
-    detail::write_safetensors(shard, *files.back(), shard_options);
-    files.back()->finish();
+    written.files.push_back(directory / file_names[k]);
+    files.push_back(detail::finished_file(written.files.back(), options.sync, [&](detail::ByteSink& sink) {
+      detail::write_safetensors(shard, sink, shard_options);
+    }));
   }
-  if (count > 1) {
-    written.index = directory / (options.prefix + ".safetensors.index.json");
-    detail::refuse_directory_target(written.index);
+  if (!plain_single) {
+    written.index = directory / index_name;
     const std::string index = detail::safetensors_index_json(written.total_size, std::move(weight_map));
-    files.push_back(std::make_unique<detail::AtomicFileSink>(written.index, options.sync));
-    files.back()->write(std::as_bytes(std::span(index)));
-    files.back()->finish();
-    // POSIX renames one file at a time. The old index goes first: should a rename fail or the machine
-    // stop among the renames, the directory has no index (a load refuses it) rather than an old index
-    // over a mix of old and new shards of the same names (a load would return mixed weights).
-    if (::unlink(written.index.c_str()) != 0 && errno != ENOENT) {
-      throw IoError("cannot remove the old index before replacing its shards", errno, {.file = written.index});
+    files.push_back(detail::finished_file(
+        written.index, options.sync, [&](detail::ByteSink& sink) { sink.write(std::as_bytes(std::span(index))); }));
+  }
+  // The shards' renames change no name the live index reads (theirs were free); the index's rename is the
+  // commit (or, for one shard beside an index, the index's removal below).
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    files[k]->commit();
+    detail::sharded_save_step(k < count ? "renamed" : "committed", k < count ? file_names[k] : index_name);
+  }
+  if (plain_single && has_index) {
+    if (!dir.remove(index_name) && errno != ENOENT) {
+      throw IoError("cannot remove the old index after writing the single file", errno,
+                    {.file = directory / index_name});
+    }
+    if (options.sync) dir.sync();
+    detail::sharded_save_step("removed", index_name);
+  }
+  detail::remove_earlier_files(dir, options.prefix, file_names, options.sync);
+  if (count == 1 && !plain_single) {
+    // One shard committed under a free name beside the index naming it, the old files gone: it becomes the
+    // single file by a second name, then the index and the shard's own name go. A file system that refuses
+    // hard links (or an index that cannot be removed) keeps the one-shard index, a checkpoint as good.
+    if (::linkat(dir.fd(), file_names[0].c_str(), dir.fd(), single_name.c_str(), 0) == 0) {
+      if (options.sync) dir.sync();
+      detail::sharded_save_step("linked", single_name);
+      if (!dir.remove(index_name)) return written;
+      if (options.sync) dir.sync();
+      detail::sharded_save_step("removed", index_name);
+      (void)dir.remove(file_names[0]);
+      detail::sharded_save_step("removed", file_names[0]);
+      written.files = {directory / single_name};
+      written.index.clear();
     }
   }
-  for (const auto& file : files) file->commit();  // the index last
   return written;
 }
 
