@@ -61,19 +61,12 @@ struct SafetensorsHeader {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
-#include <algorithm>
-#include <array>
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 
 namespace tensorfile {
-
-namespace detail {
-
-}  // namespace detail
 
 TENSORFILE_ENTRY SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, std::uint64_t file_size,
                                                             const std::filesystem::path& file,
