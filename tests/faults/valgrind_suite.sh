@@ -13,6 +13,8 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2
 # name pattern (Catch2 test spec) | why it is skipped under valgrind
 SKIPS=(
   "*SIGBUS*|a child process dies of SIGBUS on purpose (a file shrunk under its mapping); valgrind reports the signal as an error"
+  "*beside a writer saving again and again*|10,000 loads beside a writer process; it runs natively in CI (label long)"
+  "*killed after any step of its commit*|about 100 forked saves killed in turn; it runs natively and under ASan+UBSan in CI"
   "*every one-byte change and truncation*|14,000 runs of mutated pickles take minutes under memcheck; the case runs natively and under ASan+UBSan in CI"
 )
 spec=()
