@@ -72,6 +72,116 @@ TEST_CASE("SIMD and portable kernels agree", "[convert]") {
   CHECK(std::memcmp(x.data(), y.data(), x.size() * 4) == 0);
 }
 
+namespace {
+// Every NaN class of a float format as unsigned bits: quiet and signalling, both signs, payload (the mantissa bits
+// below the quiet bit) lowest, highest, all or none; each repeated so that the SIMD bodies, not only their tails,
+// see it.
+std::vector<std::uint64_t> nan_classes(int exponent_bits, int mantissa_bits) {
+  const std::uint64_t quiet = std::uint64_t{1} << (mantissa_bits - 1);
+  const std::uint64_t exponent = ((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits;
+  const std::uint64_t sign = std::uint64_t{1} << (exponent_bits + mantissa_bits);
+  std::vector<std::uint64_t> out;
+  for (int round = 0; round < 4; ++round) {
+    for (const std::uint64_t s : {std::uint64_t{0}, sign}) {
+      for (const std::uint64_t q : {std::uint64_t{0}, quiet}) {
+        for (const std::uint64_t payload : {std::uint64_t{0}, std::uint64_t{1}, quiet >> 1, quiet - 1}) {
+          if ((q | payload) != 0) out.push_back(s | exponent | q | payload);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// A tensor of `dtype` holding `bits`, contiguous (every = 1) or every other element of a longer storage.
+Tensor from_bits(DType dtype, const std::vector<std::uint64_t>& bits, std::int64_t every) {
+  const std::size_t elem = element_size(dtype);
+  auto storage = heap_storage(bits.size() * elem * static_cast<std::size_t>(every));
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    std::memcpy(storage.mutable_data() + i * elem * static_cast<std::size_t>(every), &bits[i], elem);  // little-endian
+  }
+  return {std::move(storage), dtype, {static_cast<std::int64_t>(bits.size())}, {every}};
+}
+
+std::vector<std::byte> bytes_of(const Tensor& t) {
+  std::vector<std::byte> out(t.nbytes());
+  t.copy_into(std::span<std::byte>(out));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("NaN classes convert to the same bits on the SIMD, portable and element-wise paths", "[convert]") {
+  // Contiguous sources take the fast kernels (AVX2/F16C where the CPU has them); strided ones go element by element.
+  // The interop.convert test checks the element-wise bits against real torch.
+  struct Source {
+    DType dtype;
+    int exponent_bits;
+    int mantissa_bits;
+  };
+  const Source sources[] = {
+      {DType::Float16, 5, 10}, {DType::BFloat16, 8, 7}, {DType::Float32, 8, 23}, {DType::Float64, 11, 52}};
+  const DType targets[] = {DType::Float16,     DType::BFloat16,        DType::Float32,         DType::Float64,
+                           DType::Complex32,   DType::Complex64,       DType::Complex128,      DType::Float8_e4m3fn,
+                           DType::Float8_e5m2, DType::Float8_e4m3fnuz, DType::Float8_e5m2fnuz, DType::Float8_e8m0fnu};
+  for (const Source& source : sources) {
+    const auto bits = nan_classes(source.exponent_bits, source.mantissa_bits);
+    const Tensor dense = from_bits(source.dtype, bits, 1);
+    const Tensor strided = from_bits(source.dtype, bits, 2);
+    for (const DType target : targets) {
+      INFO(dtype_name(source.dtype) << " -> " << dtype_name(target));
+      const Tensor a = dense.to(target);
+      CHECK(bytes_of(a) == bytes_of(strided.to(target)));
+      // The same dtype is the tensor itself, bits kept.
+      if (target == source.dtype || (target != DType::BFloat16 && target != DType::Float16)) continue;
+      std::vector<std::uint16_t> got(bits.size()), expected(bits.size());
+      std::memcpy(got.data(), bytes_of(a).data(), got.size() * 2);
+      for (std::size_t i = 0; i < bits.size(); ++i) {
+        const bool negative = (bits[i] >> (source.exponent_bits + source.mantissa_bits)) != 0;
+        // bfloat16: torch's c10::BFloat16 gives one NaN whatever the sign and payload; float16: sign | 0x7E00.
+        expected[i] = target == DType::BFloat16 ? 0x7FC0 : (negative ? 0xFE00 : 0x7E00);
+      }
+      CHECK(got == expected);
+    }
+  }
+  // The kernels themselves, against the element-wise codecs, whichever of them convert_contiguous_fast picked.
+  const auto f32_bits = nan_classes(8, 23);
+  std::vector<float> f32(f32_bits.size());
+  for (std::size_t i = 0; i < f32.size(); ++i) f32[i] = std::bit_cast<float>(static_cast<std::uint32_t>(f32_bits[i]));
+  std::vector<std::uint16_t> portable(f32.size());
+  detail::convert_f32_to_bf16(f32.data(), portable.data(), f32.size());
+  CHECK(portable == std::vector<std::uint16_t>(f32.size(), 0x7FC0));
+  detail::convert_f32_to_f16(f32.data(), portable.data(), f32.size());
+  for (std::size_t i = 0; i < f32.size(); ++i) CHECK(portable[i] == detail::float_to_half_bits(f32[i]));
+#if defined(TENSORFILE_CONVERT_X86)
+  if (detail::cpu_has_avx2_f16c()) {
+    std::vector<std::uint16_t> simd(f32.size());
+    detail::convert_f32_to_bf16_avx2(f32.data(), simd.data(), f32.size());
+    CHECK(simd == std::vector<std::uint16_t>(f32.size(), 0x7FC0));
+    detail::convert_f32_to_f16_avx2(f32.data(), simd.data(), f32.size());
+    CHECK(simd == portable);
+    std::vector<double> wide(f32.size()), wide_simd(f32.size());
+    detail::convert_f32_to_f64(f32.data(), wide.data(), f32.size());
+    detail::convert_f32_to_f64_avx2(f32.data(), wide_simd.data(), f32.size());
+    CHECK(std::memcmp(wide.data(), wide_simd.data(), wide.size() * 8) == 0);
+    const auto f64_bits = nan_classes(11, 52);
+    std::vector<double> f64(f64_bits.size());
+    for (std::size_t i = 0; i < f64.size(); ++i) f64[i] = std::bit_cast<double>(f64_bits[i]);
+    std::vector<float> narrow(f64.size()), narrow_simd(f64.size());
+    detail::convert_f64_to_f32(f64.data(), narrow.data(), f64.size());
+    detail::convert_f64_to_f32_avx2(f64.data(), narrow_simd.data(), f64.size());
+    CHECK(std::memcmp(narrow.data(), narrow_simd.data(), narrow.size() * 4) == 0);
+    const auto h_bits = nan_classes(5, 10);
+    std::vector<std::uint16_t> h(h_bits.begin(), h_bits.end());
+    std::vector<float> hf(h.size()), hf_simd(h.size());
+    detail::convert_f16_to_f32(h.data(), hf.data(), h.size());
+    detail::convert_f16_to_f32_avx2(h.data(), hf_simd.data(), h.size());
+    CHECK(std::memcmp(hf.data(), hf_simd.data(), hf.size() * 4) == 0);
+  } else {
+    WARN("this CPU lacks AVX2/F16C: the SIMD kernels were not compared");
+  }
+#endif
+}
+
 TEST_CASE("conversions torch 1.13 cannot check", "[convert]") {
   SECTION("unsigned 16/32/64-bit integers") {
     const Tensor f = Tensor::from_values<double>({-1.0, 65536.5, 3e9, -3e9, 1.8e19, 2e19, std::nan(""), 7.9});

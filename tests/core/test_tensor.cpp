@@ -77,7 +77,59 @@ TEST_CASE("Tensor construction checks the view against its storage", "[tensor]")
     REQUIRE_THROWS_WITH(Tensor(s, DType::Float32, {2}, {1, 1}),
                         "tensorfile: sizes (2,) and strides (1, 1) differ in length");
     REQUIRE_THROWS_WITH(Tensor::zeros({std::int64_t{1} << 62, 4}, DType::Float32),
-                        "tensorfile: shape (4611686018427387904, 4) overflows int64 bytes");
+                        "tensorfile: shape (4611686018427387904, 4) of float32 overflows int64 bytes (each 0 counted "
+                        "as 1, as numpy counts); expected at most 9223372036854775807 bytes");
+  }
+}
+
+TEST_CASE("Shape arithmetic is checked, empty tensors included (issue 39)", "[tensor]") {
+  constexpr std::int64_t big = std::int64_t{1} << 32;
+  SECTION("row-major strides count a 0 as 1, and refuse what overflows") {
+    CHECK(detail::contiguous_strides(Shape{0, 1 << 30, 1 << 30}) == Shape{std::int64_t{1} << 60, 1 << 30, 1});
+    CHECK(detail::contiguous_strides(Shape{big, big, 0}) == Shape{big, 1, 1});
+    CHECK(detail::contiguous_strides(Shape{std::int64_t{1} << 62, big}) == Shape{big, 1});  // dim 0 never multiplies
+    REQUIRE_THROWS_WITH(detail::contiguous_strides(Shape{0, big, big}),
+                        "tensorfile: the row-major strides of shape (0, 4294967296, 4294967296) overflow int64; "
+                        "expected sizes after the first whose product (each 0 counted as 1) fits");
+    CHECK_THROWS_AS(Tensor::zeros({0, big, big}, DType::Float32), ArgumentError);
+    CHECK_THROWS_AS(Tensor::zeros({big, big, 0}, DType::Float32), ArgumentError);  // numpy refuses it too
+    CHECK(Tensor::zeros({0, 1 << 30, 1 << 30}, DType::Float32).strides() == Shape{std::int64_t{1} << 60, 1 << 30, 1});
+    CHECK_THROWS_AS(Tensor::zeros({0, 3}, DType::Float32).reshape({0, big, big}), ArgumentError);
+  }
+  SECTION("an empty tensor with torch's wrapped strides: views check their offsets, nothing overflows") {
+    // torch.empty(0, 2**32, 2**32).stride() is (0, 2**32, 1): the first stride wrapped from 2^64.
+    const Tensor t(heap_storage(8), DType::Float32, {0, big, big}, {0, big, 1});
+    CHECK(t.numel() == 0);
+    CHECK(t.nbytes() == 0);
+    CHECK(t.is_contiguous());
+    CHECK(t.unsqueeze(0).strides() == Shape{0, 0, big, 1});  // 0 * 0: torch's stride for the new dimension
+    CHECK(t.unsqueeze(1).strides() == Shape{0, 1, big, 1});  // 2^32 * 2^32 overflows; 1 stands in
+    CHECK(t.select(2, 5).storage_offset() == 5);
+    REQUIRE_THROWS_WITH(t.select(1, big - 1),
+                        "tensorfile: moving 4294967295 steps of stride 4294967296 along dimension 1 from storage "
+                        "offset 0 overflows int64");
+    CHECK_THROWS_AS(t.narrow(1, big, 0), ArgumentError);
+    CHECK_THROWS_AS(t.slice(1, big - 1, big), ArgumentError);
+    CHECK(t.transpose(0, 2).strides() == Shape{1, big, 0});
+    CHECK(t.to_vector<float>().empty());
+    CHECK_THROWS_AS(t.clone(), ArgumentError);  // its row-major strides cannot be written down
+  }
+  SECTION("an empty tensor's offset past its storage points at the storage's end") {
+    const Storage s = heap_storage(8);
+    const Tensor far(s, DType::Float32, {0}, {1}, std::numeric_limits<std::int64_t>::max());
+    CHECK(far.data<const float>() == reinterpret_cast<const float*>(s.data() + 8));
+    const Tensor near(s, DType::Float32, {0}, {1}, 1);
+    CHECK(near.data<const float>() == reinterpret_cast<const float*>(s.data()) + 1);
+  }
+  SECTION("TensorView counts its elements with checked arithmetic") {
+    float x = 0.0f;
+    CHECK(TensorView<float>(&x, {big, big, 0}, {0, 0, 0}).numel() == 0);
+    CHECK(TensorView<float>(&x, {big, big, 0}, {0, 0, 0}).begin() ==
+          TensorView<float>(&x, {big, big, 0}, {0, 0, 0}).end());
+    REQUIRE_THROWS_WITH(TensorView<float>(&x, {big, big}, {0, 0}),
+                        "tensorfile: a view's element count overflows int64");
+    REQUIRE_THROWS_WITH(TensorView<float>(&x, {-1}, {1}),
+                        "tensorfile: a view's size is negative; expected sizes of 0 or more, got -1");
   }
 }
 

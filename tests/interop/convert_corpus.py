@@ -8,8 +8,15 @@ Usage: convert_corpus.py [--small] --write CORPUS            (write the corpus o
 For every pair of dtypes torch 1.13 has (bool, uint8, int8..int64, float16, bfloat16, float32, float64,
 complex32, complex64, complex128) the corpus holds source values that include every rounding edge (ties,
 subnormals, +-0, NaN payloads, inf, max/min, values just past each integer range; all 65536 float16 and
-bfloat16 bit patterns unless --small) and the bytes torch's `.to()` gives for them. The driver converts the
-same values with tensorfile (contiguous and strided) and reports every byte difference.
+bfloat16 bit patterns unless --small; every NaN class of every float width: quiet and signalling, both signs,
+lowest, highest and all payload bits) and the bytes torch's `.to()` gives for them. The driver converts the same
+values with tensorfile (contiguous and strided) and reports every byte difference.
+
+torch 1.13 converts a NaN to bfloat16 as 0x7FC0 (c10::BFloat16) on its element-wise path, but as 0xFFFF in its AVX2
+kernels for contiguous float32 sources and for the 16-element blocks of contiguous float64 ones; which elements take
+which path depends on the tensor's layout, length and torch's thread count. The corpus holds the element-wise
+results, and this script checks that torch's bulk results equal them everywhere else: for every other pair and
+value, and for every non-NaN value of those two.
 
 Corpus format: b"TFCONV1\\n", then per pair: u8 length + source dtype name, u8 length + destination dtype
 name, u64 little-endian count, count source elements, count destination elements.
@@ -96,6 +103,27 @@ NAN64 = [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FF800000
          0x7FF4000000000000, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0xFFF0000000000000, 0x8000000000000000]
 
 
+def nan_classes(exponent_bits, mantissa_bits):
+    """The bits of every NaN class of a float format: quiet and signalling, both signs, and the payload (the
+    mantissa bits below the quiet bit) lowest bit, highest bit, all bits or none (a signalling NaN needs one)."""
+    width = 1 + exponent_bits + mantissa_bits
+    quiet_bit = 1 << (mantissa_bits - 1)
+    payloads = {0, 1, quiet_bit >> 1, quiet_bit - 1, 0x5 & (quiet_bit - 1)}
+    out = set()
+    for sign in (0, 1 << (width - 1)):
+        for quiet in (0, quiet_bit):
+            for payload in payloads:
+                if quiet | payload:
+                    out.add(sign | (((1 << exponent_bits) - 1) << mantissa_bits) | quiet | payload)
+    return sorted(out)
+
+
+def int_view(bits, width, dtype):
+    """The float tensor of `dtype` whose elements have the unsigned `bits` (of `width` bits)."""
+    signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
+    return torch.tensor([b - 2**width if b >= 2**(width - 1) else b for b in bits], dtype=signed).view(dtype)
+
+
 def source_values(dtype, small):
     """A 1-d tensor of source values of `dtype`."""
     reals = real_edges() + random_reals(0 if small else 400, 7)
@@ -120,13 +148,15 @@ def source_values(dtype, small):
                            0x477F, 0x4780, 0x6400, 0x7000})
         else:
             bits = list(range(65536))
-        return torch.tensor([b - 65536 if b >= 32768 else b for b in bits], dtype=torch.int16).view(dtype)
+        exponent_bits = 5 if dtype == torch.float16 else 8
+        bits = sorted(set(bits) | set(nan_classes(exponent_bits, 15 - exponent_bits)))
+        return int_view(bits, 16, dtype)
     if dtype == torch.float32:
         return torch.cat([torch.tensor(reals, dtype=torch.float64).to(torch.float32), f32_from_bits(NAN32),
-                          torch.tensor(reals, dtype=torch.float32)])
+                          int_view(nan_classes(8, 23), 32, torch.float32), torch.tensor(reals, dtype=torch.float32)])
     if dtype == torch.float64:
         return torch.cat([torch.tensor(reals, dtype=torch.float64), f64_from_bits(NAN64),
-                          f32_from_bits(NAN32).to(torch.float64)])
+                          int_view(nan_classes(11, 52), 64, torch.float64), f32_from_bits(NAN32).to(torch.float64)])
     # complex: the real edges as real parts, imaginary parts that differ (so dropping them shows)
     part = torch.complex64 if dtype == torch.complex32 else dtype
     real_dtype = torch.float64 if part == torch.complex128 else torch.float32
@@ -143,11 +173,25 @@ def source_values(dtype, small):
     return values
 
 
+def is_nan(x):
+    return torch.isnan(x.real) | torch.isnan(x.imag) if x.is_complex() else torch.isnan(x)
+
+
 def torch_convert(x, dtype):
-    """torch's `.to(dtype)` of x, every element converted on torch's bulk (vectorised) path: the values are
-    followed by padding, so none of them falls into the short tail that torch converts one by one."""
-    padded = torch.cat([x, torch.zeros(64, dtype=x.dtype)])
-    return padded.to(dtype)[: x.numel()]
+    """torch's element-wise `.to(dtype)` of x: x is read as every other element of a twice longer tensor, which
+    torch converts one element at a time. Its bulk (vectorised) results, from x followed by padding so that no value
+    falls into the tail it converts one by one, must be the same bytes except for NaN -> bfloat16 from float32 and
+    float64 (see the top of this file); AssertionError otherwise."""
+    spread = torch.zeros(2 * x.numel(), dtype=x.dtype)
+    spread[::2] = x
+    one_by_one = spread[::2].to(dtype)
+    bulk = torch.cat([x, torch.zeros(64, dtype=x.dtype)]).to(dtype)[: x.numel()]
+    kept = torch.ones(x.numel(), dtype=torch.bool)
+    if dtype == torch.bfloat16 and x.dtype in (torch.float32, torch.float64):
+        kept = ~is_nan(x)
+        assert bool((bulk[~kept].view(torch.int16) == -1).all()), f"{x.dtype} NaN -> bfloat16 in bulk is not 0xFFFF"
+    assert raw_bytes(bulk[kept]) == raw_bytes(one_by_one[kept]), f"{x.dtype} -> {dtype}: bulk and one by one differ"
+    return one_by_one
 
 
 def write_corpus(path, small):

@@ -187,11 +187,20 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
   check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 8),
         "FormatError: tensorfile: shape has a negative dimension (at byte 61)");
   check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 8),
-        "FormatError: tensorfile: the shape's element count overflows 64 bits (at byte 10)");
+        "FormatError: tensorfile: the shape (4294967296, 4294967296) of <f4 overflows 64-bit byte counts (each 0 "
+        "counted as 1, as numpy counts); expected at most 9223372036854775807 bytes (at byte 10)");
+  // Issue 39: no data, but dimension 0 would step by 2^64 elements (numpy: "array is too big"; torch wraps it to 0).
+  check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", 0),
+        "FormatError: tensorfile: the shape (0, 4294967296, 4294967296) of <f4 overflows 64-bit byte counts (each 0 "
+        "counted as 1, as numpy counts); expected at most 9223372036854775807 bytes (at byte 10)");
+  check(npy_of("{'descr': '<f4', 'fortran_order': True, 'shape': (4294967296, 4294967296, 0), }", 0),
+        "FormatError: tensorfile: the shape (4294967296, 4294967296, 0) of <f4 overflows 64-bit byte counts (each 0 "
+        "counted as 1, as numpy counts); expected at most 9223372036854775807 bytes (at byte 10)");
   check(npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 8),
         "FormatError: tensorfile: a shape dimension does not fit in 64 bits (at byte 61)");
   check(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }", 8),
-        "FormatError: tensorfile: the shape's byte count overflows 64 bits (at byte 10)");
+        "FormatError: tensorfile: the shape (2305843009213693952,) of <f8 overflows 64-bit byte counts (each 0 "
+        "counted as 1, as numpy counts); expected at most 9223372036854775807 bytes (at byte 10)");
   check(npy_of("{'descr': '<q9', 'fortran_order': False, 'shape': (2,), }", 8),
         "FormatError: tensorfile: unknown descr '<q9' (at byte 20)");
   check(npy_of("{'descr': '!f4', 'fortran_order': False, 'shape': (2,), }", 8),
@@ -215,6 +224,16 @@ TEST_CASE("load_npy refuses hostile headers with their error and byte offset") {
   check("PK\x03\x04 not npy",
         "FormatError: tensorfile: not a .npy file; expected the magic \"\\x93NUMPY\" first (at byte 0)");
 
+  SECTION("an empty array within numpy's bound loads, with torch's strides") {
+    for (const char* order : {"False", "True"}) {
+      const Tensor t = load_npy(byte_span(npy_of(
+          std::string("{'descr': '<f4', 'fortran_order': ") + order + ", 'shape': (0, 1073741824, 1073741824), }", 0)));
+      CHECK(t.sizes() == Shape{0, 1 << 30, 1 << 30});
+      CHECK(t.numel() == 0);
+      CHECK(t.is_contiguous());
+      CHECK(t.to_vector<float>().empty());
+    }
+  }
   SECTION("a path input names the file") {
     tensorfile_test::ScratchDir dir;
     write_file(dir / "bad.npy", npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 8));

@@ -102,7 +102,18 @@ std::vector<Case> corpus() {
       "tensorfile: w: shape (2, 3) of F32 takes 24 bytes; expected data_offsets [0, 20] to hold as many, got 20 (at "
       "byte 13)");
   add("size_overflow", file_of(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0),
-      "FormatError", "tensorfile: w: shape (4294967296, 4294967296) of F64 overflows 64-bit byte counts (at byte 13)");
+      "FormatError",
+      "tensorfile: w: shape (4294967296, 4294967296) of F64 overflows 64-bit byte counts (each 0 counted as 1, as "
+      "numpy counts); expected at most 9223372036854775807 bytes (at byte 36)");
+  // Issue 39: no data, but dimension 0 would step by 2^64 elements (the reference accepts it; torch wraps the stride).
+  add("empty_stride_overflow",
+      file_of(R"({"w":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})", 0), "FormatError",
+      "tensorfile: w: shape (0, 4294967296, 4294967296) of F32 overflows 64-bit byte counts (each 0 counted as 1, as "
+      "numpy counts); expected at most 9223372036854775807 bytes (at byte 36)");
+  add("empty_trailing_zero_overflow",
+      file_of(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", 0), "FormatError",
+      "tensorfile: w: shape (4294967296, 4294967296, 0) of U8 overflows 64-bit byte counts (each 0 counted as 1, as "
+      "numpy counts); expected at most 9223372036854775807 bytes (at byte 35)");
   add("duplicate_name", file_of("{" + w8 + "," + w8 + "}", 16), "FormatError",
       "tensorfile: w: duplicate tensor name (at byte 62)");
   add("name_with_nul", file_of(R"({"a\u0000b":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})", 0), "FormatError",
@@ -152,6 +163,8 @@ std::vector<Case> corpus() {
   add("unknown_keys_ignored", file_of(R"({"w":{"dtype":"F32","x":{"y":[null]},"shape":[2],"data_offsets":[0,8]}})", 8),
       "OK", "");
   add("metadata_null", file_of(R"({"__metadata__":null})", 0), "OK", "");
+  add("empty_within_bound",
+      file_of(R"({"w":{"dtype":"F32","shape":[0,1073741824,1073741824],"data_offsets":[0,0]}})", 0), "OK", "");
   return c;
 }
 

@@ -17,9 +17,11 @@
 // - integer -> integer keeps the low bits (two's complement); anything -> bool is `!= 0`; bool -> x is 0 or 1.
 // - float64 and integers -> float16/bfloat16 go through float32 first (so float64 rounds twice, as in torch).
 // - Narrowing floats round to nearest even. float16 results of NaN are sign | 0x7E00; bfloat16 results of NaN
-//   are 0xFFFF from float32 and float64 (torch's vectorised path), 0x7FC0 from float16, complex and other sources
-//   (its scalar path). float16 -> float32 quiets a signalling NaN and keeps its payload; bfloat16 ->
-//   float32 keeps the bits.
+//   are 0x7FC0 from every source: c10::BFloat16's own conversion, which torch applies to strided sources, short
+//   float64 tensors and every tail, and everywhere under ATEN_CPU_CAPABILITY=default. (Its AVX2 kernels give 0xFFFF
+//   instead for contiguous float32 sources and for the whole 16-element blocks of contiguous float64 ones, so there a
+//   NaN's bits depend on its place and on torch's thread count; no conversion of the values alone can follow that.)
+//   float16 -> float32 quiets a signalling NaN and keeps its payload; bfloat16 -> float32 keeps the bits.
 // - complex -> real keeps the real part only (so complex -> bool tests the real part); real -> complex has +0
 //   imaginary part.
 // - float8 destinations (no torch 1.13 reference; these follow torch 2.x's c10 types): round to nearest even;
@@ -72,11 +74,13 @@ namespace tensorfile {
 
 namespace detail {
 
+/// What every NaN becomes in bfloat16 (see the rules at the top of this header).
+inline constexpr std::uint16_t bfloat16_nan = 0x7FC0;
+
 /// One element read for conversion: integers as int64 or uint64, floats as float or double.
 struct ConvertScalar {
   enum class Kind : std::uint8_t { i64, u64, f32, f64 };
   Kind kind = Kind::i64;
-  bool bf16_scalar_nan = false;  ///< a NaN becomes bfloat16 0x7FC0 (torch's scalar path), else 0xFFFF
   std::int64_t i = 0;
   std::uint64_t u = 0;
   float f = 0.0f;
@@ -175,10 +179,9 @@ inline std::int64_t x86_truncate_i64(double v) noexcept {
 inline ConvertScalar load_for_convert(DType from, const std::byte* p, bool imag) noexcept {
   using Kind = ConvertScalar::Kind;
   ConvertScalar s;
-  const auto real_float = [&](float f, bool scalar_nan) {
+  const auto real_float = [&](float f) {
     s.kind = Kind::f32;
     s.f = imag ? 0.0f : f;
-    s.bf16_scalar_nan = scalar_nan;
   };
   switch (from) {
     case DType::Bool: s.i = imag ? 0 : (std::to_integer<unsigned>(*p) != 0 ? 1 : 0); break;
@@ -193,11 +196,11 @@ inline ConvertScalar load_for_convert(DType from, const std::byte* p, bool imag)
       s.kind = Kind::u64;
       s.u = imag ? 0 : load_as<std::uint64_t>(p);
       break;
-    case DType::Float16: real_float(half_bits_to_float(load_as<std::uint16_t>(p)), true); break;
+    case DType::Float16: real_float(half_bits_to_float(load_as<std::uint16_t>(p))); break;
     case DType::BFloat16:
-      real_float(std::bit_cast<float>(static_cast<std::uint32_t>(load_as<std::uint16_t>(p)) << 16), true);
+      real_float(std::bit_cast<float>(static_cast<std::uint32_t>(load_as<std::uint16_t>(p)) << 16));
       break;
-    case DType::Float32: real_float(load_as<float>(p), false); break;
+    case DType::Float32: real_float(load_as<float>(p)); break;
     case DType::Float64:
       s.kind = Kind::f64;
       s.d = imag ? 0.0 : load_as<double>(p);
@@ -205,23 +208,20 @@ inline ConvertScalar load_for_convert(DType from, const std::byte* p, bool imag)
     case DType::Complex32:
       s.kind = Kind::f32;
       s.f = half_bits_to_float(load_as<std::uint16_t>(p + (imag ? 2 : 0)));
-      s.bf16_scalar_nan = true;
       break;
     case DType::Complex64:
       s.kind = Kind::f32;
       s.f = load_as<float>(p + (imag ? 4 : 0));
-      s.bf16_scalar_nan = true;
       break;
     case DType::Complex128:
       s.kind = Kind::f64;
       s.d = load_as<double>(p + (imag ? 8 : 0));
-      s.bf16_scalar_nan = true;
       break;
-    case DType::Float8_e4m3fn: real_float(decode_float8(load_as<std::uint8_t>(p), 4, false), true); break;
-    case DType::Float8_e5m2: real_float(decode_float8(load_as<std::uint8_t>(p), 5, false), true); break;
-    case DType::Float8_e4m3fnuz: real_float(decode_float8(load_as<std::uint8_t>(p), 4, true), true); break;
-    case DType::Float8_e5m2fnuz: real_float(decode_float8(load_as<std::uint8_t>(p), 5, true), true); break;
-    case DType::Float8_e8m0fnu: real_float(e8m0_bits_to_float(load_as<std::uint8_t>(p)), true); break;
+    case DType::Float8_e4m3fn: real_float(decode_float8(load_as<std::uint8_t>(p), 4, false)); break;
+    case DType::Float8_e5m2: real_float(decode_float8(load_as<std::uint8_t>(p), 5, false)); break;
+    case DType::Float8_e4m3fnuz: real_float(decode_float8(load_as<std::uint8_t>(p), 4, true)); break;
+    case DType::Float8_e5m2fnuz: real_float(decode_float8(load_as<std::uint8_t>(p), 5, true)); break;
+    case DType::Float8_e8m0fnu: real_float(e8m0_bits_to_float(load_as<std::uint8_t>(p))); break;
     default: break;  // quantized: refused before any element is read
   }
   return s;
@@ -268,7 +268,6 @@ inline std::uint64_t convert_to_integer_bits(const ConvertScalar& s, DType to) n
 
 /// Writes part `imag ? 1 : 0` of the element at `p` of dtype `to` (the imaginary part of a real dtype is skipped).
 inline void store_converted(DType to, const ConvertScalar& s, std::byte* p, bool imag) noexcept {
-  const auto bf16_nan = static_cast<std::uint16_t>(s.bf16_scalar_nan ? 0x7FC0u : 0xFFFFu);
   switch (to) {
     case DType::Bool: {
       bool nonzero = false;
@@ -292,7 +291,7 @@ inline void store_converted(DType to, const ConvertScalar& s, std::byte* p, bool
     case DType::UInt32: store_as(p, static_cast<std::uint32_t>(convert_to_integer_bits(s, to))); break;
     case DType::UInt64: store_as(p, convert_to_integer_bits(s, to)); break;
     case DType::Float16: store_as(p, float_to_half_bits(convert_to_float(s))); break;
-    case DType::BFloat16: store_as(p, float_to_bf16_bits(convert_to_float(s), bf16_nan)); break;
+    case DType::BFloat16: store_as(p, float_to_bf16_bits(convert_to_float(s), bfloat16_nan)); break;
     case DType::Float32: store_as(p, convert_to_float(s)); break;
     case DType::Float64: store_as(p, convert_to_double(s)); break;
     case DType::Complex32: store_as(p + (imag ? 2 : 0), float_to_half_bits(convert_to_float(s))); break;
@@ -316,7 +315,7 @@ inline void convert_f64_to_f32(const double* src, float* dst, std::size_t n) noe
   for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 inline void convert_f32_to_bf16(const float* src, std::uint16_t* dst, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = float_to_bf16_bits(src[i], 0xFFFF);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = float_to_bf16_bits(src[i], bfloat16_nan);
 }
 inline void convert_bf16_to_f32(const std::uint16_t* src, float* dst, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(src[i]) << 16);
@@ -358,7 +357,7 @@ __attribute__((target("avx2,f16c"))) inline __m256i bf16_round_avx2(__m256 v) no
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(w, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(w, _mm256_set1_epi32(0x7FFF)), lsb), 16);
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  return _mm256_blendv_epi8(r, _mm256_set1_epi32(0xFFFF), nan);
+  return _mm256_blendv_epi8(r, _mm256_set1_epi32(bfloat16_nan), nan);
 }
 
 __attribute__((target("avx2,f16c"))) inline void convert_f32_to_bf16_avx2(const float* src, std::uint16_t* dst,

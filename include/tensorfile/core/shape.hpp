@@ -135,7 +135,7 @@ class Shape {
   }
   /// Appends `value`.
   void push_back(std::int64_t value) {
-    if (size_ == capacity_) grow_to(capacity_ * 2);
+    if (size_ == capacity_) grow_to(static_cast<size_type>(capacity_) * 2);  // in size_type: uint32 would wrap
     data()[size_++] = value;
   }
   /// Appends `value` and returns it.

@@ -159,9 +159,11 @@ class Tensor {
 
   /// Whether elements are laid out row-major without gaps (dims of size 1 may have any stride).
   [[nodiscard]] bool is_contiguous() const noexcept {
-    std::int64_t expected = 1;
+    for (auto s : sizes_) {
+      if (s == 0) return true;  // before multiplying: the other sizes of an empty tensor may overflow together
+    }
+    std::int64_t expected = 1;  // at most numel(), which fits
     for (std::size_t d = sizes_.size(); d-- > 0;) {
-      if (sizes_[d] == 0) return true;
       if (sizes_[d] != 1 && strides_[d] != expected) return false;
       expected *= sizes_[d];
     }
@@ -345,6 +347,9 @@ class Tensor {
   }
 
   void check_bounds() const;
+  // offset_ moved `steps` elements along dimension `d`; throws ArgumentError where that overflows int64 (only an
+  // empty tensor's strides, which check_bounds leaves unbounded, can make it).
+  std::int64_t offset_after(std::size_t d, std::int64_t steps) const;
 
   Storage storage_;
   Shape sizes_;
@@ -377,11 +382,17 @@ TENSORFILE_ENTRY std::string shape_string(std::span<const std::int64_t> shape) {
 }
 
 TENSORFILE_ENTRY Shape contiguous_strides(std::span<const std::int64_t> sizes) {
+  // Dimension 0 steps by the product of the other sizes, zeros read as ones (as torch and numpy lay out an empty
+  // tensor). Where that overflows no stride of the layout can be written down: torch wraps it, numpy refuses.
+  if (!sizes.empty() && !checked_extent_bytes(sizes.subspan(1), 1)) {
+    throw ArgumentError("the row-major strides of shape " + shape_string(sizes) +
+                        " overflow int64; expected sizes after the first whose product (each 0 counted as 1) fits");
+  }
   Shape strides(sizes.size());
   std::int64_t step = 1;
   for (std::size_t d = sizes.size(); d-- > 0;) {
     strides[d] = step;
-    step *= std::max<std::int64_t>(sizes[d], 1);
+    if (d != 0) step *= std::max<std::int64_t>(sizes[d], 1);  // fits: checked above
   }
   return strides;
 }
@@ -430,7 +441,7 @@ TENSORFILE_ENTRY Tensor Tensor::select(std::int64_t dim, std::int64_t index) con
   }
   if (index < 0) index += extent;
   Tensor out = *this;
-  out.offset_ += index * strides_[d];
+  out.offset_ = offset_after(d, index);
   out.sizes_.erase(out.sizes_.begin() + static_cast<std::ptrdiff_t>(d));
   out.strides_.erase(out.strides_.begin() + static_cast<std::ptrdiff_t>(d));
   return out;
@@ -445,7 +456,7 @@ TENSORFILE_ENTRY Tensor Tensor::narrow(std::int64_t dim, std::int64_t start, std
                         std::to_string(sizes_[d]));
   }
   Tensor out = *this;
-  out.offset_ += start * strides_[d];
+  out.offset_ = offset_after(d, start);
   out.sizes_[d] = length;
   return out;
 }
@@ -458,7 +469,7 @@ TENSORFILE_ENTRY Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std:
   start = clamp(start);
   end = std::max(clamp(end), start);
   Tensor out = *this;
-  out.offset_ += start * strides_[d];
+  out.offset_ = offset_after(d, start);
   out.sizes_[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
   if (out.sizes_[d] > 1) {                                          // a stride only matters where it is used to step
     const auto stride = detail::checked_mul(strides_[d], step);
@@ -562,7 +573,10 @@ TENSORFILE_ENTRY Tensor Tensor::unsqueeze(std::int64_t dim) const {
   if (dim < 0 || dim > rank) throw ArgumentError("unsqueeze dimension " + std::to_string(dim) + " is out of range");
   Tensor out = *this;
   const auto at = static_cast<std::size_t>(dim);
-  const std::int64_t stride = dim < rank ? sizes_[at] * strides_[at] : 1;
+  // torch's stride for the new size-1 dimension; such a dimension is never stepped along, so where the product
+  // overflows (an empty tensor's unbounded strides, or a meta storage's far reach) 1 serves as well.
+  const auto product = dim < rank ? detail::checked_mul(sizes_[at], strides_[at]) : std::optional<std::int64_t>(1);
+  const std::int64_t stride = product ? *product : 1;
   out.sizes_.insert(out.sizes_.begin() + dim, 1);
   out.strides_.insert(out.strides_.begin() + dim, stride);
   return out;
@@ -660,13 +674,18 @@ TENSORFILE_ENTRY bool Tensor::equal(const Tensor& other) const {
 }
 
 TENSORFILE_ENTRY std::size_t Tensor::checked_nbytes(std::span<const std::int64_t> sizes, DType dtype) {
-  std::int64_t total = static_cast<std::int64_t>(tensorfile::element_size(dtype));
   for (auto s : sizes) {
     if (s < 0) throw ArgumentError("negative size in shape " + detail::shape_string(sizes));
-    auto product = detail::checked_mul(total, s);
-    if (!product) throw ArgumentError("shape " + detail::shape_string(sizes) + " overflows int64 bytes");
-    total = *product;
   }
+  const auto elem = static_cast<std::int64_t>(tensorfile::element_size(dtype));
+  // numpy's bound, zeros counted as ones: within it the layout's strides fit too, even for an empty tensor.
+  if (!detail::checked_extent_bytes(sizes, elem)) {
+    throw ArgumentError("shape " + detail::shape_string(sizes) + " of " + std::string(dtype_name(dtype)) +
+                        " overflows int64 bytes (each 0 counted as 1, as numpy counts); expected at most "
+                        "9223372036854775807 bytes");
+  }
+  std::int64_t total = elem;
+  for (auto s : sizes) total *= s;  // fits: at most the bound just checked
   return static_cast<std::size_t>(total);
 }
 
@@ -705,7 +724,22 @@ TENSORFILE_ENTRY std::byte* Tensor::host_address(bool for_writing) const {
   }
   std::byte* base = for_writing ? storage_.mutable_data() : const_cast<std::byte*>(storage_.data());
   if (base == nullptr) return nullptr;
-  return base + offset_ * static_cast<std::int64_t>(element_size());
+  // check_bounds keeps a tensor with elements inside its storage; an empty one's offset may lie past the end (or
+  // past int64 bytes), and as nothing is read there it points at the storage's end.
+  const auto at = detail::checked_mul(offset_, static_cast<std::int64_t>(element_size()));
+  if (!at || static_cast<std::uint64_t>(*at) > storage_.size_bytes()) return base + storage_.size_bytes();
+  return base + *at;
+}
+
+TENSORFILE_ENTRY std::int64_t Tensor::offset_after(std::size_t d, std::int64_t steps) const {
+  const auto moved = detail::checked_mul(steps, strides_[d]);
+  const auto sum = moved ? detail::checked_add(offset_, *moved) : std::nullopt;
+  if (!sum) {
+    throw ArgumentError("moving " + std::to_string(steps) + " steps of stride " + std::to_string(strides_[d]) +
+                        " along dimension " + std::to_string(d) + " from storage offset " + std::to_string(offset_) +
+                        " overflows int64");
+  }
+  return *sum;
 }
 
 TENSORFILE_ENTRY void Tensor::check_bounds() const {

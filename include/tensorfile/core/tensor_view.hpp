@@ -13,6 +13,7 @@
 
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/storage.hpp"
+#include "tensorfile/detail/bytes/checked_math.hpp"
 
 namespace tensorfile {
 
@@ -67,11 +68,21 @@ class TensorView {
   };
 
   /// A view of `sizes`/`strides` (in elements) starting at `data`.
-  /// `owner`, when given, is kept alive as long as the view.
+  /// `owner`, when given, is kept alive as long as the view. Throws ArgumentError when a size is negative or the
+  /// element count overflows int64.
   TensorView(T* data, std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides, Storage owner = {})
       : data_(data), sizes_(std::move(sizes)), strides_(std::move(strides)), owner_(std::move(owner)) {
     numel_ = 1;
-    for (auto s : sizes_) numel_ *= s;
+    for (auto s : sizes_) {
+      if (s < 0)
+        throw ArgumentError("a view's size is negative; expected sizes of 0 or more, got " + std::to_string(s));
+      if (s == 0) numel_ = 0;  // before multiplying: the other sizes of an empty view may overflow together
+    }
+    for (std::size_t d = 0; d < sizes_.size() && numel_ != 0; ++d) {
+      const auto product = detail::checked_mul(numel_, sizes_[d]);
+      if (!product) throw ArgumentError("a view's element count overflows int64");
+      numel_ = *product;
+    }
   }
 
   /// Element at a full multi-index. Precondition (asserted): one in-range index per dimension.

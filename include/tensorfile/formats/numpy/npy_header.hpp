@@ -367,15 +367,18 @@ TENSORFILE_ENTRY NpyHeader parse_npy_header(std::span<const std::byte> prefix, s
   const std::string_view text = detail::npy_header_text(prefix, total_size, file, member, header, preamble);
   detail::NpyDictParser(text, preamble, file, member).parse(header);
   header.data_offset = preamble + text.size();
-  std::int64_t numel = 1;
-  for (const std::int64_t extent : header.shape) {
-    const auto product = detail::checked_mul(numel, extent);
-    if (!product) throw FormatError("the shape's element count overflows 64 bits", {file, member, preamble});
-    numel = *product;
+  // numpy's own bound ("array is too big"), each 0 counted as 1: an empty array's row-major strides must fit int64
+  // too ((0, 2^32, 2^32) would step dimension 0 by 2^64 elements).
+  const auto elem = static_cast<std::int64_t>(element_size(header.dtype));
+  if (!detail::checked_extent_bytes(header.shape, elem)) {
+    throw FormatError("the shape " + detail::shape_string(header.shape) + " of " + header.descr +
+                          " overflows 64-bit byte counts (each 0 counted as 1, as numpy counts); expected at most "
+                          "9223372036854775807 bytes",
+                      {file, member, preamble});
   }
-  const auto bytes = detail::checked_mul(numel, static_cast<std::int64_t>(element_size(header.dtype)));
-  if (!bytes) throw FormatError("the shape's byte count overflows 64 bits", {file, member, preamble});
-  header.data_bytes = static_cast<std::uint64_t>(*bytes);
+  std::int64_t bytes = elem;
+  for (const std::int64_t extent : header.shape) bytes *= extent;  // fits: at most the bound just checked
+  header.data_bytes = static_cast<std::uint64_t>(bytes);
   const std::uint64_t available = total_size - header.data_offset;
   if (header.data_bytes != available) {
     throw FormatError("the data size disagrees with the header; expected " + std::to_string(header.data_bytes) +

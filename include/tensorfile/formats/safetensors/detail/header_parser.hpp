@@ -256,6 +256,7 @@ class SafetensorsHeaderParser {
       seen = true;
     };
     std::uint64_t dtype_at = 0;
+    std::uint64_t shape_at = 0;
     std::string dtype_name;
     if (!reader_.consume('}')) {
       while (true) {
@@ -270,6 +271,7 @@ class SafetensorsHeaderParser {
           dtype_name = parse_plain_string("dtype");
         } else if (key == "shape") {
           once(has_shape, key, key_at);
+          shape_at = value_at;
           for (const std::uint64_t extent :
                parse_counts("shape", static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
             entry.shape.push_back(static_cast<std::int64_t>(extent));
@@ -314,18 +316,21 @@ class SafetensorsHeaderParser {
                              {.file = file_, .offset = dtype_at});
     }
     entry.dtype = *known->dtype;
-    std::optional<std::int64_t> bytes = static_cast<std::int64_t>(element_size(entry.dtype));
-    for (const std::int64_t extent : entry.shape) {
-      if (bytes) bytes = checked_mul(*bytes, extent);
+    // numpy's bound (each 0 counted as 1): an empty tensor's row-major strides must fit int64 too. The reference
+    // accepts (0, 2^32, 2^32), whose first stride is 2^64 and which torch then lays out with wrapped strides.
+    const auto elem = static_cast<std::int64_t>(element_size(entry.dtype));
+    if (!checked_extent_bytes(entry.shape, elem)) {
+      throw FormatError("shape " + shape_string(entry.shape) + " of " + dtype_name +
+                            " overflows 64-bit byte counts (each 0 counted as 1, as numpy counts); expected at most "
+                            "9223372036854775807 bytes",
+                        {.file = file_, .offset = shape_at});
     }
-    if (!bytes) {
-      throw FormatError("shape " + shape_string(entry.shape) + " of " + dtype_name + " overflows 64-bit byte counts",
-                        {.file = file_, .offset = entry_at});
-    }
-    if (static_cast<std::uint64_t>(*bytes) != entry.end - entry.begin) {
-      throw FormatError("shape " + shape_string(entry.shape) + " of " + dtype_name + " takes " +
-                            std::to_string(*bytes) + " bytes; expected data_offsets [" + std::to_string(entry.begin) +
-                            ", " + std::to_string(entry.end) + "] to hold as many, got " +
+    std::int64_t bytes = elem;
+    for (const std::int64_t extent : entry.shape) bytes *= extent;  // fits: at most the bound just checked
+    if (static_cast<std::uint64_t>(bytes) != entry.end - entry.begin) {
+      throw FormatError("shape " + shape_string(entry.shape) + " of " + dtype_name + " takes " + std::to_string(bytes) +
+                            " bytes; expected data_offsets [" + std::to_string(entry.begin) + ", " +
+                            std::to_string(entry.end) + "] to hold as many, got " +
                             std::to_string(entry.end - entry.begin),
                         {.file = file_, .offset = entry_at});
     }
