@@ -72,8 +72,8 @@ struct ByteSpan {
   }
   const auto elem = static_cast<std::int64_t>(source.element_size());
   const std::int64_t offset = bytes == 0 ? 0 : source.storage_offset() - static_cast<std::int64_t>(span.first) / elem;
-  Shape strides = bytes == 0 ? contiguous_strides(source.sizes()) : source.strides();
-  return {std::move(out), source.dtype(), source.sizes(), std::move(strides), offset, source.requires_grad()};
+  // An empty tensor keeps its strides too: a file may give it torch's wrapped ones, which contiguous_strides refuses.
+  return {std::move(out), source.dtype(), source.sizes(), source.strides(), offset, source.requires_grad()};
 }
 
 /// DeviceCopyHook::write for CUDA (installed by <tensorfile/cuda.hpp>): the values of `source` into the existing

@@ -602,18 +602,18 @@ class MemmapLoader {
     }
   }
 
-  /// numel * element size of `shape`, or a FormatError when it overflows.
+  /// numel * element size of `shape`, or a FormatError when the shape passes numpy's bound (its bytes with each 0
+  /// counted as 1 fit in int64), past which an empty tensor's strides overflow.
   static std::size_t byte_size(const Shape& shape, DType dtype, const MetaMember& member,
                                const std::filesystem::path& meta_path) {
-    std::int64_t bytes = static_cast<std::int64_t>(element_size(dtype));
-    for (const auto s : shape) {
-      auto product = detail::checked_mul(bytes, s);
-      if (!product) {
-        throw FormatError("shape " + detail::shape_string(shape) + " is too large; expected at most 2^63 bytes",
-                          {.file = meta_path, .member = member.key, .offset = member.shape_at});
-      }
-      bytes = *product;
+    const auto item = static_cast<std::int64_t>(element_size(dtype));
+    if (!detail::checked_extent_bytes(shape, item)) {
+      throw FormatError("shape " + detail::shape_string(shape) +
+                            " is too large; expected at most 2^63 bytes, each 0 in the shape counted as 1",
+                        {.file = meta_path, .member = member.key, .offset = member.shape_at});
     }
+    std::int64_t bytes = item;
+    for (const auto s : shape) bytes *= s;  // within the bound above
     if (static_cast<std::uint64_t>(bytes) > SIZE_MAX) {
       throw FormatError("shape " + detail::shape_string(shape) + " does not fit the address space",
                         {.file = meta_path, .member = member.key, .offset = member.shape_at});
