@@ -146,7 +146,8 @@ inline std::string scan_member(const std::string& where, std::string_view inner)
 /// How scan_pickles takes the bytes.
 enum class PickleClaim : std::uint8_t {
   record,  ///< a zip record or side file: one pickle, bytes after its STOP are an anomaly
-  stream,  ///< pickles one after another (a legacy file's five), raw data after them
+  stream,  ///< pickles one after another (a legacy file's five), raw data after them: a later one that breaks
+           ///< before any global ends the stream
   trial,   ///< bytes that may be data: judged only when the walk reaches STOP or meets a global
 };
 
@@ -158,10 +159,12 @@ inline bool scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
   std::uint64_t start = first;
   for (std::size_t i = 0; i < count && start < bytes.size(); ++i) {
     PickleScan found = scan_pickle(bytes, start);
-    if (claim == PickleClaim::trial && i == 0 && found.error &&
+    // Data: the unpickler fails before it imports anything. After a first pickle, so ends a stream of them (a
+    // legacy file's raw storages follow its five; torch.load stops at a first one that is not its magic number).
+    if (claim != PickleClaim::record && (claim == PickleClaim::trial || i > 0) && found.error &&
         std::none_of(found.globals.begin(), found.globals.end(),
                      [](const PickleGlobal& global) { return plausible_module(global.module); })) {
-      return false;  // data: the unpickler fails before it imports anything
+      return i > 0;
     }
     if (i == 0) report.pickles.push_back(member);
     report.bytes_read += found.end - start;
