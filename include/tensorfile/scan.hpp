@@ -179,7 +179,15 @@ inline bool scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
       report.globals.push_back({std::move(global.module), std::move(global.name), member, global.offset, global.opcode,
                                 global.called, verdict});
     }
-    for (PickleAnomaly& anomaly : found.anomalies) report.anomalies.push_back({member, anomaly.offset, anomaly.what});
+    // A file of many pickles (a zip's records, a tar's members) cannot grow the report without bound either.
+    constexpr std::size_t max_pickle_anomalies = 256;
+    for (PickleAnomaly& anomaly : found.anomalies) {
+      if (report.anomalies.size() < max_pickle_anomalies) {
+        report.anomalies.push_back({member, anomaly.offset, std::move(anomaly.what)});
+      } else if (report.anomalies.size() == max_pickle_anomalies) {
+        report.anomalies.push_back({member, anomaly.offset, "more anomalies, not listed"});
+      }
+    }
     if (found.error) {
       report.errors.push_back({member, found.error->offset, found.error->what});
       return true;
@@ -453,10 +461,13 @@ void with_file_bytes(const FileHandle& file, std::uint64_t size, Use&& use) {
 /// Every regular file below `root`, by content, in path order; one that cannot be read is an error finding.
 inline void scan_tree(ScanReport& report, const std::filesystem::path& root, const ScanOptions& options) {
   std::vector<std::filesystem::path> files;
-  for (const auto& item : std::filesystem::recursive_directory_iterator(root)) {
+  std::error_code error;
+  auto it = std::filesystem::recursive_directory_iterator(root, {}, error);
+  for (; !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
     std::error_code ignored;
-    if (item.is_regular_file(ignored)) files.push_back(item.path());
+    if (it->is_regular_file(ignored)) files.push_back(it->path());
   }
+  if (error) throw IoError("cannot list the folder", error.value(), {.file = root});
   std::sort(files.begin(), files.end());
   for (const std::filesystem::path& file : files) {
     const std::string member = std::filesystem::relative(file, root).generic_string();

@@ -643,3 +643,16 @@ TEST_CASE("scan takes bytes that hold no pickle for data, not an error", "[scan]
     CHECK(scan_text("c\x01\x02\n\x03\n\xff").safe());
   }
 }
+
+TEST_CASE("scan caps the anomalies of a file of many pickles", "[scan][hostile]") {
+  // Each record writes memo index 0 seventy times: 64 anomalies each (the walk's own cap), 320 in all.
+  std::string noisy = "\x80\x02";
+  for (int i = 0; i < 70; ++i) noisy += std::string("Nq\x00", 3);
+  noisy += "0.";
+  std::vector<std::pair<std::string, std::string>> records;
+  for (int i = 0; i < 5; ++i) records.emplace_back("r" + std::to_string(i) + ".pkl", noisy);
+  const ScanReport report = scan(byte_span(tensorfile_test::torch_zip("archive", records)));
+  REQUIRE(report.anomalies.size() == 257);
+  CHECK(report.anomalies.back().what == "more anomalies, not listed");
+  CHECK(report.pickles.size() == 5);
+}
