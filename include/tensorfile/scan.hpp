@@ -162,6 +162,7 @@ inline bool scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
     // Data: the unpickler fails before it imports anything. After a first pickle, so ends a stream of them (a
     // legacy file's raw storages follow its five; torch.load stops at a first one that is not its magic number).
     if (claim != PickleClaim::record && (claim == PickleClaim::trial || i > 0) && found.error &&
+        found.extensions == 0 &&
         std::none_of(found.globals.begin(), found.globals.end(),
                      [](const PickleGlobal& global) { return plausible_module(global.module); })) {
       return i > 0;

@@ -656,3 +656,11 @@ TEST_CASE("scan caps the anomalies of a file of many pickles", "[scan][hostile]"
   CHECK(report.anomalies.back().what == "more anomalies, not listed");
   CHECK(report.pickles.size() == 5);
 }
+
+TEST_CASE("scan judges a broken walk that named a global through copyreg's registry", "[scan]") {
+  // EXT1 code 1, called, then a byte that is no opcode: no GLOBAL, but the registry may map the code to one.
+  const ScanReport report = scan_text("\x82\x01)R\xff");
+  CHECK(report.pickles.size() == 1);
+  CHECK(report.errors.size() == 1);
+  CHECK_FALSE(report.safe());
+}

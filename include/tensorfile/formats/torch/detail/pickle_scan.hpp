@@ -41,6 +41,7 @@ struct PickleScan {
   std::vector<PickleGlobal> globals{};
   std::vector<PickleAnomaly> anomalies{};
   std::size_t persistent_ids = 0;
+  std::size_t extensions = 0;            ///< EXT1, EXT2, EXT4: globals named through copyreg's registry
   int protocol = -1;                     ///< PROTO's argument; -1 without one (protocol 0 or 1)
   std::uint64_t end = 0;                 ///< offset just past STOP (or where the walk stopped)
   std::optional<PickleAnomaly> error{};  ///< truncated or not a pickle: the walk stopped there
@@ -422,6 +423,7 @@ class PickleScanner {
       case Op::ext2:
       case Op::ext4:
         note("extension registry code (copyreg): names a global this scan cannot see");
+        ++out_.extensions;
         push_other();
         break;
       case Op::put:
