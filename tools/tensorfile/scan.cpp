@@ -75,8 +75,14 @@ std::string worst_global(const ScanReport& report) {
   const auto worst =
       std::max_element(report.globals.begin(), report.globals.end(),
                        [](const ScannedGlobal& a, const ScannedGlobal& b) { return a.verdict < b.verdict; });
-  if (worst == report.globals.end() || worst->verdict <= GlobalVerdict::allowed) return "-";
-  return fmt::format("{} {}", verdict_name(worst->verdict), escape_controls(worst->full_name()));
+  if (worst != report.globals.end() && worst->verdict > GlobalVerdict::allowed) {
+    return fmt::format("{} {}", verdict_name(worst->verdict), escape_controls(worst->full_name()));
+  }
+  // No global is the reason: the first crafted construct or broken pickle is.
+  const std::vector<ScanFinding>& findings = report.anomalies.empty() ? report.errors : report.anomalies;
+  if (findings.empty()) return "-";
+  return fmt::format("{} ({})", escape_controls(findings.front().what),
+                     where(findings.front().member, findings.front().offset));
 }
 
 std::string scan_json(const std::string& path, const ScanReport& report) {
@@ -113,19 +119,6 @@ constexpr OptionSpec scan_option_list[] = {
     {"quiet", "", "draw no progress bar (none is drawn with --json or when stderr is not a terminal)"},
 };
 
-bool scanned_file(const std::filesystem::path& path) {
-  static constexpr std::string_view extensions[] = {".pt",     ".pth",         ".bin", ".ckpt", ".pkl",
-                                                    ".pickle", ".safetensors", ".npz", ".npy",  ".tar"};
-  const std::string extension = path.extension().string();
-  return std::find(std::begin(extensions), std::end(extensions), extension) != std::end(extensions);
-}
-
-/// Whether `dir` is the root of a tensordict memmap tree (scanned as one target).
-bool is_tree(const std::filesystem::path& dir) {
-  std::error_code ignored;
-  return std::filesystem::is_regular_file(dir / "meta.json", ignored);
-}
-
 /// Sorts paths component by component, as path::operator< orders them ("x/y" before "x-y"): the text compared with
 /// '/' below every other byte. A path holds no NUL, so '/' becomes NUL for a plain (memcmp) sort and comes back after:
 /// a folder of thousands of files sorts several times faster than with a byte-by-byte comparison.
@@ -138,13 +131,14 @@ void sort_paths(std::span<std::string> paths) {
   swap_separator('\0', '/');
 }
 
-/// The files and tensordict trees under the operands, in a stable order (as text: each becomes a path on the
-/// thread that scans it).
+/// The regular files under the operands, in a stable order (as text: each becomes a path on the thread that scans
+/// it). Every file is a target, whatever its name: torch.load and numpy.load read a file by its bytes, and a
+/// folder's meta.json makes none of its files data.
 std::vector<std::string> scan_targets(const std::vector<std::string>& operands) {
   std::vector<std::string> targets;
   for (const std::string& operand : operands) {
     const std::filesystem::path root = operand;
-    if (!std::filesystem::is_directory(root) || is_tree(root)) {
+    if (!std::filesystem::is_directory(root)) {
       targets.push_back(operand);
       continue;
     }
@@ -153,13 +147,8 @@ std::vector<std::string> scan_targets(const std::vector<std::string>& operands) 
     auto it = std::filesystem::recursive_directory_iterator(
         root, std::filesystem::directory_options::follow_directory_symlink, error);
     for (; !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
-      const std::filesystem::path& path = it->path();
-      if (it->is_directory() && is_tree(path)) {
-        targets.push_back(path.native());  // a memmap tree is one target
-        it.disable_recursion_pending();
-      } else if (it->is_regular_file() && scanned_file(path)) {  // HF cache blobs are reached through snapshots/
-        targets.push_back(path.native());
-      }
+      std::error_code ignored;
+      if (it->is_regular_file(ignored)) targets.push_back(it->path().native());
     }
     if (error) throw IoError("cannot list the folder", error.value(), {root});
     // Directory order is arbitrary.
@@ -205,10 +194,12 @@ const CommandSpec scan_spec{
     .options = scan_option_list,
     .summary = "Tell whether checkpoints are safe to torch.load: every global their pickles reference, with a verdict.",
     .details =
-        "Files and folders, recursively (.pt .pth .bin .ckpt .pkl .safetensors .npz .npy files and tensordict\n"
-        "trees). Every pickle is walked opcode by opcode, never run; tensor data is not read. A global is a tensor\n"
-        "rebuild, allowed (torch's weights_only allow-list), unknown (weights_only refuses it) or dangerous (runs\n"
-        "code or touches the system: os.system, builtins.eval, subprocess...).\n"
+        "Files and folders, recursively: every regular file, read by its content as torch.load and\n"
+        "numpy.load(allow_pickle=True) read it, whatever its name. Every pickle is walked opcode by opcode, never\n"
+        "run; tensor data is not read. A global is a tensor rebuild, allowed (torch 1.13's weights_only\n"
+        "allow-list), unknown (weights_only refuses it) or dangerous (runs code or touches the system: os.system,\n"
+        "builtins.eval, subprocess...). Bytes two readers read differently (two formats at once, two zip end\n"
+        "records, zip names equal but for case) are SUSPICIOUS; a file that holds no pickle is safe.\n"
         "\n"
         "Exit status 0 when every file is safe, 1 when one holds a dangerous or unknown global, a crafted or\n"
         "unreadable pickle, 2 for a wrong command line.",

@@ -205,6 +205,16 @@ class ZipReader {
     check_layout(end_);
   }
 
+  /// How many end-of-central-directory signatures the last 64 KiB + 22 bytes of the archive hold (the record read
+  /// is one of them).
+  [[nodiscard]] std::size_t end_signatures() const noexcept { return end_.signatures; }
+  /// The offset of the last of those signatures: where readers that take the last one (miniz in libtorch,
+  /// Python's zipfile) look for the end record.
+  [[nodiscard]] std::uint64_t last_end_signature() const noexcept { return end_.last_signature; }
+  /// Whether that is not the record this reader took (whose comment reaches the end of the file): those readers
+  /// then see another archive.
+  [[nodiscard]] bool end_record_ambiguous() const noexcept { return end_.last_signature != end_.classic; }
+
   /// Whether the archive bytes are in memory (open), so that stored_bytes() can hand them out.
   [[nodiscard]] bool in_memory() const noexcept { return archive_.size() == size_; }
 
@@ -360,8 +370,11 @@ class ZipReader {
     std::uint64_t entry_count = 0;
     std::uint64_t directory_offset = 0;
     std::uint64_t directory_size = 0;
-    std::uint64_t start = 0;   // first byte of the end records (zip64 record, or classic record)
-    std::uint64_t record = 0;  // the record that gave the values above, for error offsets
+    std::uint64_t start = 0;           // first byte of the end records (zip64 record, or classic record)
+    std::uint64_t record = 0;          // the record that gave the values above, for error offsets
+    std::size_t signatures = 0;        // end-record signatures in the searched tail, the one taken included
+    std::uint64_t last_signature = 0;  // the offset of the last of them
+    std::uint64_t classic = 0;         // the offset of the classic record taken
   };
 
   /// A byte range an entry claims: local header through the end of its data.
@@ -384,6 +397,7 @@ class ZipReader {
 
   void build(const ZipLimits& limits) {
     const EndRecords end = read_end_records(limits);
+    end_ = end;
     const std::vector<std::uint64_t> header_offsets = read_central_directory(end, limits);
     read_local_headers(limits.header_threads, {});
     index_names(header_offsets);
@@ -447,13 +461,18 @@ class ZipReader {
     std::vector<std::byte> tail_copy;
     const std::uint64_t lowest = size > end_size + 0xFFFF ? size - end_size - 0xFFFF : 0;
     const std::byte* tail = bytes_at(lowest, size - lowest, tail_copy);  // tail[0] is archive byte `lowest`
+    // Every signature in the tail is counted: readers that take the last one (miniz in libtorch, Python's
+    // zipfile) see another archive when it is not the one taken here (a scan's finding).
+    std::size_t signatures = 0;
+    std::uint64_t last_signature = 0;
     if (size >= end_size) {
       for (std::uint64_t candidate = size - end_size + 1; candidate-- > lowest;) {
         const std::byte* c = tail + (candidate - lowest);
-        if (u32(c) == end_signature && candidate + end_size + u16(c + 20) == size) {
+        if (u32(c) != end_signature) continue;
+        if (signatures++ == 0) last_signature = candidate;
+        if (!found && candidate + end_size + u16(c + 20) == size) {
           pos = candidate;
           found = true;
-          break;
         }
       }
     }
@@ -470,6 +489,9 @@ class ZipReader {
     end.directory_offset = u32(e + 16);
     end.start = pos;
     end.record = pos;
+    end.signatures = signatures;
+    end.last_signature = last_signature;
+    end.classic = pos;
 
     std::vector<std::byte> locator_copy;
     const std::byte* l =
@@ -849,7 +871,7 @@ class ZipReader {
   }
 
   HeaderReader read_at_;
-  EndRecords end_;                  // open_file_index(): for read_local_headers()' layout check
+  EndRecords end_;                  // the end records (open_file_index(): for read_local_headers()' layout check)
   std::size_t header_threads_ = 1;  // open_file_index(): for read_local_headers()
   std::span<const std::byte> archive_;
   std::uint64_t size_ = 0;  // archive bytes; archive_ holds them all unless the archive is read through read_at_

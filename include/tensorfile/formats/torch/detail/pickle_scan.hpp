@@ -14,7 +14,9 @@
 #include <vector>
 
 #include <algorithm>
+
 #include "tensorfile/detail/text/hex.hpp"
+#include "tensorfile/formats/torch/detail/global_verdicts.hpp"
 #include "tensorfile/formats/torch/detail/opcodes.hpp"
 
 namespace tensorfile::detail {
@@ -39,6 +41,7 @@ struct PickleScan {
   std::vector<PickleGlobal> globals{};
   std::vector<PickleAnomaly> anomalies{};
   std::size_t persistent_ids = 0;
+  std::size_t extensions = 0;            ///< EXT1, EXT2, EXT4: globals named through copyreg's registry
   int protocol = -1;                     ///< PROTO's argument; -1 without one (protocol 0 or 1)
   std::uint64_t end = 0;                 ///< offset just past STOP (or where the walk stopped)
   std::optional<PickleAnomaly> error{};  ///< truncated or not a pickle: the walk stopped there
@@ -95,7 +98,10 @@ class PickleScanner {
         fail(at_, "byte 0x" + hex_text(op, 2) + " is not a pickle opcode");
         break;
       }
-      if (!read_argument(op_info[op].arg)) break;
+      if (!read_argument(op_info[op].arg)) {
+        half_global(static_cast<Op>(op));
+        break;
+      }
       if (introduced > std::max(out_.protocol, 1) && op != static_cast<std::uint8_t>(Op::proto)) {
         note("opcode 0x" + hex_text(op, 2) + " of protocol " + std::to_string(introduced) + " in a protocol " +
              std::to_string(std::max(out_.protocol, 0)) + " pickle");
@@ -113,11 +119,11 @@ class PickleScanner {
   }
 
  private:
-  enum class Kind : std::uint8_t { mark, text, global, other };
+  enum class Kind : std::uint8_t { mark, text, global, made, other };
   struct Item {
     Kind kind = Kind::other;
     std::string_view text{};  // Kind::text: the string's bytes, borrowed from the input
-    std::size_t global = 0;   // Kind::global: index in out_.globals
+    std::size_t global = 0;   // Kind::global, Kind::made (what calling the global returned): index in out_.globals
   };
   static constexpr std::size_t max_anomalies = 64;  // a hostile file cannot grow the report without bound
 
@@ -176,6 +182,15 @@ class PickleScanner {
     }
     return true;
   }
+  // A GLOBAL or INST whose name line the bytes cut: Python's readline hands back the rest, so the module named by
+  // the complete first line is imported (and may run code) before the lookup fails. Kept, with what the name
+  // would read as (its last byte dropped, as the unpickler drops the newline).
+  void half_global(Op op) {
+    if ((op != Op::global && op != Op::inst) || line2_ == 0 || line2_ <= arg_) return;
+    const std::uint64_t rest = bytes_.size() - line2_;
+    add_global(text_at(arg_, arg_size_), text_at(line2_, rest == 0 ? 0 : rest - 1),
+               op == Op::global ? "GLOBAL" : "INST");
+  }
   bool take(std::uint64_t n) {
     if (n > bytes_.size() - pos_) return past_end(n);
     pos_ += n;
@@ -212,8 +227,40 @@ class PickleScanner {
     fail(at_, "no MARK on the stack");
     return false;
   }
+  // Marks the callee called and pushes what the call returns.
   void call(const Item& callee) {
-    if (callee.kind == Kind::global) out_.globals[callee.global].called = true;
+    if (callee.kind != Kind::global) {
+      push_other();
+      return;
+    }
+    out_.globals[callee.global].called = true;
+    push({Kind::made, {}, callee.global});
+  }
+  [[nodiscard]] std::string global_name(std::size_t index) const {
+    return out_.globals[index].module + "." + out_.globals[index].name;
+  }
+  // weights_only's BUILD updates an instance of exactly torch.Tensor, Parameter or OrderedDict; plain torch.load's
+  // also sets the attributes of a class or function it is given, for the whole process. A BUILD on another value
+  // (a dict, a persistent id) fails in both, running nothing.
+  void build() {
+    if (!pop() || stack_.empty()) {
+      if (!out_.error) fail(at_, "stack underflow");
+      return;
+    }
+    const Item& target = stack_.back();
+    if (target.kind == Kind::global) {
+      note("BUILD on the global " + global_name(target.global) +
+           " itself: sets its attributes for the whole process; torch.load(weights_only=True) refuses it");
+    } else if (target.kind == Kind::made) {
+      // What a global off the allow-list returns is that global's matter (its verdict, or the caller's --allow).
+      const std::string maker = global_name(target.global);
+      const bool on_list = listed(weights_only_allowed, maker) || listed(weights_only_rebuild_functions, maker) ||
+                           listed(weights_only_storage_classes, maker);
+      if (on_list && !listed(weights_only_build_makers, maker)) {
+        note("BUILD on what " + maker +
+             " returns; torch.load(weights_only=True) updates only tensors, parameters and OrderedDicts");
+      }
+    }
   }
   std::size_t add_global(std::string_view module, std::string_view name, std::string_view opcode) {
     out_.globals.push_back({kept_name(module), kept_name(name), opcode, at_, false});
@@ -309,23 +356,17 @@ class PickleScanner {
       case Op::newobj: {
         const auto args = pop();
         const auto callee = args ? pop() : std::nullopt;
-        if (callee) {
-          call(*callee);
-          push_other();
-        }
+        if (callee) call(*callee);
         break;
       }
       case Op::newobj_ex: {
         const auto kwargs = pop();
         const auto args = kwargs ? pop() : std::nullopt;
         const auto callee = args ? pop() : std::nullopt;
-        if (callee) {
-          call(*callee);
-          push_other();
-        }
+        if (callee) call(*callee);
         break;
       }
-      case Op::build:
+      case Op::build: build(); break;
       case Op::append: (void)pop(); break;
       case Op::setitem:
         if (pop()) (void)pop();
@@ -365,7 +406,7 @@ class PickleScanner {
       case Op::inst: {
         const std::size_t global = add_global(text_at(arg_, arg_size_), text_at(line2_, line2_size_), "INST");
         out_.globals[global].called = true;
-        if (pop_to_mark()) push_other();
+        if (pop_to_mark()) push({Kind::made, {}, global});
         break;
       }
       case Op::obj: {
@@ -376,13 +417,13 @@ class PickleScanner {
           break;
         }
         call(*callee);
-        push_other();
         break;
       }
       case Op::ext1:
       case Op::ext2:
       case Op::ext4:
         note("extension registry code (copyreg): names a global this scan cannot see");
+        ++out_.extensions;
         push_other();
         break;
       case Op::put:

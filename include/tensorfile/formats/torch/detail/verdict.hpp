@@ -12,7 +12,7 @@ namespace tensorfile {
 /// The verdict on one global a pickle references, from harmless to dangerous (ordered: worst is largest).
 enum class GlobalVerdict : std::uint8_t {
   tensor_rebuild,  ///< torch's own tensor rebuild functions and storage classes
-  allowed,         ///< on torch 2.x's weights_only allow-list (OrderedDict, torch.Size, dtypes, devices...)
+  allowed,         ///< on torch 1.13's weights_only allow-list (OrderedDict, torch.Size, ten dtypes, tensor classes)
   unknown,         ///< neither: torch.load(weights_only=True) refuses it; plain torch.load imports and may call it
   dangerous,       ///< calls code or touches the system (os.system, builtins.eval, subprocess, torch.load...)
 };
@@ -28,8 +28,10 @@ enum class GlobalVerdict : std::uint8_t {
   return "unknown";
 }
 
-/// The verdict on the global `module`.`name` (`full` is the two joined by a dot). Python 2's `__builtin__` is read
-/// as `builtins`, as the unpickler maps it for protocols 0 to 2.
+/// The verdict on the global `module`.`name` (`full` is the two joined by a dot): tensor_rebuild or allowed when
+/// `full` is on torch 1.13's weights_only allow-list, exactly; dangerous when the name as written, as Python's
+/// _compat_pickle renames it (`cPickle.loads` is pickle.loads, `thread` is _thread), or as a dotted attribute path
+/// (`torch` + `serialization.os.system`) reaches code or the system; unknown otherwise.
 [[nodiscard]] TENSORFILE_ENTRY GlobalVerdict classify_global(std::string_view module, std::string_view name,
                                                              std::string_view full);
 
