@@ -462,13 +462,13 @@ void with_file_bytes(const FileHandle& file, std::uint64_t size, Use&& use) {
 /// Every regular file below `root`, by content, in path order; one that cannot be read is an error finding.
 inline void scan_tree(ScanReport& report, const std::filesystem::path& root, const ScanOptions& options) {
   std::vector<std::filesystem::path> files;
-  std::error_code error;
-  auto it = std::filesystem::recursive_directory_iterator(root, {}, error);
-  for (; !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+  std::error_code listing;
+  auto it = std::filesystem::recursive_directory_iterator(root, {}, listing);
+  for (; !listing && it != std::filesystem::recursive_directory_iterator(); it.increment(listing)) {
     std::error_code ignored;
     if (it->is_regular_file(ignored)) files.push_back(it->path());
   }
-  if (error) throw IoError("cannot list the folder", error.value(), {.file = root});
+  if (listing) throw IoError("cannot list the folder", listing.value(), {.file = root});
   std::sort(files.begin(), files.end());
   for (const std::filesystem::path& file : files) {
     const std::string member = std::filesystem::relative(file, root).generic_string();

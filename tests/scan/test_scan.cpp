@@ -373,6 +373,34 @@ TEST_CASE("scan walks the pickle after an object .npy header, and nothing in a n
   CHECK_FALSE(broken.safe());
 }
 
+TEST_CASE("scan reads a structured .npy descr for object fields, and a string dtype as holding no pickle", "[scan]") {
+  // np.save pickles a whole structured array when any field is an object ([('a', '<i4'), ('b', '|O')]).
+  const auto npy = [](const std::string& descr, const std::string& data) {
+    std::string header = "{'descr': " + descr + ", 'fortran_order': False, 'shape': (1,), }";
+    header.append(128 - 10 - header.size() - 1, ' ');
+    header += '\n';
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header + data;
+  };
+  const ScanReport objects = scan(byte_span(npy("[('a', '<i4'), ('b', [('c', '|O')], (2,))]", os_system)));
+  REQUIRE(objects.globals.size() == 1);
+  CHECK(objects.globals[0].full_name() == "os.system");
+  CHECK_FALSE(objects.safe());
+  const ScanReport fields = scan(byte_span(npy("[('a', '<i4'), ('b', '<f8', (2,))]", std::string(20, '\0'))));
+  CHECK(fields.pickles.empty());
+  CHECK(fields.safe());
+  const ScanReport unbalanced = scan(byte_span(npy("[('a', '<i4')))]", os_system)));
+  CHECK_FALSE(unbalanced.safe());
+  // Real files np.save wrote (tests/data/numpy/PROVENANCE.md): a structured and a str array hold no pickle.
+  for (const char* name : {"structured.npy", "unicode.npy"}) {
+    const ScanReport real = scan(tensorfile_test::data_dir() / "numpy" / name);
+    INFO(name);
+    CHECK(real.format == FileFormat::npy);
+    CHECK(real.anomalies.empty());
+    CHECK(real.errors.empty());
+    CHECK(real.safe());
+  }
+}
+
 TEST_CASE("scan keeps a long global name cut, once per reference, and never as a listed name", "[scan][hostile]") {
   // A 10,000-byte module name memoized once, then named by 20 STACK_GLOBALs of 6 bytes each (BINGET 0, BINGET 1).
   const std::string module = "os" + std::string(9998, 'x');

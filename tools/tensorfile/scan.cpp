@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <set>
 #include <span>
 #include <string>
 #include <system_error>
@@ -16,6 +17,7 @@
 
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/scan.hpp>
+#include <tensorfile/state_dict.hpp>
 
 #include "commands.hpp"
 #include "progress.hpp"
@@ -134,6 +136,20 @@ void sort_paths(std::span<std::string> paths) {
 /// The regular files under the operands, in a stable order (as text: each becomes a path on the thread that scans
 /// it). Every file is a target, whatever its name: torch.load and numpy.load read a file by its bytes, and a
 /// folder's meta.json makes none of its files data.
+std::vector<std::string> leftover_lines(const std::filesystem::path& folder) {
+  std::vector<std::string> lines;
+  try {
+    for (const std::filesystem::path& file : leftover_save_temporaries(folder)) {
+      lines.push_back(
+          fmt::format("NOTE: {} is a temporary an interrupted save left (the next save to the folder "
+                      "removes it)",
+                      escape_controls(file.string())));
+    }
+  } catch (const Error&) {  // an unreadable folder is the scan's or the check's error already
+  }
+  return lines;
+}
+
 std::vector<std::string> scan_targets(const std::vector<std::string>& operands) {
   std::vector<std::string> targets;
   for (const std::string& operand : operands) {
@@ -241,6 +257,15 @@ int run_scan(const Args& args) {
   if (json) {
     out += "\n]\n";
   } else {
+    // Hidden files are where saves write; each folder holding one is asked once.
+    std::set<std::filesystem::path> folders;
+    for (const std::string& target : targets) {
+      const std::filesystem::path file = target;
+      if (file.filename().native().starts_with('.')) folders.insert(file.parent_path());
+    }
+    for (const std::filesystem::path& folder : folders) {
+      for (const std::string& line : leftover_lines(folder)) out += line + "\n";
+    }
     out += fmt::format("{} file{} scanned, {}\n", targets.size(), targets.size() == 1 ? "" : "s",
                        unsafe ? "NOT ALL SAFE" : "all safe");
   }

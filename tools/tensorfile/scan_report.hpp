@@ -2,6 +2,7 @@
 // How verify and scan word a safety scan: the UNSAFE / NOT SAFE lines, the worst global, and the report as JSON.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,9 @@ namespace tensorfile::cli {
 
 /// The report as a JSON object (no newline at the end).
 [[nodiscard]] std::string scan_json(const std::string& path, const ScanReport& report);
+
+/// One "NOTE: ..." line per hidden temporary a killed save left in `folder` (leftover_save_temporaries); none when
+/// the folder cannot be listed.
+[[nodiscard]] std::vector<std::string> leftover_lines(const std::filesystem::path& folder);
 
 }  // namespace tensorfile::cli

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,7 +110,10 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
   }
   if (!errors.empty()) return errors;
   try {
-    tensors = load_state_dict(path, {.map_location = "meta", .strict = false}).as_dict().size();
+    std::vector<FormatError> mismatches;  // every name missing, repeated or unlisted, one error each
+    tensors =
+        load_state_dict(path, {.map_location = "meta", .strict = false, .mismatches = &mismatches}).as_dict().size();
+    for (const FormatError& mismatch : mismatches) errors.push_back(mismatch.message());
   } catch (const Error& error) {
     errors.push_back(error.message());
   }
@@ -146,6 +150,13 @@ int run_verify(const Args& args) {
     errors = report.errors;
     summary = checked_summary(report);
     safe = scan_safe(args, file, shown, errors);
+  }
+  // A folder, or the folder of an index: what interrupted saves left there is reported, not an error.
+  if (std::filesystem::is_directory(path) || (layout && layout->sharded())) {
+    const std::filesystem::path folder = std::filesystem::is_directory(path) ? path : path.parent_path();
+    for (const std::string& line : leftover_lines(folder.empty() ? std::filesystem::path(".") : folder)) {
+      fmt::print("{}: {}\n", shown, line);
+    }
   }
   if (errors.empty() && !safe) return exit_file_error;
   if (errors.empty()) {

@@ -246,6 +246,10 @@ class NpyDictParser {
   void parse_descr(NpyHeader& header) {
     const std::size_t at = pos_;
     if (peek() == '[') {
+      if (objects_allowed_) {
+        objects_ = structured_holds_objects();
+        return;
+      }
       unsupported("descr is a structured dtype (a list of fields); only plain numeric dtypes are read", at);
     }
     const std::string descr = parse_string("descr as a str");
@@ -268,6 +272,7 @@ class NpyDictParser {
       objects_ = true;
       return;
     }
+    if (objects_allowed_) return;  // asked only whether a pickle follows: strings, datetimes... hold none
     if (kind == 'O') unsupported("descr '" + descr + "' is the object dtype (pickled Python objects), never read", at);
     if (kind == 'V') unsupported("descr '" + descr + "' is a void or structured dtype; not read", at);
     if (kind == 'U' || kind == 'S' || kind == 'a') {
@@ -278,6 +283,30 @@ class NpyDictParser {
       unsupported("descr '" + descr + "' is a numeric dtype tensorfile has no equivalent for", at);
     }
     fail("unknown descr '" + descr + "'", at);
+  }
+
+  // A structured descr, read only for whether a field holds objects (numpy then pickles the whole array): every
+  // str in its nested lists and tuples is a field name or a type, and a type 'O' in any byte order means objects.
+  // A field named 'O' counts too, which only makes the scanner walk data that holds no pickle.
+  bool structured_holds_objects() {
+    bool objects = false;
+    std::size_t depth = 0;
+    do {
+      const char c = peek();
+      if (c == '\'' || c == '"') {
+        const std::string item = parse_string("a str in the structured descr");
+        const std::string_view code =
+            item.size() > 1 && std::string_view("<>|=").find(item[0]) != std::string_view::npos
+                ? std::string_view(item).substr(1)
+                : std::string_view(item);
+        objects = objects || code == "O";
+        continue;
+      }
+      if (c == '[' || c == '(') ++depth;
+      if ((c == ']' || c == ')') && depth-- == 0) fail("unbalanced brackets in the structured descr", pos_);
+      ++pos_;
+    } while (depth > 0);
+    return objects;
   }
 
   std::string_view text_;
