@@ -76,20 +76,20 @@ struct StateDictLayout {
   return name;
 }
 
-/// The files load_state_dict looks for in a directory without meta.json, in this order: safetensors before torch
+/// The files load_state_dict looks for in a directory (before its meta.json), in this order: safetensors before torch
 /// files (as transformers prefers them), and in each the index before the single file. A single file beside an
 /// index of its kind is a leftover of an earlier layout (transformers would read it; save_safetensors_sharded
 /// removes it after its commit), read only when the index names it.
 inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.index.json", "model.safetensors",
                                                              "pytorch_model.bin.index.json", "pytorch_model.bin"};
 
-/// How the weights at `path` are laid out, read from the contents, never the name: a directory with a
-/// meta.json is a tensordict tree; another directory is taken through the first of
-/// model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and pytorch_model.bin it
-/// holds (state_dict_file_names); a file whose first bytes are a JSON object is an index (its weight_map parsed, shard
-/// names checked to stay below its directory); any other file is a single file of detect_format()'s format (unknown
-/// when it is none). Reads only the index and the first bytes of the file or first shard. Throws FormatError for a
-/// broken index or a directory holding none of those, IoError when unreadable.
+/// How the weights at `path` are laid out, read from the contents, never the name: a directory is taken through the
+/// first of model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and pytorch_model.bin it
+/// holds (state_dict_file_names), else, with a meta.json, it is a tensordict tree; a file whose first bytes are a JSON
+/// object is an index (its weight_map parsed, shard names checked to stay below its directory); any other file is a
+/// single file of detect_format()'s format (unknown when it is none). Reads only the index and the first bytes of the
+/// file or first shard. Throws FormatError for a broken index or a directory holding none of those, IoError when
+/// unreadable.
 [[nodiscard]] TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path,
                                                                   std::uint64_t max_index_bytes = std::uint64_t{1}
                                                                                                   << 28);
@@ -513,12 +513,14 @@ inline StateDictLayout resolve_layout(const std::filesystem::path& path, std::ui
   std::filesystem::path file = path;
   if (std::filesystem::is_directory(path, ec)) {
     source.directory = true;
-    if (std::filesystem::exists(path / "meta.json", ec)) {
+    // The model files first: a model directory may hold a meta.json of its own (tensorfile read such a folder as a
+    // tensordict tree, whose meta.json it was not); a tensordict tree holds none of those names.
+    file = choose_state_dict_file(path);
+    if (file.empty() && std::filesystem::exists(path / "meta.json", ec)) {
       layout.format = FileFormat::tensordict;
       layout.files.push_back(path);
       return layout;
     }
-    file = choose_state_dict_file(path);
     if (file.empty()) {
       throw FormatError(
           "the directory holds no meta.json, model.safetensors(.index.json) or pytorch_model.bin(.index.json); "

@@ -547,7 +547,14 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
     REQUIRE_THROWS_WITH(
         load_memmap(td_dir),
         "tensorfile: " + meta_path +
-            ": a: shape (4611686018427387904, 4) is too large; expected at most 2^63 bytes (at byte 33)");
+            ": a: shape (4611686018427387904, 4) is too large; expected at most 2^63 bytes, each 0 in the shape "
+            "counted as 1 (at byte 33)");
+    // Empty, but its strides would pass int64 (issue 39: signed overflow in contiguous_strides); numpy's bound.
+    put(td_dir / "meta.json", td_meta(R"("a": )" + leaf("[0, 4294967296, 4294967296]", "float32")));
+    REQUIRE_THROWS_WITH(load_memmap(td_dir), "tensorfile: " + meta_path +
+                                                 ": a: shape (0, 4294967296, 4294967296) is too large; expected at "
+                                                 "most 2^63 bytes, each 0 in the shape counted as 1 (at byte 33)");
+    REQUIRE_THROWS_AS(load_memmap(td_dir), FormatError);
     put(td_dir / "meta.json", td_meta("", R"("x")"));
     REQUIRE_THROWS_WITH(load_memmap(td_dir),
                         "tensorfile: " + meta_path +

@@ -78,11 +78,11 @@ Source resolve_source(const std::filesystem::path& path) {
     case FileFormat::safetensors: return from_layout(resolve_state_dict(path));
     case FileFormat::tensordict:
       source.kind = SourceKind::tensordict;
-      if (std::filesystem::exists(path / "meta.json", ec)) return source;
+      // A model directory's files win over a meta.json of its own, as in resolve_state_dict.
       for (const std::string_view name : state_dict_file_names) {
         if (std::filesystem::exists(path / name, ec)) return from_layout(resolve_state_dict(path));
       }
-      return source;  // not a model directory either: load_memmap says what is missing
+      return source;  // a tensordict tree, or neither: load_memmap says what is missing
     case FileFormat::unknown: break;
   }
   if (!std::filesystem::is_regular_file(path, ec)) return source;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include <tensorfile/state_dict.hpp>
 
 #include "commands.hpp"
+#include "formats.hpp"
 #include "progress.hpp"
 #include "scan_report.hpp"
 
@@ -48,6 +50,20 @@ ScanOptions scan_options(const Args& args) {
     }
   }
   return options;
+}
+
+std::vector<std::string> leftover_lines(const std::filesystem::path& folder) {
+  std::vector<std::string> lines;
+  try {
+    for (const std::filesystem::path& file : leftover_save_temporaries(folder)) {
+      lines.push_back(
+          fmt::format("NOTE: {} is a temporary an interrupted save left (the next save to the folder "
+                      "removes it)",
+                      escape_controls(file.string())));
+    }
+  } catch (const Error&) {  // an unreadable folder is the scan's or the check's error already
+  }
+  return lines;
 }
 
 std::vector<std::string> unsafe_lines(const ScanReport& report) {
@@ -136,26 +152,21 @@ void sort_paths(std::span<std::string> paths) {
 /// The regular files under the operands, in a stable order (as text: each becomes a path on the thread that scans
 /// it). Every file is a target, whatever its name: torch.load and numpy.load read a file by its bytes, and a
 /// folder's meta.json makes none of its files data.
-std::vector<std::string> leftover_lines(const std::filesystem::path& folder) {
-  std::vector<std::string> lines;
-  try {
-    for (const std::filesystem::path& file : leftover_save_temporaries(folder)) {
-      lines.push_back(
-          fmt::format("NOTE: {} is a temporary an interrupted save left (the next save to the folder "
-                      "removes it)",
-                      escape_controls(file.string())));
-    }
-  } catch (const Error&) {  // an unreadable folder is the scan's or the check's error already
-  }
-  return lines;
-}
-
 std::vector<std::string> scan_targets(const std::vector<std::string>& operands) {
   std::vector<std::string> targets;
   for (const std::string& operand : operands) {
     const std::filesystem::path root = operand;
     if (!std::filesystem::is_directory(root)) {
       targets.push_back(operand);
+      // A sharded index: every file it names is scanned too, whatever its name (a JSON index holds no pickle).
+      std::optional<StateDictLayout> layout;
+      try {
+        layout = weights_layout(root);
+      } catch (const Error&) {  // not an index: the file's own scan says what it is
+      }
+      if (layout && layout->sharded()) {
+        for (const std::filesystem::path& shard : layout->files) targets.push_back(shard.native());
+      }
       continue;
     }
     const std::size_t first = targets.size();
