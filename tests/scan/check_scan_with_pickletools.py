@@ -243,6 +243,12 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         files, expected = build_corpus(folder)
         weights_only_allowed = set(torch._weights_only_unpickler._get_allowed_globals())
+        # scan()'s allow-list is the installed torch's, name for name.
+        listed = subprocess.run([exe, "--allow-list"], capture_output=True, text=True, check=False).stdout.split()
+        if set(listed) != weights_only_allowed or len(listed) != len(set(listed)):
+            failures.append(f"scan's allow-list differs from torch's _get_allowed_globals(): only ours "
+                            f"{sorted(set(listed) - weights_only_allowed)}, only torch's "
+                            f"{sorted(weights_only_allowed - set(listed))}")
         result = subprocess.run([exe, *files], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             failures.append(f"scan_globals exited {result.returncode}: {result.stdout[-2000:]}{result.stderr}")
