@@ -182,6 +182,36 @@ def check_formats_and_verify(opts, failures, scratch):
     result = run(tool, "verify", broken)
     failures.check(result.returncode == 1 and "tensor \"ghost\" is listed in the index but missing" in result.stderr,
                    f"verify of an index listing a missing tensor: {result.returncode}: {result.stderr}")
+    # One name listed but missing and one held but unlisted: verify reports both (issue 39 saw only one).
+    del index["weight_map"]["0.weight"]
+    with open(index_path, "w") as f:
+        json.dump(index, f)
+    result = run(tool, "verify", broken)
+    failures.check(result.returncode == 1 and "tensor \"ghost\" is listed in the index but missing" in result.stderr
+                   and "holds tensor \"0.weight\", which the index does not list" in result.stderr
+                   and "(or --allow-unlisted)" in result.stderr and ": 2 errors found" in result.stderr,
+                   f"verify of an index with a missing and an unlisted tensor: {result.returncode}: {result.stderr}")
+    result = run(tool, "verify", "--allow-unlisted", broken)
+    failures.check(result.returncode == 1 and "\"ghost\" is listed in the index but missing" in result.stderr
+                   and "0.weight" not in result.stderr and ": 1 error found" in result.stderr,
+                   f"verify --allow-unlisted: {result.returncode}: {result.stderr}")
+    # A hidden temporary a killed save left: verify and scan of the folder note it; the verdict is unchanged.
+    leftover = os.path.join(broken, ".pytorch_model-00001-of-00003.bin.tmp-0123456789abcdef")
+    shutil.copyfile(os.path.join(broken, "pytorch_model-00001-of-00003.bin"), leftover)
+    result = run(tool, "scan", broken)
+    failures.check(result.returncode == 0 and f"NOTE: {leftover} is a temporary an interrupted save left"
+                   in result.stdout, f"scan of a folder with a leftover temporary: {result.stdout}")
+    os.remove(leftover)
+    clean = os.path.join(scratch, "clean")
+    shutil.copytree(os.path.join(data, "sharded", "torch_bin"), clean)
+    leftover = os.path.join(clean, ".pytorch_model-00002-of-00003.bin.tmp-fedcba9876543210")
+    with open(leftover, "wb") as f:
+        f.write(b"\0" * 64)
+    result = run(tool, "verify", clean)
+    failures.check(result.returncode == 0 and f"NOTE: {leftover} is a temporary an interrupted save left" in
+                   result.stdout and ": OK: " in result.stdout,
+                   f"verify of a folder with a leftover temporary: {result.returncode}: {result.stdout}{result.stderr}")
+    index["weight_map"]["0.weight"] = "pytorch_model-00001-of-00003.bin"
     del index["weight_map"]["ghost"]
     index["weight_map"]["0.bias"] = "../torch_bin/pytorch_model-00001-of-00003.bin"
     with open(index_path, "w") as f:

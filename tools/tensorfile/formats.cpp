@@ -39,6 +39,15 @@ MapLocation parse_map_location(std::string_view text) {
   }
 }
 
+std::string with_flag_names(std::string message) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
+      {{".allow_unlisted = true", "--allow-unlisted"}}};
+  for (const auto& [option, flag] : flags) {
+    if (const std::size_t at = message.find(option); at != std::string::npos) message.replace(at, option.size(), flag);
+  }
+  return message;
+}
+
 std::string human_bytes(std::uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   constexpr std::array<std::string_view, 5> units{"KiB", "MiB", "GiB", "TiB", "PiB"};

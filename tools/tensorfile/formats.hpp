@@ -25,6 +25,10 @@ namespace tensorfile::cli {
 /// "512 B", "1.5 KiB", "12.0 MiB", "3.21 GiB".
 [[nodiscard]] std::string human_bytes(std::uint64_t bytes);
 
+/// A library message with each option named as the tool's user sets it: "(or .allow_unlisted = true)" becomes
+/// "(or --allow-unlisted)".
+[[nodiscard]] std::string with_flag_names(std::string message);
+
 /// What a command's PATH holds, told from its contents (never its name): the one format dispatch of convert,
 /// inspect and bench.
 enum class SourceKind {

@@ -25,6 +25,7 @@
 #include <tensorfile/version.hpp>
 
 #include "commands.hpp"
+#include "formats.hpp"
 
 namespace {
 
@@ -59,16 +60,6 @@ std::string program_help() {
       "\nRun 'tensorfile COMMAND --help' for a command's options.\n"
       "Exit status: 0 success, 1 a file error (message on stderr), 2 a wrong command line.\n";
   return out;
-}
-
-/// The library names its options as a C++ caller sets them; the tool's user sets the flag instead.
-std::string with_flag_names(std::string message) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
-      {{".allow_unlisted = true", "--allow-unlisted"}}};
-  for (const auto& [option, flag] : flags) {
-    if (const std::size_t at = message.find(option); at != std::string::npos) message.replace(at, option.size(), flag);
-  }
-  return message;
 }
 
 int usage_error(std::string_view command, std::string_view message) {

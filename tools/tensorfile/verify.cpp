@@ -52,6 +52,7 @@ constexpr OptionSpec verify_options[] = {
     {"allow", "MODULE.NAME",
      "count this global as safe for weights_only (repeatable; commas list several; never a dangerous one)", true},
     {"json", "", "print the safety scan's report as JSON"},
+    {"allow-unlisted", "", "sharded PATH: a shard's tensors that its index does not list are not errors"},
 };
 
 const CommandSpec verify_spec{
@@ -102,7 +103,7 @@ bool scan_safe(const Args& args, const std::filesystem::path& file, const std::s
 /// verify() of every shard an index lists, then the index against them (a load on meta: names missing,
 /// repeated or unlisted). The errors of all of them together.
 std::vector<std::string> verify_shards(const std::filesystem::path& path, const StateDictLayout& layout,
-                                       std::size_t& tensors) {
+                                       bool allow_unlisted, std::size_t& tensors) {
   std::vector<std::string> errors;
   for (const std::filesystem::path& shard : layout.files) {
     const VerifyReport report = verify(shard);
@@ -112,7 +113,11 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
   try {
     std::vector<FormatError> mismatches;  // every name missing, repeated or unlisted, one error each
     tensors =
-        load_state_dict(path, {.map_location = "meta", .strict = false, .mismatches = &mismatches}).as_dict().size();
+        load_state_dict(
+            path,
+            {.map_location = "meta", .allow_unlisted = allow_unlisted, .strict = false, .mismatches = &mismatches})
+            .as_dict()
+            .size();
     for (const FormatError& mismatch : mismatches) errors.push_back(mismatch.message());
   } catch (const Error& error) {
     errors.push_back(error.message());
@@ -136,7 +141,7 @@ int run_verify(const Args& args) {
   const std::optional<StateDictLayout> layout = weights_layout(path);
   if (layout && layout->sharded()) {
     std::size_t tensors = 0;
-    errors = verify_shards(path, *layout, tensors);
+    errors = verify_shards(path, *layout, args.flag("allow-unlisted"), tensors);
     // Every file the index names is scanned, whatever its name or format.
     for (const std::filesystem::path& shard : layout->files) {
       safe = scan_safe(args, shard, escape_controls(shard.string()), errors) && safe;
@@ -163,7 +168,7 @@ int run_verify(const Args& args) {
     fmt::print("{}: OK: {}\n", shown, summary);
     return exit_ok;
   }
-  for (const std::string& error : errors) fmt::print(stderr, "{}\n", escape_controls(error));
+  for (const std::string& error : errors) fmt::print(stderr, "{}\n", escape_controls(with_flag_names(error)));
   fmt::print(stderr, "{}: {} error{} found\n", shown, errors.size(), errors.size() == 1 ? "" : "s");
   return exit_file_error;
 }
