@@ -256,6 +256,11 @@ inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const
                                     " end-of-central-directory signatures: torch's and Python's zip readers take the "
                                     "last one, which is not the record whose comment reaches the end of the file"});
   }
+  if (zip.directory_apart()) {
+    report.anomalies.push_back({where, 0,
+                                "the central directory does not end where the end records begin: Python's zipfile "
+                                "(numpy.load) reads another directory and other members than this reader"});
+  }
   if (const auto collision = case_collision(zip.entries())) {
     report.anomalies.push_back({where, 0,
                                 "the zip names '" + zip_impl::printable(collision->first) + "' and '" +

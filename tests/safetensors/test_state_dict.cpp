@@ -2,6 +2,7 @@
 // Tests of <tensorfile/state_dict.hpp> and <tensorfile/formats/safetensors/save_sharded.hpp>: format
 // detection, sharded checkpoints written by torch and by hand over the reference's files, every refusal,
 // and save_safetensors_sharded's files and index against the Hugging Face layout.
+#include <tensorfile/detail/posix/byte_sink.hpp>
 #include <tensorfile/formats/safetensors/save_sharded.hpp>
 #include <tensorfile/state_dict.hpp>
 
@@ -356,6 +357,19 @@ TEST_CASE("save_safetensors_sharded never writes over a live index's shards") {
   }
 }
 
+TEST_CASE("save_safetensors_sharded refuses shard names the directory cannot hold instead of searching forever") {
+  // Review: a 230-byte prefix made every name ENAMETOOLONG, which counted as taken, so the search for free names
+  // never ended (holding the directory's lock).
+  tensorfile_test::ScratchDir dir;
+  NamedTensors tensors;
+  for (int i = 0; i < 2; ++i)
+    tensors.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({1, 2, 3, 4}, {4}));
+  const SafetensorsShardedSaveOptions options{.max_shard_size = 16, .sync = false, .prefix = std::string(230, 'p')};
+  CHECK_THROWS_AS(save_safetensors_sharded(tensors, dir / "out", options), IoError);
+  CHECK_THROWS_WITH(save_safetensors_sharded(tensors, dir / "out", options),
+                    Catch::Matchers::Contains("cannot check the name"));
+}
+
 TEST_CASE("leftover_save_temporaries lists what killed saves left; the next save removes its own") {
   tensorfile_test::ScratchDir dir;
   const std::filesystem::path out = dir / "out";
@@ -373,6 +387,23 @@ TEST_CASE("leftover_save_temporaries lists what killed saves left; the next save
   (void)save_safetensors_sharded(tensors, out, {.max_shard_size = 4, .sync = false});
   CHECK(leftover_save_temporaries(out) == std::vector<std::filesystem::path>{out / ".weights.pt.tmp-00000000000000ff"});
   expect_error<IoError>([&] { (void)leftover_save_temporaries(dir / "missing"); }, "cannot open the directory");
+}
+
+TEST_CASE("a sharded save leaves a live single-file save's temporary alone") {
+  // Review: save_safetensors(dir / "model.safetensors") takes no directory lock, and a sharded save beside it
+  // removed its temporary as a killed save's leftover, so its commit failed.
+  tensorfile_test::ScratchDir dir;
+  std::filesystem::create_directories(dir / "out");
+  detail::AtomicFileSink writer(dir / "out" / "model.safetensors", false);
+  writer.write(std::as_bytes(std::span(std::string_view("in progress"))));
+  const std::vector<std::filesystem::path> live = leftover_save_temporaries(dir / "out");
+  REQUIRE(live.size() == 1);
+  NamedTensors tensors;
+  for (int i = 0; i < 2; ++i) tensors.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({1, 2}, {2}));
+  (void)save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 8, .sync = false});
+  CHECK(std::filesystem::exists(live[0]));  // still there, still its writer's
+  writer.commit();
+  CHECK(std::filesystem::file_size(dir / "out" / "model.safetensors") == 11);
 }
 
 TEST_CASE("load_state_dict reports every disagreement of an index with its shards") {

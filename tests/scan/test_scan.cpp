@@ -381,10 +381,16 @@ TEST_CASE("scan reads a structured .npy descr for object fields, and a string dt
     header += '\n';
     return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header + data;
   };
-  const ScanReport objects = scan(byte_span(npy("[('a', '<i4'), ('b', [('c', '|O')], (2,))]", os_system)));
-  REQUIRE(objects.globals.size() == 1);
-  CHECK(objects.globals[0].full_name() == "os.system");
-  CHECK_FALSE(objects.safe());
+  // numpy reads 'O8' and 'object' as the object dtype too (review: '|O8' was taken for data).
+  for (const char* descr : {"[('a', '<i4'), ('b', [('c', '|O')], (2,))]", "'|O8'", "'<O8'", "[('a', '|O8')]",
+                            "[('a', 'object')]", "[('a', 'object_')]"}) {
+    const ScanReport objects = scan(byte_span(npy(descr, os_system)));
+    INFO(descr);
+    REQUIRE(objects.globals.size() == 1);
+    CHECK(objects.globals[0].full_name() == "os.system");
+    CHECK_FALSE(objects.safe());
+  }
+  CHECK_FALSE(scan(byte_span(npy("'object'", os_system))).safe());  // no byte order: unreadable, never safe
   const ScanReport fields = scan(byte_span(npy("[('a', '<i4'), ('b', '<f8', (2,))]", std::string(20, '\0'))));
   CHECK(fields.pickles.empty());
   CHECK(fields.safe());
@@ -540,6 +546,19 @@ TEST_CASE("scan reads a tar that Python's tarfile accepts as torch.load does, ma
 }
 
 TEST_CASE("scan never calls an ambiguous zip safe", "[scan][hostile]") {
+  SECTION("bytes between the central directory and its end record: zipfile reads the directory elsewhere") {
+    // Python's zipfile locates the directory at the end record minus its size and shifts every member by the gap
+    // (review: an .npz so built ran a pickle under numpy.load while scan read a numeric member and said safe).
+    std::string file = tensorfile_test::torch_zip("arrays", {{"a.npy", "\x80\x02N."}});
+    const std::size_t end = file.rfind(std::string("PK\x05\x06", 4));
+    REQUIRE(end != std::string::npos);
+    CHECK(scan(byte_span(file)).anomalies.empty());
+    file.insert(end, std::string(16, '\0'));
+    const ScanReport report = scan(byte_span(file));
+    REQUIRE(report.anomalies.size() == 1);
+    CHECK(report.anomalies[0].what.find("does not end where the end records begin") != std::string::npos);
+    CHECK_FALSE(report.safe());
+  }
   SECTION("names that differ only in case: both walked, the pair reported") {
     const std::string file = tensorfile_test::torch_zip(
         "archive", {{"data.pkl", "\x80\x02N."}, {"data.PKL", os_system}, {"version", "3\n"}});
@@ -669,6 +688,26 @@ TEST_CASE("scan takes bytes that hold no pickle for data, not an error", "[scan]
   }
   SECTION("one whose global names no module Python could import is data") {
     CHECK(scan_text("c\x01\x02\n\x03\n\xff").safe());
+  }
+}
+
+TEST_CASE("scan reads PUT and GET indices as CPython does, so a lenient index hides nothing", "[scan][hostile]") {
+  // CPython takes ' 0', '+0', '0_1', '007' and '1\0x' as indices; a walk that stopped there took the rest for data
+  // (review: 'Np 0\n0cos\nsystem\n...' was safe, and torch.load ran it).
+  const std::string call = "cos\nsystem\n(S'true'\ntR.";
+  for (const std::string& head : {std::string("Np 0\n0"), std::string("Np0\n0g+0\n0"), std::string("Np0_1\n0g01\n0"),
+                                  std::string("Np1\0x\n0g\t1 \n0", 13)}) {
+    const ScanReport report = scan(byte_span(head + call));
+    INFO(head);
+    REQUIRE(report.globals.size() == 1);
+    CHECK(report.globals[0].full_name() == "os.system");
+    CHECK(report.globals[0].verdict == GlobalVerdict::dangerous);
+    CHECK_FALSE(report.safe());
+  }
+  // Indices CPython refuses stop its walk too: what follows is never run, so the bytes are data.
+  for (const std::string& head : {std::string("Np_1\n0"), std::string("Np1__2\n0"), std::string("Np-1\n0")}) {
+    INFO(head);
+    CHECK(scan(byte_span(head + call)).globals.empty());
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -94,6 +95,9 @@ class AtomicFileSink final : public ByteSink {
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0) throw IoError("cannot create a temporary file beside it", errno, {.file = target_});
+    // Held while it is written: a sharded save that clears what killed saves left passes over a temporary whose
+    // writer lives (the lock dies with the process).
+    (void)::flock(fd_, LOCK_EX | LOCK_NB);
     if (replacing) ::fchmod(fd_, mode);  // the umask may have taken bits the old file had
     staging_.reserve(staging_size);
   }

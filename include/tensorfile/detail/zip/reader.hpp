@@ -214,6 +214,10 @@ class ZipReader {
   /// Whether that is not the record this reader took (whose comment reaches the end of the file): those readers
   /// then see another archive.
   [[nodiscard]] bool end_record_ambiguous() const noexcept { return end_.last_signature != end_.classic; }
+  /// Whether the central directory does not end where the end records begin, or a zip64 end record does not sit
+  /// right before its locator: Python's zipfile (numpy.load) takes both for granted and reads the directory, and
+  /// every member, at other offsets (by the gap).
+  [[nodiscard]] bool directory_apart() const noexcept { return end_.apart; }
 
   /// Whether the archive bytes are in memory (open), so that stored_bytes() can hand them out.
   [[nodiscard]] bool in_memory() const noexcept { return archive_.size() == size_; }
@@ -375,6 +379,8 @@ class ZipReader {
     std::size_t signatures = 0;        // end-record signatures in the searched tail, the one taken included
     std::uint64_t last_signature = 0;  // the offset of the last of them
     std::uint64_t classic = 0;         // the offset of the classic record taken
+    bool apart = false;  // bytes between the directory and the end records, or a zip64 record not right before
+                         // its locator: where Python's zipfile, which assumes both, reads another directory
   };
 
   /// A byte range an entry claims: local header through the end of its data.
@@ -534,12 +540,14 @@ class ZipReader {
       end.directory_size = directory_size;
       end.directory_offset = directory_offset;
       end.start = record;
+      end.apart = record + zip64_end_size != locator;
       end.record = record;
     } else if (u16(e + 4) != 0 || u16(e + 6) != 0 || u16(e + 8) != u16(e + 10)) {
       fail_unsupported("multi-disk zip archives are not supported", pos);
     }
 
     const auto directory_end = checked_add_u64(end.directory_offset, end.directory_size);
+    if (directory_end && *directory_end < end.start) end.apart = true;
     if (!directory_end || *directory_end > end.start)
       fail("the central directory (" + std::to_string(end.directory_size) + " bytes at byte " +
                std::to_string(end.directory_offset) + ") runs into the end records at byte " +

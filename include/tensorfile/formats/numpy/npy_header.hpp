@@ -268,11 +268,13 @@ class NpyDictParser {
       }
     }
     const char kind = code[0];
-    if (kind == 'O' && code.size() == 1 && objects_allowed_) {
-      objects_ = true;
-      return;
+    if (objects_allowed_) {
+      // Asked only whether a pickle follows: numpy takes 'O', 'O8' and the like for the object dtype; the other
+      // kinds it reads (strings, datetimes, void...) hold none; anything else is no descr this check can vouch for.
+      objects_ = kind == 'O';
+      if (objects_ || std::string_view("biufcUSaMmV").find(kind) != std::string_view::npos) return;
+      fail("unknown descr '" + descr + "'", at);
     }
-    if (objects_allowed_) return;  // asked only whether a pickle follows: strings, datetimes... hold none
     if (kind == 'O') unsupported("descr '" + descr + "' is the object dtype (pickled Python objects), never read", at);
     if (kind == 'V') unsupported("descr '" + descr + "' is a void or structured dtype; not read", at);
     if (kind == 'U' || kind == 'S' || kind == 'a') {
@@ -286,8 +288,8 @@ class NpyDictParser {
   }
 
   // A structured descr, read only for whether a field holds objects (numpy then pickles the whole array): every
-  // str in its nested lists and tuples is a field name or a type, and a type 'O' in any byte order means objects.
-  // A field named 'O' counts too, which only makes the scanner walk data that holds no pickle.
+  // str in its nested lists and tuples is a field name or a type, and a type 'O', 'O8' or 'object' in any byte order
+  // means objects. A field so named counts too, which only makes the scanner walk data that holds no pickle.
   bool structured_holds_objects() {
     bool objects = false;
     std::size_t depth = 0;
@@ -299,7 +301,7 @@ class NpyDictParser {
             item.size() > 1 && std::string_view("<>|=").find(item[0]) != std::string_view::npos
                 ? std::string_view(item).substr(1)
                 : std::string_view(item);
-        objects = objects || code == "O";
+        objects = objects || code.starts_with('O') || code.starts_with("object");  // 'O8', 'object', 'object_'...
         continue;
       }
       if (c == '[' || c == '(') ++depth;

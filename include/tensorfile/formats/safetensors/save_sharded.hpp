@@ -232,10 +232,13 @@ class SaveDirectory {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
   [[nodiscard]] bool locked() const noexcept { return locked_; }
 
-  /// Whether `name` is taken (by anything: a file, a directory, a link, or a name that cannot be checked).
+  /// Whether `name` is taken (by anything: a file, a directory, a link). A name that cannot be checked (too long,
+  /// EACCES) is an IoError: counting it as taken sent the search for free names on forever.
   [[nodiscard]] bool taken(const std::string& name) const {
     struct stat info {};
-    return ::fstatat(dir_.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+    if (::fstatat(dir_.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (errno == ENOENT) return false;
+    throw IoError("cannot check the name " + name, errno, {.file = path_});
   }
 
   /// The directory's names (nothing when it cannot be read: what is left is removed by a later save).
@@ -252,6 +255,16 @@ class SaveDirectory {
 
   /// Unlinks `name`; whether it went.
   bool remove(const std::string& name) const { return ::unlinkat(dir_.fd(), name.c_str(), 0) == 0; }
+
+  /// Removes the temporary `name` unless a live writer holds its lock (AtomicFileSink locks each temporary while
+  /// it writes it, save_safetensors() and save() too, which take no directory lock; a killed writer's lock is gone).
+  bool remove_unused(const std::string& name) const {
+    const int fd = ::openat(dir_.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return false;
+    const bool removed = ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlinkat(dir_.fd(), name.c_str(), 0) == 0;
+    ::close(fd);
+    return removed;
+  }
 
   /// Makes the names' changes durable (best effort: every file is already synced).
   void sync() const { (void)::fsync(dir_.fd()); }
@@ -270,14 +283,15 @@ inline void sharded_save_step(std::string_view what, const std::string& name) {
 }
 
 /// Removes the temporaries that killed saves of `prefix` left in `dir` (those of its index, its single file and
-/// its shards), which no other save can be writing while `dir` is locked.
+/// its shards): no other sharded save writes while `dir` is locked, and a single-file save's live temporary is
+/// locked by its writer.
 inline void remove_leftover_temporaries(const SaveDirectory& dir, const std::string& prefix) {
   if (!dir.locked()) return;
   const std::string index = prefix + ".safetensors.index.json";
   const std::string single = prefix + ".safetensors";
   for (const std::string& name : dir.names()) {
     const std::string_view target = temporary_target(name);
-    if (target == index || target == single || is_shard_file_name(target, prefix)) (void)dir.remove(name);
+    if (target == index || target == single || is_shard_file_name(target, prefix)) (void)dir.remove_unused(name);
   }
 }
 
@@ -352,7 +366,14 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
     detail::refuse_directory_target(directory / single_name);
     file_names[0] = single_name;  // no index: replaces the single file; else: not read until the index goes
   } else {
+    // Saves alternate between two generations; a thousand taken means something else holds the names.
+    constexpr std::size_t max_generations = 1000;
     for (std::size_t generation = 0;; ++generation) {
+      if (generation == max_generations) {
+        throw ArgumentError("every shard name of " + std::to_string(max_generations) +
+                                " generations is taken in the directory; expected a folder a sharded save can write",
+                            {.file = directory});
+      }
       bool free = true;
       for (std::size_t k = 0; k < count && free; ++k) {
         file_names[k] = detail::shard_file_name(options.prefix, k + 1, count, generation);

@@ -308,13 +308,28 @@ class PickleScanner {
     const auto found = memo_sparse_.find(index);
     return found == memo_sparse_.end() ? nullptr : &found->second;
   }
+  // A PUT or GET line's index as CPython's unpickler reads it (PyLong_FromString, base 10, on the line as a C
+  // string): up to a NUL byte, spaces around it, a sign, leading zeros and single underscores between digits are
+  // all accepted. A walk stricter than CPython would stop where CPython goes on, and take what follows for data.
   std::optional<std::uint64_t> line_number() const {
-    std::uint64_t value = 0;
-    if (arg_size_ == 0 || arg_size_ > 19) return std::nullopt;
-    for (char c : text_at(arg_, arg_size_)) {
-      if (c < '0' || c > '9') return std::nullopt;
-      value = value * 10 + static_cast<std::uint64_t>(c - '0');
+    std::string_view text = text_at(arg_, arg_size_);
+    text = text.substr(0, text.find('\0'));
+    const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    while (!text.empty() && space(text.front())) text.remove_prefix(1);
+    while (!text.empty() && space(text.back())) text.remove_suffix(1);
+    bool negative = false;
+    if (!text.empty() && (text.front() == '+' || text.front() == '-')) {
+      negative = text.front() == '-';
+      text.remove_prefix(1);
     }
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '_' && i > 0 && digit(text[i - 1]) && i + 1 < text.size() && digit(text[i + 1])) continue;
+      if (!digit(text[i]) || value > (UINT64_MAX - 9) / 10) return std::nullopt;
+      value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
+    }
+    if (text.empty() || (negative && value != 0)) return std::nullopt;  // a negative index is CPython's error too
     return value;
   }
   // A quoted STRING line's contents, quotes removed.
