@@ -16,7 +16,7 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"

@@ -4,7 +4,7 @@
 """Check the layering of tensorfile's public headers.
 
 Layers, low to high (a header may include its own layer and the layers below it):
-  detail/**                       the leaf layer: only detail/** and core/error.hpp
+  detail/**                       the leaf layer: only detail/**, core/error.hpp and core/file_modes.hpp
   core/                           dtype, device, storage, tensor, value, print
   backends/                       storage owners (mmap, borrowed)
   io/, formats/<X>/, interop/     siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
@@ -32,6 +32,10 @@ FORWARDING_MARK = "Forwarding header"
 DETAIL, CORE, BACKENDS, SIBLINGS, CUDA, UMBRELLA = range(6)
 LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/, formats/ and interop/",
                CUDA: "cuda/", UMBRELLA: "the umbrella headers"}
+
+
+# The core headers that depend on nothing (the errors, the map and read modes), which the leaf layer may use.
+LEAF_CORE_HEADERS = ("tensorfile/core/error.hpp", "tensorfile/core/file_modes.hpp")
 
 
 def classify(header):
@@ -81,11 +85,11 @@ def rule_broken(includer, included):
     if dst_group == "version":
         return None
     if src_rank == DETAIL:
-        if dst_rank == DETAIL or included == "tensorfile/core/error.hpp":
+        if dst_rank == DETAIL or included in LEAF_CORE_HEADERS:
             return None
-        return "detail/ may include only detail/ and tensorfile/core/error.hpp"
-    if src_group == "formats-root" and dst_rank not in (DETAIL, CORE):
-        return "formats/format.hpp may include only core/ and detail/"
+        return "detail/ may include only detail/, tensorfile/core/error.hpp and tensorfile/core/file_modes.hpp"
+    if src_group == "formats-root" and dst_rank not in (DETAIL, CORE) and dst_group != "formats-root":
+        return "a header shared by the formats (formats/*.hpp) may include only core/, detail/ and formats/*.hpp"
     if src_group == "tensorfile.hpp" and dst_group in ("cuda", "cuda.hpp"):
         return "tensorfile.hpp leaves CUDA out (that is tensorfile/cuda.hpp)"
     if dst_rank > src_rank:

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // DirectReads
+#include "tensorfile/core/file_modes.hpp"  // DirectReads
 
 namespace tensorfile::detail {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode
+#include "tensorfile/core/file_modes.hpp"  // MapMode
 
 namespace tensorfile::detail {
 

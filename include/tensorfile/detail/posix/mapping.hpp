@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "tensorfile/config.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode
+#include "tensorfile/core/file_modes.hpp"  // MapMode
 
 namespace tensorfile::detail {
 

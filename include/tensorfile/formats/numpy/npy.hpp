@@ -12,7 +12,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/select.hpp"

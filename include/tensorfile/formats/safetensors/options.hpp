@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 

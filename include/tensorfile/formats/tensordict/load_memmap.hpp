@@ -9,7 +9,7 @@
 
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/select.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 

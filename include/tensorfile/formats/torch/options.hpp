@@ -15,7 +15,7 @@
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
-#include "tensorfile/detail/posix/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
 
