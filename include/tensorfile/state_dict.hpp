@@ -405,7 +405,7 @@ Value load_shards(const StateDictLayout& layout, const LoadOptions& options, Loa
         if (options.sharded.allow_unlisted) continue;
         mismatches.emplace_back("the shard holds tensor \"" + key.as_string() +
                                     "\", which the index does not list; expected only the index's names (or "
-                                    ".allow_unlisted = true)",
+                                    ".sharded.allow_unlisted = true)",
                                 ErrorLocation{.file = layout.files[k], .member = key.as_string()});
       } else if (it->second.shard != k) {
         mismatches.emplace_back("tensor \"" + key.as_string() + "\" is in two shards: the index lists it in " +

@@ -115,7 +115,9 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
     tensors =
         load_state_dict(
             path,
-            {.map_location = "meta", .allow_unlisted = allow_unlisted, .strict = false, .mismatches = &mismatches})
+            {.map_location = "meta",
+             .strict = false,
+             .sharded = {.allow_unlisted = allow_unlisted, .mismatches = &mismatches}})
             .as_dict()
             .size();
     for (const FormatError& mismatch : mismatches) errors.push_back(mismatch.message());
