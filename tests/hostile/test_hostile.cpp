@@ -139,7 +139,8 @@ TEST_CASE("Every truncation and every byte flip of small valid files fails clean
       flipped[i] ^= std::byte{0xFF};
       for (const bool verify : {false, true}) {
         const Outcome o = outcome([&] {
-          const tensorfile::Value v = tensorfile::load_torch(std::span<const std::byte>(flipped), {.verify_crc = verify});
+          const tensorfile::Value v =
+              tensorfile::load_torch(std::span<const std::byte>(flipped), {.verify_crc = verify});
           (void)(v == reference);  // a loaded value is a whole value
         });
         CHECK(o.first != "NOT-A-TENSORFILE-ERROR");
@@ -223,11 +224,11 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
   SECTION("defaults") {
     const tensorfile::LoadOptions d;
     CHECK(d.strict);
-    CHECK(d.max_depth == 5000);
-    CHECK(d.max_memo == (1u << 22));
-    CHECK(d.max_container == (1u << 26));
-    CHECK(d.max_tree_size == (std::uint64_t{1} << 27));
-    CHECK(d.max_total_bytes == (std::uint64_t{1} << 46));
+    CHECK(d.limits.max_depth == 5000);
+    CHECK(d.limits.max_memo == (1u << 22));
+    CHECK(d.limits.max_container == (1u << 26));
+    CHECK(d.limits.max_tree_size == (std::uint64_t{1} << 27));
+    CHECK(d.limits.max_total_bytes == (std::uint64_t{1} << 46));
   }
   SECTION("max_depth: lists, tuples and dicts") {
     // `depth` nested containers load with max_depth = depth and fail with depth - 1.
@@ -364,7 +365,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
         "archive", {{"data.pkl", two}, {"data/0", six}, {"data/1", six}, {"version", "3\n"}});
     const auto run = [&](std::uint64_t limit) {
       return outcome([&] {
-        (void)tensorfile::load_torch(std::as_bytes(std::span(file.data(), file.size())), {.limits = {.max_total_bytes = limit}});
+        (void)tensorfile::load_torch(std::as_bytes(std::span(file.data(), file.size())),
+                                     {.limits = {.max_total_bytes = limit}});
       });
     };
     CHECK(run(48).first == "OK");
@@ -387,7 +389,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
     const std::string json = R"({"shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
     { std::ofstream(scratch / "meta.json") << json; }
     const auto run = [&](std::uint64_t limit) {
-      return outcome([&] { (void)tensorfile::load_memmap(scratch.path(), {.limits = {.max_meta_json_bytes = limit}}); });
+      return outcome(
+          [&] { (void)tensorfile::load_memmap(scratch.path(), {.limits = {.max_meta_json_bytes = limit}}); });
     };
     CHECK(run(json.size()).first == "OK");
     CHECK(run(json.size() - 1).first == "LimitError");

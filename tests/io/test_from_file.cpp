@@ -125,7 +125,7 @@ TEST_CASE("from_file MapMode::read_only gives a read-only tensor over a file it 
     CHECK_THROWS_AS(from_file(dir / "missing.bin", {.mmap = MapMode::read_only}), IoError);
     CHECK_FALSE(std::filesystem::exists(dir / "missing.bin"));
   }
-  CHECK(FromFileOptions{}.mode == MapMode::copy_on_write);  // torch.from_file's shared=False
+  CHECK(FromFileOptions{}.mmap == MapMode::copy_on_write);  // torch.from_file's shared=False
 }
 
 TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {

@@ -127,7 +127,8 @@ TEST_CASE("map_location takes every form torch.load takes", "[load][map_location
   }
   SECTION("a tag map: exact remap, others keep their tag") {
     CHECK_NOTHROW(load_torch(path, {.map_location = std::map<std::string, std::string>{{"cuda:0", "cpu"}}}));
-    CHECK_THROWS_AS(load_torch(path, {.map_location = std::map<std::string, std::string>{{"cuda:1", "cpu"}}}), DeviceError);
+    CHECK_THROWS_AS(load_torch(path, {.map_location = std::map<std::string, std::string>{{"cuda:1", "cpu"}}}),
+                    DeviceError);
   }
   SECTION("a callable, once per storage, with CPU bytes and the saved tag") {
     std::vector<std::string> seen;
@@ -273,7 +274,7 @@ TEST_CASE("dict keys: opaque objects are keys by identity, as in Python", "[load
   CHECK(v.as_dict().items()[0].second.as_string() == "c");
   CHECK(v.as_dict().items()[1].second.as_string() == "b");
   CHECK(v.as_dict().items()[0].first == v.as_dict().items()[1].first);  // equal by what they hold, two keys
-  const std::vector<std::byte> saved = save_torch_to_bytes(v);                // saved back as two instances
+  const std::vector<std::byte> saved = save_torch_to_bytes(v);          // saved back as two instances
   CHECK(load_torch(std::span<const std::byte>(saved), {.strict = false}).size() == 2);
 }
 
@@ -317,16 +318,18 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
   }
   SECTION("numel must match the record size exactly (CVE-2026-24747)") {
     const auto path = write("big.pt", tensorfile_test::torch_file(one_tensor(1000, 0, {1000}, {1}), six));
-    REQUIRE_THROWS_WITH(load_torch(path), "tensorfile: " + path.string() +
-                                        ": archive/data.pkl: storage 0 declares 1000 float32 elements; expected 4000 "
-                                        "bytes in its record, got 24 (at byte 89)");
+    REQUIRE_THROWS_WITH(load_torch(path),
+                        "tensorfile: " + path.string() +
+                            ": archive/data.pkl: storage 0 declares 1000 float32 elements; expected 4000 "
+                            "bytes in its record, got 24 (at byte 89)");
   }
   SECTION("views must stay inside their storage") {
     const auto path = write("stride.pt", tensorfile_test::torch_file(one_tensor(6, 0, {3, 3}, {500, 1}), six));
-    REQUIRE_THROWS_WITH(load_torch(path), "tensorfile: " + path.string() +
-                                        ": archive/data.pkl: _rebuild_tensor_v2: view with sizes (3, 3), strides "
-                                        "(500, 1) and offset 0 leaves its storage; expected at most 24 bytes, got "
-                                        "4012 (at byte 148)");
+    REQUIRE_THROWS_WITH(load_torch(path),
+                        "tensorfile: " + path.string() +
+                            ": archive/data.pkl: _rebuild_tensor_v2: view with sizes (3, 3), strides "
+                            "(500, 1) and offset 0 leaves its storage; expected at most 24 bytes, got "
+                            "4012 (at byte 148)");
     CHECK_THROWS_AS(load_torch(as_span(tensorfile_test::torch_file(one_tensor(6, 7, {1}, {1}), six))), FormatError);
     CHECK_THROWS_AS(load_torch(as_span(tensorfile_test::torch_file(one_tensor(6, 0, {-1}, {1}), six))), FormatError);
     CHECK_THROWS_AS(load_torch(as_span(tensorfile_test::torch_file(one_tensor(6, -1, {1}, {1}), six))), FormatError);
@@ -335,8 +338,9 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
     const std::string pickle = one_tensor(6, 0, {6}, {1});
     const auto no_data =
         write("nodata.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"version", "3\n"}}));
-    REQUIRE_THROWS_WITH(load_torch(no_data), "tensorfile: " + no_data.string() +
-                                           ": archive/data.pkl: storage record archive/data/0 is missing (at byte 89)");
+    REQUIRE_THROWS_WITH(load_torch(no_data),
+                        "tensorfile: " + no_data.string() +
+                            ": archive/data.pkl: storage record archive/data/0 is missing (at byte 89)");
     const auto no_version =
         write("noversion.pt", tensorfile_test::torch_zip("archive", {{"data.pkl", pickle}, {"data/0", six}}));
     REQUIRE_THROWS_WITH(load_torch(no_version),
@@ -347,7 +351,9 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
                         Catch::Matchers::Contains("unsupported file format version \"11\"; expected 1 to 10"));
   }
   SECTION("malformed pickles") {
-    const auto run = [&](const std::string& pickle) { return load_torch(as_span(tensorfile_test::torch_file(pickle, six))); };
+    const auto run = [&](const std::string& pickle) {
+      return load_torch(as_span(tensorfile_test::torch_file(pickle, six)));
+    };
     REQUIRE_THROWS_WITH(run(PickleWriter().proto().integer(1).bytes()),
                         "tensorfile: archive/data.pkl: pickle ends before its STOP opcode (at byte 7)");
     REQUIRE_THROWS_WITH(
@@ -406,8 +412,9 @@ TEST_CASE("crafted files fail cleanly with the file, member and offset", "[load]
   SECTION("not a torch file, TorchScript, tar, empty") {
     const auto text = write("notes.txt", "hello world");
     REQUIRE_THROWS_WITH(
-        load_torch(text), "tensorfile: " + text.string() +
-                        ": not a torch file; expected a zip archive or a pickle, got bytes 68 65 6c 6c (at byte 0)");
+        load_torch(text),
+        "tensorfile: " + text.string() +
+            ": not a torch file; expected a zip archive or a pickle, got bytes 68 65 6c 6c (at byte 0)");
     const auto empty = write("empty.pt", "");
     REQUIRE_THROWS_WITH(load_torch(empty), "tensorfile: " + empty.string() + ": file is empty; expected a torch file");
     const auto script =
@@ -477,8 +484,9 @@ TEST_CASE("load reads torch 2.x forms", "[load][torch2]") {
     CHECK(neg.as_tensor().item<float>() == -3.0f);
   }
   SECTION("byteorder big is honoured by swapping each element") {
-    const Value be = load_torch(as_span(zip(PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
-                                      std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
+    const Value be =
+        load_torch(as_span(zip(PickleWriter().proto().tensor("IntStorage", "0", 2, 0, {2}, {1}).stop().bytes(),
+                               std::string("\x00\x00\x00\x01\x00\x00\x01\x00", 8), "big")));
     CHECK(be.as_tensor().data<const std::int32_t>()[0] == 1);
     CHECK(be.as_tensor().data<const std::int32_t>()[1] == 256);
     REQUIRE_THROWS_WITH(
@@ -571,7 +579,7 @@ TEST_CASE("Resource limits hold with safe defaults", "[load][safety][limits]") {
                               .bytes()),
                       "tensorfile: archive/data.pkl: integer of 200 bytes exceeds 128 (at byte 2)");
   const LoadOptions defaults;
-  CHECK(defaults.max_depth == 5000);
+  CHECK(defaults.limits.max_depth == 5000);
   CHECK(defaults.strict);
 }
 

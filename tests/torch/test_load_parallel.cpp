@@ -75,11 +75,12 @@ TEST_CASE("pooled preadv loads give the bytes of one-buffer loads, with 1 to 8 t
     const Value meta = load_torch(dir / "mixed.pt", {.map_location = "meta", .threads = 4});
     CHECK(meta["layer4.weight"].as_tensor().device().is_meta());
     int calls = 0;
-    const Value through = load_torch(dir / "mixed.pt", {.map_location = MapLocation([&](const Storage& s, std::string_view) {
-                                                    ++calls;
-                                                    return std::optional<Storage>(s);
-                                                  }),
-                                                  .threads = 4});
+    const Value through =
+        load_torch(dir / "mixed.pt", {.map_location = MapLocation([&](const Storage& s, std::string_view) {
+                                        ++calls;
+                                        return std::optional<Storage>(s);
+                                      }),
+                                      .threads = 4});
     CHECK(through == dict);
     CHECK(calls == 9);
   }
@@ -244,12 +245,13 @@ TEST_CASE("DirectReads: heap loads read records around the page cache when told 
   }
   SECTION("select and into still apply") {
     evict_from_page_cache(path);
-    const Value one = load_torch(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});
+    const Value one =
+        load_torch(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});
     CHECK(one["layer4.weight"] == dict["layer4.weight"]);
     CHECK(one["layer1.weight"].as_tensor().device().is_meta());
     std::vector<float> buffer(600000);
     const Tensor target(Storage(BorrowedBackend(std::as_writable_bytes(std::span(buffer)))), DType::Float32, {600000});
-    const Value into = load_torch(path, {.direct_reads = DirectReads::always, .into = {{"layer4.weight", target}}});
+    const Value into = load_torch(path, {.into = {{"layer4.weight", target}}, .direct_reads = DirectReads::always});
     CHECK(into == dict);
     CHECK(buffer[12345] == dict["layer4.weight"].as_tensor().data<float>()[12345]);
   }
@@ -351,7 +353,8 @@ TEST_CASE("select reads only the selected tensors' records; the others come back
     CHECK(host == 10 + 1 + 10);  // layers.1x, layers.3, layers.3x
     const Value all = load_torch(dir / "model.pt", {.select = [](std::string_view) { return true; }});
     CHECK(all == Value(dict));
-    const Value dropped = load_torch(dir / "model.pt", {.select = select_paths({"layers.5.weight"}), .select_drops = true});
+    const Value dropped =
+        load_torch(dir / "model.pt", {.select = select_paths({"layers.5.weight"}), .select_drops = true});
     REQUIRE(dropped.as_dict().size() == 1);
     CHECK(dropped["layers.5.weight"] == expected["layers.5.weight"]);
     const Value none = load_torch(dir / "model.pt", {.select = [](std::string_view) { return false; }});
@@ -579,10 +582,10 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     }
   }
   SECTION("records through a map_location function: the headers first, as before") {
-    const Value through =
-        load_torch(path,
-             {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
-              .threads = 2});
+    const Value through = load_torch(
+        path,
+        {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
+         .threads = 2});
     CHECK(through == dict);
   }
   SECTION("a bad local header is reported with its member and offset, before what the pickle found meanwhile") {

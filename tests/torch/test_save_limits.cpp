@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tests that save_torch() and load_torch() agree: what save_torch() writes, load_torch() with the same limits reads; what
-// load_torch() would refuse, save_torch() refuses first (ArgumentError, nothing written).
+// Tests that save_torch() and load_torch() agree: what save_torch() writes, load_torch() with the same limits reads;
+// what load_torch() would refuse, save_torch() refuses first (ArgumentError, nothing written).
 #include <tensorfile/detail/zip/reader.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 #include <tensorfile/formats/torch/save.hpp>
@@ -88,18 +88,21 @@ std::vector<std::pair<std::string, Value>> nesting_samples() {
 
 }  // namespace
 
-TEST_CASE("save_torch() refuses at every max_depth what load_torch() refuses at it, and nothing else", "[save][limits]") {
+TEST_CASE("save_torch() refuses at every max_depth what load_torch() refuses at it, and nothing else",
+          "[save][limits]") {
   for (auto& [name, value] : nesting_samples()) {
     if (name == "dict of tuples") value.as_dict().set(Value::tuple({1, Value::tuple({2})}), List{Value::tuple({})});
     const std::vector<std::byte> bytes = save_torch_to_bytes(value);
     for (std::size_t depth = 0; depth <= 8; ++depth) {  // load_torch() takes 0 as 1: one level is never refused
       INFO(name << ", max_depth " << depth);
-      CHECK(saves(value, {.torch = {.max_depth = depth}}) == loads(bytes, {.strict = false, .limits = {.max_depth = depth}}));
+      CHECK(saves(value, {.torch = {.max_depth = depth}}) ==
+            loads(bytes, {.strict = false, .limits = {.max_depth = depth}}));
     }
   }
 }
 
-TEST_CASE("save_torch() at max_depth loads back; one level more is refused before anything is written", "[save][limits]") {
+TEST_CASE("save_torch() at max_depth loads back; one level more is refused before anything is written",
+          "[save][limits]") {
   SECTION("a small limit set on both sides") {
     const std::vector<std::byte> bytes = save_torch_to_bytes(nested_lists(50), {.torch = {.max_depth = 50}});
     CHECK(chain_length(load_torch(span_of(bytes), {.limits = {.max_depth = 50}})) == 50);
@@ -111,8 +114,8 @@ TEST_CASE("save_torch() at max_depth loads back; one level more is refused befor
                         "SaveOptions::max_depth and LoadOptions::max_depth together to save and load it");
   }
   SECTION("the defaults: 5,000 levels, as torch loads (the writer's recursion holds them, under ASan too)") {
-    CHECK(SaveOptions{}.max_depth == 5000);
-    CHECK(LoadOptions{}.max_depth == 5000);
+    CHECK(SaveOptions{}.torch.max_depth == 5000);
+    CHECK(LoadOptions{}.limits.max_depth == 5000);
     const std::vector<std::byte> bytes = save_torch_to_bytes(nested_lists(5000));
     CHECK(chain_length(load_torch(span_of(bytes))) == 5000);
     REQUIRE_THROWS_AS(save_torch_to_bytes(nested_lists(5001)), ArgumentError);
@@ -128,11 +131,12 @@ TEST_CASE("save_torch() at max_depth loads back; one level more is refused befor
 }
 
 TEST_CASE("save_torch() refuses an undefined tensor, which load_torch() could not rebuild", "[save][limits]") {
-  const std::string message = "tensorfile: cannot save an undefined tensor (Tensor()); load_torch() could not rebuild it";
+  const std::string message =
+      "tensorfile: cannot save an undefined tensor (Tensor()); load_torch() could not rebuild it";
   REQUIRE_THROWS_AS(save_torch_to_bytes(Value(Tensor())), ArgumentError);
   REQUIRE_THROWS_WITH(save_torch_to_bytes(Value(Tensor())), message);
-  REQUIRE_THROWS_WITH(save_torch_to_bytes(make_state_dict({{"w", Tensor::from_values<float>({1})}, {"missing", Tensor()}})),
-                      message);
+  REQUIRE_THROWS_WITH(
+      save_torch_to_bytes(make_state_dict({{"w", Tensor::from_values<float>({1})}, {"missing", Tensor()}})), message);
   REQUIRE_THROWS_WITH(save_torch_to_bytes(Value::parameter(Tensor())), message);
   REQUIRE_THROWS_WITH(save_torch_to_bytes(Value(StorageValue{Tensor(), "cpu"})), message);
   const tensorfile_test::ScratchDir dir;
@@ -183,9 +187,9 @@ TEST_CASE("save_torch() refuses a container that contains itself; shared contain
 }
 
 TEST_CASE("save_torch() and load_torch() share the record limit: one record per storage plus 6", "[save][limits]") {
-  CHECK(SaveOptions{}.max_records == (std::uint64_t{1} << 24));
-  CHECK(LoadOptions{}.max_records == SaveOptions{}.max_records);
-  CHECK(detail::ZipLimits{}.max_entries == SaveOptions{}.max_records);  // archive_info() and verify() agree too
+  CHECK(SaveOptions{}.torch.max_records == (std::uint64_t{1} << 24));
+  CHECK(LoadOptions{}.limits.max_records == SaveOptions{}.torch.max_records);
+  CHECK(detail::ZipLimits{}.max_entries == SaveOptions{}.torch.max_records);  // archive_info() and verify() agree too
   const auto tensors = [](int n) {
     NamedTensors items;
     for (int i = 0; i < n; ++i) items.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({float(i)}));
@@ -205,16 +209,18 @@ TEST_CASE("save_torch() and load_torch() share the record limit: one record per 
   CHECK(names_in(dir.path()).empty());
 }
 
-TEST_CASE("save_torch() refuses containers and memos that load_torch() would refuse with the same limits", "[save][limits]") {
+TEST_CASE("save_torch() refuses containers and memos that load_torch() would refuse with the same limits",
+          "[save][limits]") {
   const Value list(List{1, 2, 3});
   const std::vector<std::byte> bytes = save_torch_to_bytes(list);
   for (std::size_t items = 0; items <= 4; ++items) {
     INFO("max_container " << items);
     CHECK(saves(list, {.torch = {.max_container = items}}) == loads(bytes, {.limits = {.max_container = items}}));
   }
-  REQUIRE_THROWS_WITH(save_torch_to_bytes(list, {.torch = {.max_container = 2}}),
-                      "tensorfile: cannot save a container of 3 items; expected at most max_container = 2 (load_torch() "
-                      "refuses more)");
+  REQUIRE_THROWS_WITH(
+      save_torch_to_bytes(list, {.torch = {.max_container = 2}}),
+      "tensorfile: cannot save a container of 3 items; expected at most max_container = 2 (load_torch() "
+      "refuses more)");
   const Value state = make_state_dict({{"a", Tensor::from_values<float>({1})}, {"b", Tensor::from_values<float>({2})}});
   const std::vector<std::byte> state_bytes = save_torch_to_bytes(state);
   for (std::size_t memo = 0; memo <= 12; ++memo) {

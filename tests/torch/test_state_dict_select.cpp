@@ -48,7 +48,7 @@ TEST_CASE("load_state_dict select over safetensors shards: unselected shards unr
 
   // without drops: every name, the unselected ones meta (the other shards' from their headers alone)
   for (const std::size_t threads : {1u, 4u}) {
-    const Value part = load_state_dict(dir.path(), {.threads = threads, .select = select});
+    const Value part = load_state_dict(dir.path(), {.select = select, .threads = threads});
     REQUIRE(part.as_dict().size() == tensors.size());
     for (const auto& [name, tensor] : tensors) {
       INFO(name);
