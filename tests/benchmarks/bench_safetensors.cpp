@@ -5,8 +5,8 @@
 //   read_floor  open, fstat, one 64-byte aligned buffer, pread the whole file (bench_load's pread floor)
 //   heap        load_safetensors to the heap, against read_floor
 //   write_floor write() of the file's bytes from one buffer into a new file (bench_save's floor)
-//   convert     a torch file of the same tensors -> .safetensors: load_torch(mmap) + save_safetensors, against write_floor
-//   shards_seq / shards_par  load_state_dict of a 4-shard directory (heap) with 1 thread / 4 threads
+//   convert     a torch file of the same tensors -> .safetensors: load_torch(mmap) + save_safetensors, against
+//   write_floor shards_seq / shards_par  load_state_dict of a 4-shard directory (heap) with 1 thread / 4 threads
 //
 //   bench_safetensors DIR [MIB=1024] [TENSORS=2000] [REPEATS=5]
 // Makes its files in DIR (kept when present with the same sizes), prints one JSON line per figure and a table.
@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     tf::save_safetensors(tensors, st, {.sync = false});
     tf::save_torch(tf::make_state_dict(tensors), pt, {.sync = false});
     std::filesystem::remove_all(shards);
-    (void)tf::save_safetensors_sharded(tensors, shards, {.sync = false, .sharded = {.max_shard_size = bytes / 4 + (bytes / count)}});
+    (void)tf::save_safetensors_sharded(tensors, shards,
+                                       {.sync = false, .sharded = {.max_shard_size = bytes / 4 + (bytes / count)}});
   }
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.is_regular_file()) warm(entry.path());

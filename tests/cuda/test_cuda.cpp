@@ -151,8 +151,9 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     CHECK(cuda::load_state_dict(index, {.map_location = "cpu"}) == load_state_dict(index));
   }
   SECTION("load_memmap with a CUDA device") {
-    CHECK_THROWS_AS(load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.map_location = Device::cuda(0)}),
-                    DeviceError);
+    CHECK_THROWS_AS(
+        load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.map_location = Device::cuda(0)}),
+        DeviceError);
   }
   SECTION("CPU and meta loads are untouched") {
     CHECK(cuda::load_torch(path, {.map_location = "cpu"}) == load_torch(path));
@@ -216,14 +217,14 @@ TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]")
     };
     check(load_torch(path, {.map_location = "cuda:0", .strict = false}));  // per-storage copies through Tensor::to
     check(load_torch(path, {.map_location = std::map<std::string, std::string>{{"cpu", "cuda:0"}, {"cuda:0", "cuda:0"}},
-                      .strict = false}));
-    check(load_torch(path, {.map_location =
-                          MapLocation::Function([](const Storage& cpu, std::string_view) -> std::optional<Storage> {
-                            return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())})
-                                .to(Device::cuda(0))
-                                .storage();
-                          }),
-                      .strict = false}));
+                            .strict = false}));
+    check(load_torch(path, {.map_location = MapLocation::Function(
+                                [](const Storage& cpu, std::string_view) -> std::optional<Storage> {
+                                  return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())})
+                                      .to(Device::cuda(0))
+                                      .storage();
+                                }),
+                            .strict = false}));
     for (const auto* options : {&small, &direct, &cufile, &separate}) {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
       LoadOptions with_progress = *options;
@@ -325,7 +326,8 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
   (void)Tensor::zeros({1}, DType::Float32, Device::cuda(0));  // the CUDA context exists before the measurement
   std::ofstream("/proc/self/clear_refs") << "5";              // resets the peak resident size (VmHWM)
   const std::int64_t before = peak_rss_kib();
-  const Value on_gpu = cuda::load_torch(scratch / "big.pt", {.map_location = "cuda:0", .cuda = {.ring_bytes = 64 << 20}});
+  const Value on_gpu =
+      cuda::load_torch(scratch / "big.pt", {.map_location = "cuda:0", .cuda = {.ring_bytes = 64 << 20}});
   const std::int64_t growth_kib = peak_rss_kib() - before;
   INFO("peak resident growth " << growth_kib << " KiB");
   CHECK(growth_kib < 200 * 1024);  // 64 MiB ring + the runtime's own; never the 512 MiB of data
@@ -357,7 +359,8 @@ TEST_CASE("cuda::load gives each empty record its own storage", "[cuda]") {
   save_torch(Value(std::move(saved)), scratch / "empties.pt");
   for (const bool cufile : {false, true}) {
     INFO("cufile " << cufile);
-    const Value loaded = cuda::load_torch(scratch / "empties.pt", {.map_location = "cuda:0", .cuda = {.use_cufile = cufile}});
+    const Value loaded =
+        cuda::load_torch(scratch / "empties.pt", {.map_location = "cuda:0", .cuda = {.use_cufile = cufile}});
     CHECK_NOTHROW(save_torch(loaded, scratch / "again.pt"));
     CHECK(load_torch(scratch / "again.pt", {.map_location = "cpu"}) == load_torch(scratch / "empties.pt"));
   }
@@ -457,9 +460,9 @@ TEST_CASE("require_cufile reads with cuFile or says why it cannot", "[cuda]") {
 TEST_CASE("keep_ring reuses the ring across loads until release_ring", "[cuda]") {
   const auto path = sample("state_dict_linear_bn.pt");
   const Value expected = load_torch(path);
-  const LoadOptions keep{.map_location = "cuda:0", .cuda = {.ring_bytes = 1 << 20, .slot_bytes = 64 * 1024, .keep_ring = true}};
-  for (int i = 0; i < 5; ++i)
-    CHECK(tensorfile_test::to_host(cuda::load_torch(path, keep)) == expected);
+  const LoadOptions keep{.map_location = "cuda:0",
+                         .cuda = {.ring_bytes = 1 << 20, .slot_bytes = 64 * 1024, .keep_ring = true}};
+  for (int i = 0; i < 5; ++i) CHECK(tensorfile_test::to_host(cuda::load_torch(path, keep)) == expected);
   std::size_t cached_pinned = 0;
   {
     const std::lock_guard lock(detail::CudaRingCache::get().mutex);

@@ -252,7 +252,8 @@ int main(int argc, char** argv) {
   for (const bool mmap : {false, true}) {
     bool format_error = false;
     try {
-      (void)tf::load_torch(target, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
+      (void)tf::load_torch(target,
+                           {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
     } catch (const tf::FormatError& e) {
       format_error = true;
       std::printf("load of the shrunk file (%s): %s\n", mmap ? "mmap" : "heap", e.what());

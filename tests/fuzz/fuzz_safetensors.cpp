@@ -14,8 +14,7 @@
 #include <span>
 
 namespace {
-std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes,
-                                          const tensorfile::LoadOptions& options) {
+std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
   return tensorfile_fuzz::try_load([&] { return tensorfile::load_safetensors(bytes, options); });
 }
 }  // namespace
@@ -36,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     tensorfile_fuzz::check_selected(*heap, *selected, options.select);
   }
   try {
-    const auto saved = tensorfile::save_safetensors_to_bytes(*heap, {.safetensors = {.sort = false}});  // header order kept
+    const auto saved =
+        tensorfile::save_safetensors_to_bytes(*heap, {.safetensors = {.sort = false}});  // header order kept
     const tensorfile::Value again = tensorfile::load_safetensors(std::span<const std::byte>(saved));
     if (!(again == *heap)) __builtin_trap();
   } catch (const tensorfile::ArgumentError&) {

@@ -63,8 +63,8 @@ TEST_CASE("An empty safetensors __metadata__ survives a save", "[safetensors][sa
   CHECK(load_safetensors(dir / "empty_metadata.safetensors") == loaded);
 
   // Given metadata replaces the kept map; without a kept map nothing is written.
-  const Value given =
-      load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(loaded, {.safetensors = {.metadata = {{"format", "pt"}}}})));
+  const Value given = load_safetensors(
+      std::span<const std::byte>(save_safetensors_to_bytes(loaded, {.safetensors = {.metadata = {{"format", "pt"}}}})));
   REQUIRE(safetensors_metadata(given) != nullptr);
   CHECK(safetensors_metadata(given)->size() == 1);
   const Value bare = load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(named_tensors(loaded))));

@@ -188,8 +188,8 @@ TEST_CASE("Safetensors hostile corpus: every input raises its exact error in eve
     const std::pair<std::string, std::string> from_path{
         item.error_class,
         item.message.empty() ? "" : "tensorfile: <file>: " + item.message.substr(std::string("tensorfile: ").size())};
-    for (const auto& options : {LoadOptions{}, LoadOptions{.mmap = MapMode::copy_on_write},
-                                LoadOptions{.map_location = "meta"}}) {
+    for (const auto& options :
+         {LoadOptions{}, LoadOptions{.mmap = MapMode::copy_on_write}, LoadOptions{.map_location = "meta"}}) {
       auto got = outcome([&] { (void)load_safetensors(path, options); });
       got.second = replace_all(got.second, path.string(), "<file>");
       CHECK(got == from_path);

@@ -41,8 +41,9 @@ NamedTensors version_tensors(int version) {
 /// Saves version `version` in `shards` shards (1: model.safetensors) to `dir`.
 SafetensorsShards save_version(const std::filesystem::path& dir, int version, int shards, bool sync = true) {
   const std::uint64_t per_shard = tensor_bytes * static_cast<std::uint64_t>((tensor_count + shards - 1) / shards);
-  return save_safetensors_sharded(version_tensors(version), dir,
-                                  {.sync = sync, .sharded = {.max_shard_size = shards == 1 ? std::uint64_t{1} << 40 : per_shard}});
+  return save_safetensors_sharded(
+      version_tensors(version), dir,
+      {.sync = sync, .sharded = {.max_shard_size = shards == 1 ? std::uint64_t{1} << 40 : per_shard}});
 }
 
 /// The version the folder loads as: every one of w0..w7 there and holding one value; nullopt for a mix (or a

@@ -274,8 +274,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     NamedTensors twice = tensors;
     twice.push_back(tensors[0]);
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(twice, dir / "twice"); }, "is given twice");
-    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.sharded = {.max_shard_size = 0}}); },
-                                "max_shard_size is 0");
+    expect_error<ArgumentError>(
+        [&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.sharded = {.max_shard_size = 0}}); },
+        "max_shard_size is 0");
     CHECK_FALSE(std::filesystem::exists(dir / "shared"));
     CHECK_FALSE(std::filesystem::exists(dir / "twice"));
   }
@@ -289,8 +290,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     for (const auto& [name, tensor] : tensors) changed.emplace_back(name, tensor.clone());
     for (auto& [name, tensor] : changed) std::fill_n(tensor.storage().mutable_data(), tensor.nbytes(), std::byte{9});
     changed.back().first = "tail\xff";
-    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(changed, dir / "out", {.sharded = {.max_shard_size = 32}}); },
-                                "not valid UTF-8");
+    expect_error<ArgumentError>(
+        [&] { (void)save_safetensors_sharded(changed, dir / "out", {.sharded = {.max_shard_size = 32}}); },
+        "not valid UTF-8");
     const auto check_untouched = [&] {
       for (std::size_t i = 0; i < written.files.size(); ++i) CHECK(file_bytes(written.files[i]) == before[i]);
       CHECK(file_bytes(written.index) == before.back());
@@ -302,8 +304,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     // A directory where the index goes: refused before anything is written or renamed.
     std::filesystem::create_directory(dir / "dir_index");
     std::filesystem::create_directory(dir / "dir_index" / "model.safetensors.index.json");
-    expect_error<IoError>([&] { (void)save_safetensors_sharded(tensors, dir / "dir_index", {.sharded = {.max_shard_size = 32}}); },
-                          "cannot replace a directory with a file");
+    expect_error<IoError>(
+        [&] { (void)save_safetensors_sharded(tensors, dir / "dir_index", {.sharded = {.max_shard_size = 32}}); },
+        "cannot replace a directory with a file");
     CHECK(std::distance(std::filesystem::directory_iterator(dir / "dir_index"), {}) == 1);
   }
 }
@@ -420,7 +423,8 @@ TEST_CASE("load_state_dict reports every disagreement of an index with its shard
       [&] { (void)load_state_dict(ckpt); },
       "(2) " + (ckpt / s2).string() + ": ghost: tensor \"ghost\" is listed in the index but missing from its shard");
   std::vector<FormatError> mismatches;
-  const Value agreed = load_state_dict(ckpt, {.map_location = "meta", .strict = false, .sharded = {.mismatches = &mismatches}});
+  const Value agreed =
+      load_state_dict(ckpt, {.map_location = "meta", .strict = false, .sharded = {.mismatches = &mismatches}});
   REQUIRE(mismatches.size() == 2);
   CHECK(mismatches[0].member() == "0.bias");
   CHECK(mismatches[0].path() == ckpt / s1);

@@ -458,8 +458,10 @@ void leaks(const Context& c, Row& row) {
   };
   const auto round = [&] {
     if (!whole(tensorfile::load_torch(pt))) row.fail("heap load not whole");
-    if (!whole(tensorfile::load_torch(pt, {.mmap = tensorfile::MapMode::copy_on_write}))) row.fail("mmap load not whole");
-    (void)tensorfile::load_torch(pt, {.map_location = tensorfile::Device::meta(), .mmap = tensorfile::MapMode::read_only});
+    if (!whole(tensorfile::load_torch(pt, {.mmap = tensorfile::MapMode::copy_on_write})))
+      row.fail("mmap load not whole");
+    (void)tensorfile::load_torch(pt,
+                                 {.map_location = tensorfile::Device::meta(), .mmap = tensorfile::MapMode::read_only});
     if (!whole(tensorfile::load_memmap(prefix))) row.fail("load_memmap not whole");
     (void)tensorfile::load_memmap(prefix, {.map_location = tensorfile::Device::meta()});
     row.loads += 5;

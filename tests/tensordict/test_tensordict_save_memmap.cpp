@@ -257,12 +257,14 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
     CHECK(fs::exists(dir / "raw" / "sp ace.memmap"));
     CHECK(fs::exists(dir / "raw" / "my dir" / "meta.json"));
     CHECK(load_memmap(dir / "raw") == td);
-    REQUIRE_THROWS_WITH(save_memmap(TensorDict({{"a/b", values<float>({1})}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
-                        "tensorfile: " + (dir / "raw2").string() +
-                            ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
-                            "encode_keys is off, got \"a/b\"");
-    REQUIRE_THROWS_AS(save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
-                      ArgumentError);
+    REQUIRE_THROWS_WITH(
+        save_memmap(TensorDict({{"a/b", values<float>({1})}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
+        "tensorfile: " + (dir / "raw2").string() +
+            ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
+            "encode_keys is off, got \"a/b\"");
+    REQUIRE_THROWS_AS(
+        save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
+        ArgumentError);
   }
   SECTION("relative prefixes, trailing separators, sync") {
     const TensorDict td({{"a", values<float>({1, 2})}}, {2});
@@ -477,7 +479,8 @@ TEST_CASE("load_memmap concurrent with save_memmap sees the old or the new tree 
   }
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
-      const LoadOptions options{.map_location = r == 2 ? MapLocation(Device::meta()) : MapLocation(), .tensordict = {.skip_missing = r == 1}};
+      const LoadOptions options{.map_location = r == 2 ? MapLocation(Device::meta()) : MapLocation(),
+                                .tensordict = {.skip_missing = r == 1}};
       while (writers_done.load() < writers) {
         try {
           const TensorDict td = load_memmap(prefix, options);

@@ -214,7 +214,8 @@ TEST_CASE("load_memmap select never opens an unselected leaf's file", "[tensordi
   REQUIRE_THROWS_WITH(load_memmap(td_dir, {.select = select_paths({"nested/*"})}),
                       "tensorfile: " + (td_dir / "nested" / "b.memmap").string() +
                           ": b: data file is missing; expected at least 4 bytes, got no file");
-  (void)load_memmap(td_dir, {.select = select_paths({"nested/b"}), .tensordict = {.skip_missing = true, .skipped = &skipped}});
+  (void)load_memmap(td_dir,
+                    {.select = select_paths({"nested/b"}), .tensordict = {.skip_missing = true, .skipped = &skipped}});
   CHECK(skipped == std::vector<fs::path>{td_dir / "nested" / "b.memmap"});
 
   const fs::path model = dir / "model";  // also inside a lazy stack and for a nested tensor's two files
@@ -244,7 +245,8 @@ TEST_CASE("load_memmap select with out fills only what it reads", "[tensordict][
   CHECK(out["nested"].as_tensordict().keys() == std::vector<std::string_view>{"extra", "b"});  // deeper emptied
   check_read(out, full, {"nested", "b"});
 
-  (void)load_memmap(sample("tensordict", "s01_basic"), {.select = select_paths({"nested/b"}), .tensordict = {.out = &out}});
+  (void)load_memmap(sample("tensordict", "s01_basic"),
+                    {.select = select_paths({"nested/b"}), .tensordict = {.out = &out}});
   check_meta(out, {"a"}, DType::Float32, {2, 3});  // without select_drops: replaced by a meta tensor
 }
 

@@ -154,7 +154,7 @@ TEST_CASE("into refuses a path the file lacks, a mismatch, and buffers it cannot
     INFO(why);
     CHECK_THROWS_AS(load_torch(file, options), ArgumentError);
     CHECK_THROWS_WITH(load_torch(file, options), Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
-                                               Catch::Matchers::Contains("state_dict_linear_bn.pt"));
+                                                     Catch::Matchers::Contains("state_dict_linear_bn.pt"));
   };
   Buffers buffers;
   refused("0.missing", buffers.like(weight), "the file holds no tensor at this path");

@@ -159,7 +159,8 @@ int run_bench(const Args& args) {
     } catch (const ArgumentError& error) {
       throw UsageError("--map-location: " + error.reason());
     }
-    if (!device->is_cuda()) throw UsageError(fmt::format("--map-location takes a CUDA device (cuda:N), got '{}'", *text));
+    if (!device->is_cuda())
+      throw UsageError(fmt::format("--map-location takes a CUDA device (cuda:N), got '{}'", *text));
     (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
   }
 
@@ -187,8 +188,10 @@ int run_bench(const Args& args) {
     const auto load_file = [path, npy, allow_unlisted](MapLocation where, bool mmap) {
       const std::optional<MapMode> mode = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt;
       if (npy) return Value(load_npy(path, {.map_location = std::move(where), .mmap = mode}));
-      return load_state_dict(
-          path, {.map_location = std::move(where), .mmap = mode, .strict = false, .sharded = {.allow_unlisted = allow_unlisted}});
+      return load_state_dict(path, {.map_location = std::move(where),
+                                    .mmap = mode,
+                                    .strict = false,
+                                    .sharded = {.allow_unlisted = allow_unlisted}});
     };
     std::atomic<std::uint64_t> stored{0};  // each storage's bytes once, told to the callable (shards load in parallel)
     tensor_count = named_tensors(load_file(MapLocation::Function([&stored](const Storage& bytes, std::string_view) {

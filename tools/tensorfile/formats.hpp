@@ -12,8 +12,8 @@
 #include <vector>
 
 #include <tensorfile/formats/format.hpp>  // detect_format and format_name, which every command uses
-#include <tensorfile/formats/select.hpp>
 #include <tensorfile/formats/options.hpp>
+#include <tensorfile/formats/select.hpp>
 #include <tensorfile/state_dict.hpp>
 
 namespace tensorfile::cli {

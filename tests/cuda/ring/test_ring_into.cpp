@@ -152,7 +152,7 @@ TEST_CASE("into refuses a buffer on another device, or of another dtype or shape
     CHECK_THROWS_WITH(ring_load_torch<FakeCopyEngine>(file, options, small_ring),
                       Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
                           Catch::Matchers::Contains("state_dict_linear_bn.pt"));
-    CHECK(allocated() == start);                          // refused before anything was streamed
+    CHECK(allocated() == start);                                // refused before anything was streamed
     CHECK_THROWS_AS(load_torch(file, options), ArgumentError);  // load_torch() refuses it too
   };
   refused("0.missing", device_buffer(weight), "the file holds no tensor at this path");
