@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
 
   // A checkpoint: every tensor summed in double whatever its dtype, and its size in bfloat16.
   if (argc > 1) {
-    const tensorfile::Value checkpoint = tensorfile::load(argv[1]);
+    const tensorfile::Value checkpoint = tensorfile::load_torch(argv[1]);
     for (const auto& [name, tensor] : tensorfile::named_tensors(checkpoint)) {
       const std::vector<double> values = tensor.to_vector<double>();
       const double sum = std::accumulate(values.begin(), values.end(), 0.0);

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   }
   try {
     // Storages are views of one copy-on-write mapping of the file: nothing is read until it is touched.
-    const auto checkpoint = tensorfile::load(argv[1], {.mmap = tensorfile::MapMode::copy_on_write});
+    const auto checkpoint = tensorfile::load_torch(argv[1], {.mmap = tensorfile::MapMode::copy_on_write});
     tensorfile::Tensor weight;
     std::string name;
     for (const auto& [key, tensor] : tensorfile::named_tensors(checkpoint)) {

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       {
         // shared = true creates the file, grows it to 10 floats, and every write reaches it.
         auto squares = tensorfile::from_file(
-            path, {.mode = tensorfile::MapMode::shared, .size = 10, .dtype = tensorfile::DType::Float32});
+            path, {.mmap = tensorfile::MapMode::shared, .size = 10, .dtype = tensorfile::DType::Float32});
         auto values = squares.view<float>();
         for (std::int64_t i = 0; i < squares.numel(); ++i) values(i) = static_cast<float>(i * i);
       }

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
 
   // A file's tensors; Parameters print as torch prints them ("Parameter containing:").
   if (argc > 1) {
-    const tensorfile::Value root = tensorfile::load(argv[1]);
+    const tensorfile::Value root = tensorfile::load_torch(argv[1]);
     for (const auto& [path, tensor] : tensorfile::named_tensors(root)) {
       std::cout << "\n" << path << ":\n" << tensorfile::to_string(tensor, {.precision = 3, .threshold = 50}) << "\n";
     }

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: example_value_navigation OPTIMIZER_CHECKPOINT.pt\n";
     return 2;
   }
-  const tf::Value ckpt = tf::load(argv[1]);  // an optimizer's state_dict: {"state": {0: ..., 1: ...}, ...}
+  const tf::Value ckpt = tf::load_torch(argv[1]);  // an optimizer's state_dict: {"state": {0: ..., 1: ...}, ...}
 
   // Lookups: contains/get on a dict, at_path through dicts (str or int keys) and lists (indices).
   std::cout << "has param_groups: " << ckpt.contains("param_groups") << "\n";

@@ -7,12 +7,12 @@
 //                                                 transformer-like state dict, bf16 layers and fp32 norms
 //        bench_cuda_load FILE MODE [--repeats N] [--cold] [--ring-mib N] [--slot-mib N] [--threads N]
 //                        [--direct on|off|auto] [--cufile] [--separate]
-//   MODE: stream       tensorfile::cuda::load(FILE, {.map_location = "cuda:0"}, ring options)
-//         hook         tensorfile::load(FILE, {.map_location = "cuda:0"}): one pageable cudaMemcpy per storage
+//   MODE: stream       tensorfile::cuda::load_torch(FILE, {.map_location = "cuda:0", .cuda = ring options})
+//         hook         tensorfile::load_torch(FILE, {.map_location = "cuda:0"}): one pageable cudaMemcpy per storage
 //         pinned_copy  floor: the file's bytes in one pinned buffer (read untimed), one cudaMemcpy to the device
 //         read_floor   floor: the file pread by --threads threads into a reused buffer, no device
 //   --cold          evict the file from the page cache (posix_fadvise DONTNEED) before every repeat
-//   --cufile        stream with cuFile only (CudaLoadOptions::require_cufile): where it cannot be used, one
+//   --cufile        stream with cuFile only (LoadOptions::Cuda::require_cufile): where it cannot be used, one
 //                   row says why ("io": "unavailable") instead of timing the ring under a cuFile label
 // The timer stops with the loaded tensors alive (as run_cuda_bench.sh's torch.load does): freeing them
 // is not part of a load. Each row's "io" says what moved the bytes: ring, cufile, pageable (hook), ...
@@ -175,7 +175,7 @@ void make_file(const std::string& path, std::int64_t mib) {
       sd.set(Value("layers." + std::to_string(l) + "." + w.name + ".weight"), Value(t));
     }
   }
-  save(Value(std::move(sd)), path);
+  save_torch(Value(std::move(sd)), path);
   std::printf("wrote %s: %.2f GiB\n", path.c_str(), static_cast<double>(file_size(path)) / (1 << 30));
 }
 
@@ -206,15 +206,16 @@ int main(int argc, char** argv) {
     ::close(fd);
   }
 
-  const tensorfile::cuda::CudaLoadOptions options{.ring_bytes = args.ring_mib << 20,
-                                                  .threads = args.threads,
-                                                  .direct_io = args.direct == "on"    ? std::optional<bool>(true)
-                                                               : args.direct == "off" ? std::optional<bool>(false)
-                                                                                      : std::nullopt,
-                                                  .use_cufile = args.cufile,
-                                                  .slot_bytes = args.slot_mib << 20,
-                                                  .single_allocation = !args.separate,
-                                                  .require_cufile = args.cufile};
+  const tensorfile::LoadOptions options{.map_location = "cuda:0",
+                                        .threads = args.threads,
+                                        .direct_reads = args.direct == "on"    ? tensorfile::DirectReads::always
+                                                        : args.direct == "off" ? tensorfile::DirectReads::never
+                                                                               : tensorfile::DirectReads::automatic,
+                                        .cuda = {.ring_bytes = args.ring_mib << 20,
+                                                 .slot_bytes = args.slot_mib << 20,
+                                                 .use_cufile = args.cufile,
+                                                 .require_cufile = args.cufile,
+                                                 .single_allocation = !args.separate}};
   const char* io = args.mode == "stream"        ? (args.cufile ? "cufile" : "ring")
                    : args.mode == "hook"        ? "pageable"
                    : args.mode == "pinned_copy" ? "pinned"
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
     std::size_t tensors = 0;
     if (args.mode == "stream") {
       try {
-        loaded = tensorfile::cuda::load(args.file, {.map_location = "cuda:0"}, options);
+        loaded = tensorfile::cuda::load_torch(args.file, options);
       } catch (const tensorfile::DeviceError& e) {
         if (!args.cufile) throw;
         std::printf(
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
       }
       tensors = loaded.is_dict() ? loaded.as_dict().size() : 1;
     } else if (args.mode == "hook") {
-      loaded = tensorfile::load(args.file, {.map_location = "cuda:0"});
+      loaded = tensorfile::load_torch(args.file, {.map_location = "cuda:0"});
       tensors = loaded.is_dict() ? loaded.as_dict().size() : 1;
     } else if (args.mode == "pinned_copy") {
       check(cudaMemcpy(device, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");

@@ -2,7 +2,7 @@
 // bench_load MODE FILE [REPEATS]: times tensorfile::load (heap, mmap, meta) against the pread floor; one JSON line.
 //
 // Each configuration belongs in its own process so that peak_rss_kb (ru_maxrss) is its own.
-// Timed: load() alone (the floors: open, fstat, one destination, pread all: pread_floor into operator new's
+// Timed: load_torch() alone (the floors: open, fstat, one destination, pread all: pread_floor into operator new's
 // memory, populate_floor into a MAP_POPULATE mapping, huge_floor into a huge-page advised mapping populated
 // with MADV_POPULATE_WRITE, huge2_floor the same read by two threads; decode_floor is pread_floor and one pass
 // that decodes every opcode of the pickle). Not timed:
@@ -69,8 +69,8 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
   tensorfile::LoadOptions options;
   if (mode == Mode::mmap) options.mmap = tensorfile::MapMode::copy_on_write;
   if (mode == Mode::meta) options.map_location = "meta";
-  // TENSORFILE_BENCH_READ_THREADS: LoadOptions.read_threads (unset: the library's default).
-  if (const char* threads = std::getenv("TENSORFILE_BENCH_READ_THREADS")) options.read_threads = std::stoul(threads);
+  // TENSORFILE_BENCH_READ_THREADS: LoadOptions.threads (unset: the library's default).
+  if (const char* threads = std::getenv("TENSORFILE_BENCH_READ_THREADS")) options.threads = std::stoul(threads);
   // TENSORFILE_BENCH_DIRECT_READS=always|never: LoadOptions.direct_reads (unset: automatic).
   if (const char* direct = std::getenv("TENSORFILE_BENCH_DIRECT_READS")) {
     const std::string_view how(direct);
@@ -89,7 +89,7 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
     if (mode == Mode::select)
       options.select = [first = true](std::string_view) mutable { return std::exchange(first, false); };
     const std::uint64_t rchar_before = tensorfile_bench::proc_io("rchar");
-    t.run([&] { value = tensorfile::load(path, options); });
+    t.run([&] { value = tensorfile::load_torch(path, options); });
     bytes_read = tensorfile_bench::proc_io("rchar") - rchar_before;
     r = checksum_of(*value, mode);
     anon = tensorfile_bench::proc_status_kb("RssAnon");

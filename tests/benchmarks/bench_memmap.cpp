@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       });
       const Stats meta = measure(repeats, [&] {
         const auto start = Clock::now();
-        TensorDict loaded = load_memmap(prefix, {.device = Device::meta()});
+        TensorDict loaded = load_memmap(prefix, {.map_location = Device::meta()});
         return ms_since(start);
       });
       const FileSet files = data_files(prefix);

@@ -24,7 +24,7 @@ int make(const std::string& path, long mib) {
 }
 
 int bench(const std::string& mode, const std::string& path, int repeats) {
-  tensorfile::NpyLoadOptions options;
+  tensorfile::LoadOptions options;
   if (mode == "mmap") options.mmap = tensorfile::MapMode::read_only;
   if (mode == "meta") options.map_location = "meta";
   tensorfile_bench::Timings t;

@@ -5,8 +5,8 @@
 //   read_floor  open, fstat, one 64-byte aligned buffer, pread the whole file (bench_load's pread floor)
 //   heap        load_safetensors to the heap, against read_floor
 //   write_floor write() of the file's bytes from one buffer into a new file (bench_save's floor)
-//   convert     a torch file of the same tensors -> .safetensors: load(mmap) + save_safetensors, against write_floor
-//   shards_seq / shards_par  load_state_dict of a 4-shard directory (heap) with 1 thread / 4 threads
+//   convert     a torch file of the same tensors -> .safetensors: load_torch(mmap) + save_safetensors, against
+//   write_floor shards_seq / shards_par  load_state_dict of a 4-shard directory (heap) with 1 thread / 4 threads
 //
 //   bench_safetensors DIR [MIB=1024] [TENSORS=2000] [REPEATS=5]
 // Makes its files in DIR (kept when present with the same sizes), prints one JSON line per figure and a table.
@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
   {
     const auto tensors = make_tensors(bytes, count);
     tf::save_safetensors(tensors, st, {.sync = false});
-    tf::save(tf::make_state_dict(tensors), pt, {.sync = false});
+    tf::save_torch(tf::make_state_dict(tensors), pt, {.sync = false});
     std::filesystem::remove_all(shards);
-    (void)tf::save_safetensors_sharded(tensors, shards, {.max_shard_size = bytes / 4 + (bytes / count), .sync = false});
+    (void)tf::save_safetensors_sharded(tensors, shards,
+                                       {.sync = false, .sharded = {.max_shard_size = bytes / 4 + (bytes / count)}});
   }
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.is_regular_file()) warm(entry.path());
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
     }
     wfloor.run([&] { tensorfile_bench::write_floor(floor_buffer, dir / "floor.bin"); });
     convert.run([&] {
-      const tf::Value v = tf::load(pt, {.mmap = tf::MapMode::copy_on_write});
+      const tf::Value v = tf::load_torch(pt, {.mmap = tf::MapMode::copy_on_write});
       tf::save_safetensors(v, dir / "converted.safetensors", {.sync = false});
     });
     {

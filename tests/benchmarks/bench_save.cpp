@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   tensorfile::Value value;
   std::vector<std::byte> buffer;
   if (mode == "save") {
-    value = tensorfile::load(in);
+    value = tensorfile::load_torch(in);
   } else {
     buffer.assign(file_bytes, std::byte{1});
   }
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     std::filesystem::remove(out);
     wall.push_back(tensorfile_bench::time_ms([&] {
       if (mode == "save") {
-        tensorfile::save(value, out, {.sync = false});
+        tensorfile::save_torch(value, out, {.sync = false});
       } else {
         tensorfile_bench::write_floor(buffer, out);
       }

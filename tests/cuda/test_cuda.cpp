@@ -19,6 +19,14 @@ using namespace tensorfile;
 
 namespace {
 
+/// `options` with the ring settings (threads, direct_reads, cuda) of `ring`.
+LoadOptions on_ring(LoadOptions options, const LoadOptions& ring) {
+  options.threads = ring.threads;
+  options.direct_reads = ring.direct_reads;
+  options.cuda = ring.cuda;
+  return options;
+}
+
 std::filesystem::path sample(const std::string& name) { return tensorfile_test::data_dir() / "torch" / name; }
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
@@ -84,7 +92,7 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
   const std::string reason = no_device_reason();
   SECTION("load with map_location (one copy per storage)") {
     try {
-      (void)load(path, {.map_location = "cuda:0"});
+      (void)load_torch(path, {.map_location = "cuda:0"});
       FAIL("expected a DeviceError");
     } catch (const DeviceError& e) {
       CHECK(e.path() == path);
@@ -93,7 +101,7 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
   }
   SECTION("cuda::load (streamed)") {
     try {
-      (void)cuda::load(path, {.map_location = "cuda:0"});
+      (void)cuda::load_torch(path, {.map_location = "cuda:0"});
       FAIL("expected a DeviceError");
     } catch (const DeviceError& e) {
       CHECK(e.path() == path);
@@ -101,9 +109,9 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     }
   }
   SECTION("a file saved on the GPU, with its saved tags") {
-    CHECK_THROWS_AS(cuda::load(sample("fake_cuda0.pt")), DeviceError);
-    CHECK_THROWS_AS(load(sample("fake_cuda0.pt")), DeviceError);
-    CHECK(load(sample("fake_cuda0.pt"), {.map_location = "cpu"}).is_dict());
+    CHECK_THROWS_AS(cuda::load_torch(sample("fake_cuda0.pt")), DeviceError);
+    CHECK_THROWS_AS(load_torch(sample("fake_cuda0.pt")), DeviceError);
+    CHECK(load_torch(sample("fake_cuda0.pt"), {.map_location = "cpu"}).is_dict());
   }
   SECTION("cuda::from_file") {
     try {
@@ -112,13 +120,15 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     } catch (const DeviceError& e) {
       CHECK(std::string(e.what()) == "tensorfile: " + path.string() + ": " + reason);
     }
-    CHECK_THROWS_MATCHES(cuda::from_file(path, {.mode = MapMode::shared, .dtype = DType::UInt8}), ArgumentError,
+    CHECK_THROWS_MATCHES(cuda::from_file(path, {.mmap = MapMode::shared, .dtype = DType::UInt8}), ArgumentError,
                          Catch::Matchers::Predicate<ArgumentError>([&](const ArgumentError& e) {
                            return e.reason() ==
-                                  "mode = MapMode::shared maps the file for writing; a tensor on cuda cannot write "
+                                  "mmap = MapMode::shared maps the file for writing; a tensor on cuda cannot write "
                                   "back, expected copy_on_write or read_only";
                          }));
-    CHECK(cuda::from_file(path, {.dtype = DType::UInt8}, Device::cpu()).device() == Device::cpu());
+    CHECK_THROWS_AS(cuda::from_file(path, {.dtype = DType::UInt8}, {.map_location = Device::cpu()}), ArgumentError);
+    CHECK_THROWS_AS(cuda::from_file(path, {.dtype = DType::UInt8}, {.map_location = {{{"cpu", "cuda:0"}}}}),
+                    ArgumentError);
   }
   SECTION("cuda::load_safetensors and cuda::load_state_dict (streamed)") {
     const auto weights = tensorfile_test::data_dir() / "safetensors" / "overall.safetensors";
@@ -141,12 +151,13 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     CHECK(cuda::load_state_dict(index, {.map_location = "cpu"}) == load_state_dict(index));
   }
   SECTION("load_memmap with a CUDA device") {
-    CHECK_THROWS_AS(load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.device = Device::cuda(0)}),
-                    DeviceError);
+    CHECK_THROWS_AS(
+        load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.map_location = Device::cuda(0)}),
+        DeviceError);
   }
   SECTION("CPU and meta loads are untouched") {
-    CHECK(cuda::load(path, {.map_location = "cpu"}) == load(path));
-    CHECK(cuda::load(path, {.map_location = "meta"}).as_tensor().device() == Device::meta());
+    CHECK(cuda::load_torch(path, {.map_location = "cpu"}) == load_torch(path));
+    CHECK(cuda::load_torch(path, {.map_location = "meta"}).as_tensor().device() == Device::meta());
   }
 }
 
@@ -183,18 +194,18 @@ TEST_CASE("Tensor::to moves tensors between host and device and keeps views", "[
 }
 
 TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]") {
-  const cuda::CudaLoadOptions small{.ring_bytes = 64 * 1024, .threads = 3, .slot_bytes = 16 * 1024};
-  const cuda::CudaLoadOptions direct{.ring_bytes = 1 << 20, .direct_io = true};
-  const cuda::CudaLoadOptions cufile{.use_cufile = true};
-  const cuda::CudaLoadOptions separate{.single_allocation = false};
+  const LoadOptions small{.threads = 3, .cuda = {.ring_bytes = 64 * 1024, .slot_bytes = 16 * 1024}};
+  const LoadOptions direct{.direct_reads = DirectReads::always, .cuda = {.ring_bytes = 1 << 20}};
+  const LoadOptions cufile{.cuda = {.use_cufile = true}};
+  const LoadOptions separate{.cuda = {.single_allocation = false}};
   std::size_t compared = 0;
   for (const auto& path : tensorfile_test::torch_fixtures()) {
     INFO(path.filename().string());
     Value on_cpu;
     try {
-      on_cpu = load(path, {.map_location = "cpu", .strict = false});
+      on_cpu = load_torch(path, {.map_location = "cpu", .strict = false});
     } catch (const Error&) {
-      CHECK_THROWS_AS(cuda::load(path, {.map_location = "cuda:0", .strict = false}), Error);
+      CHECK_THROWS_AS(cuda::load_torch(path, {.map_location = "cuda:0", .strict = false}), Error);
       continue;
     }
     const auto check = [&](const Value& on_gpu) {
@@ -204,21 +215,21 @@ TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]")
       CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
       ++compared;
     };
-    check(load(path, {.map_location = "cuda:0", .strict = false}));  // per-storage copies through Tensor::to
-    check(load(path, {.map_location = std::map<std::string, std::string>{{"cpu", "cuda:0"}, {"cuda:0", "cuda:0"}},
-                      .strict = false}));
-    check(load(path, {.map_location =
-                          MapLocation::Function([](const Storage& cpu, std::string_view) -> std::optional<Storage> {
-                            return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())})
-                                .to(Device::cuda(0))
-                                .storage();
-                          }),
-                      .strict = false}));
+    check(load_torch(path, {.map_location = "cuda:0", .strict = false}));  // per-storage copies through Tensor::to
+    check(load_torch(path, {.map_location = std::map<std::string, std::string>{{"cpu", "cuda:0"}, {"cuda:0", "cuda:0"}},
+                            .strict = false}));
+    check(load_torch(path, {.map_location = MapLocation::Function(
+                                [](const Storage& cpu, std::string_view) -> std::optional<Storage> {
+                                  return Tensor(cpu, DType::UInt8, {static_cast<std::int64_t>(cpu.size_bytes())})
+                                      .to(Device::cuda(0))
+                                      .storage();
+                                }),
+                            .strict = false}));
     for (const auto* options : {&small, &direct, &cufile, &separate}) {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
-      cuda::CudaLoadOptions with_progress = *options;
-      with_progress.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
-      check(cuda::load(path, {.map_location = "cuda:0", .strict = false}, with_progress));
+      LoadOptions with_progress = *options;
+      with_progress.cuda.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+      check(cuda::load_torch(path, on_ring({.map_location = "cuda:0", .strict = false}, with_progress)));
       REQUIRE_FALSE(calls.empty());
       CHECK(calls.back().first == calls.back().second);
       for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i].first >= calls[i - 1].first);
@@ -228,21 +239,21 @@ TEST_CASE("every torch fixture loaded to the GPU equals the CPU load", "[cuda]")
 }
 
 TEST_CASE("safetensors files and sharded checkpoints streamed to the GPU equal the CPU loads", "[cuda]") {
-  const cuda::CudaLoadOptions small{.ring_bytes = 64 * 1024, .threads = 3, .slot_bytes = 16 * 1024};
-  const cuda::CudaLoadOptions cufile{.use_cufile = true};
+  const LoadOptions small{.threads = 3, .cuda = {.ring_bytes = 64 * 1024, .slot_bytes = 16 * 1024}};
+  const LoadOptions cufile{.cuda = {.use_cufile = true}};
   for (const auto& entry : std::filesystem::directory_iterator(tensorfile_test::data_dir() / "safetensors")) {
     if (entry.path().extension() != ".safetensors") continue;
     INFO(entry.path().filename().string());
     const Value on_cpu = load_safetensors(entry.path());
     for (const auto* options : {&small, &cufile}) {
-      const Value on_gpu = cuda::load_safetensors(entry.path(), {.map_location = "cuda:0"}, *options);
+      const Value on_gpu = cuda::load_safetensors(entry.path(), on_ring({.map_location = "cuda:0"}, *options));
       for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
       CHECK(tensorfile_test::to_host(on_gpu) == on_cpu);
       CHECK((safetensors_metadata(on_gpu) == nullptr) == (safetensors_metadata(on_cpu) == nullptr));
     }
   }
   const auto index = tensorfile_test::data_dir() / "sharded" / "torch_bin" / "pytorch_model.bin.index.json";
-  const Value on_gpu = cuda::load_state_dict(index, {.map_location = "cuda:0"}, small);
+  const Value on_gpu = cuda::load_state_dict(index, on_ring({.map_location = "cuda:0"}, small));
   for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
   CHECK(tensorfile_test::to_host(on_gpu) == load_state_dict(index));
 }
@@ -251,10 +262,10 @@ TEST_CASE("device tensors save as torch files", "[cuda]") {
   tensorfile_test::ScratchDir scratch;
   for (const char* name : {"state_dict_linear_bn.pt", "shared_views.pt", "noncontig_view.pt", "all_dtypes.pt"}) {
     INFO(name);
-    const Value on_cpu = load(sample(name));
-    const Value on_gpu = cuda::load(sample(name), {.map_location = "cuda:0"});
-    save(on_gpu, scratch / "saved.pt");
-    CHECK(load(scratch / "saved.pt", {.map_location = "cpu"}) == on_cpu);
+    const Value on_cpu = load_torch(sample(name));
+    const Value on_gpu = cuda::load_torch(sample(name), {.map_location = "cuda:0"});
+    save_torch(on_gpu, scratch / "saved.pt");
+    CHECK(load_torch(scratch / "saved.pt", {.map_location = "cpu"}) == on_cpu);
   }
 }
 
@@ -269,8 +280,10 @@ TEST_CASE("cuda::from_file reads a raw file onto the device", "[cuda]") {
   }
   const Tensor mapped = tensorfile::from_file(scratch / "raw.bin");
   for (const bool direct : {false, true}) {
-    const Tensor t = cuda::from_file(scratch / "raw.bin", {}, Device::cuda(0),
-                                     {.ring_bytes = 4 << 20, .direct_io = direct, .slot_bytes = 1 << 20});
+    const Tensor t = cuda::from_file(scratch / "raw.bin", {},
+                                     {.map_location = Device::cuda(0),
+                                      .direct_reads = direct ? DirectReads::always : DirectReads::never,
+                                      .cuda = {.ring_bytes = 4 << 20, .slot_bytes = 1 << 20}});
     CHECK(t.device() == Device::cuda(0));
     CHECK(t.to(Device::cpu()).equal(mapped));
   }
@@ -286,7 +299,7 @@ TEST_CASE("load_memmap to a CUDA device equals the CPU load", "[cuda]") {
     const auto prefix = tensorfile_test::data_dir() / "tensordict" / name;
     NamedTensors on_cpu, on_gpu;
     leaves(load_memmap(prefix), "", on_cpu);
-    leaves(load_memmap(prefix, {.device = Device::cuda(0)}), "", on_gpu);
+    leaves(load_memmap(prefix, {.map_location = Device::cuda(0)}), "", on_gpu);
     REQUIRE(on_cpu.size() == on_gpu.size());
     for (std::size_t i = 0; i < on_cpu.size(); ++i) {
       INFO(on_cpu[i].first);
@@ -308,12 +321,13 @@ TEST_CASE("cuda::load of a large file keeps host memory near the ring size", "[c
     state.set("w" + std::to_string(i), t);
   }
   state.ordered = true;
-  save(Value(std::move(state)), scratch / "big.pt");
-  const Value on_cpu = load(scratch / "big.pt", {.mmap = MapMode::copy_on_write});
+  save_torch(Value(std::move(state)), scratch / "big.pt");
+  const Value on_cpu = load_torch(scratch / "big.pt", {.mmap = MapMode::copy_on_write});
   (void)Tensor::zeros({1}, DType::Float32, Device::cuda(0));  // the CUDA context exists before the measurement
   std::ofstream("/proc/self/clear_refs") << "5";              // resets the peak resident size (VmHWM)
   const std::int64_t before = peak_rss_kib();
-  const Value on_gpu = cuda::load(scratch / "big.pt", {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20});
+  const Value on_gpu =
+      cuda::load_torch(scratch / "big.pt", {.map_location = "cuda:0", .cuda = {.ring_bytes = 64 << 20}});
   const std::int64_t growth_kib = peak_rss_kib() - before;
   INFO("peak resident growth " << growth_kib << " KiB");
   CHECK(growth_kib < 200 * 1024);  // 64 MiB ring + the runtime's own; never the 512 MiB of data
@@ -342,12 +356,13 @@ TEST_CASE("cuda::load gives each empty record its own storage", "[cuda]") {
   saved.set(Value("empty_f32"), Value(Tensor::zeros({0}, DType::Float32)));
   saved.set(Value("full"), Value(Tensor::from_values<float>({1, 2, 3})));
   saved.set(Value("empty_i64"), Value(Tensor::zeros({0, 4}, DType::Int64)));
-  save(Value(std::move(saved)), scratch / "empties.pt");
+  save_torch(Value(std::move(saved)), scratch / "empties.pt");
   for (const bool cufile : {false, true}) {
     INFO("cufile " << cufile);
-    const Value loaded = cuda::load(scratch / "empties.pt", {.map_location = "cuda:0"}, {.use_cufile = cufile});
-    CHECK_NOTHROW(save(loaded, scratch / "again.pt"));
-    CHECK(load(scratch / "again.pt", {.map_location = "cpu"}) == load(scratch / "empties.pt"));
+    const Value loaded =
+        cuda::load_torch(scratch / "empties.pt", {.map_location = "cuda:0", .cuda = {.use_cufile = cufile}});
+    CHECK_NOTHROW(save_torch(loaded, scratch / "again.pt"));
+    CHECK(load_torch(scratch / "again.pt", {.map_location = "cpu"}) == load_torch(scratch / "empties.pt"));
   }
 }
 
@@ -361,12 +376,12 @@ TEST_CASE("cuda::load with into reads records straight into the caller's device 
   };
   const auto buffer_like = [](const Tensor& t) { return Tensor::zeros(t.sizes(), t.dtype(), Device::cuda(0)); };
   const auto file = sample("state_dict_linear_bn.pt");
-  const Value plain = load(file);
+  const Value plain = load_torch(file);
   for (const bool cufile : {false, true}) {
     INFO("cufile " << cufile);
-    LoadOptions options{.map_location = "cuda:0"};
+    LoadOptions options{.map_location = "cuda:0", .cuda = {.use_cufile = cufile}};
     for (const auto& named : named_tensors(plain)) options.into.emplace(named.first, buffer_like(named.second));
-    const Value loaded = cuda::load(file, options, {.use_cufile = cufile});
+    const Value loaded = cuda::load_torch(file, options);
     CHECK(tensorfile_test::to_host(loaded) == plain);
     for (const auto& [path, buffer] : options.into) {
       INFO(path);
@@ -374,17 +389,17 @@ TEST_CASE("cuda::load with into reads records straight into the caller's device 
       CHECK(tensor_at(loaded, path).storage().data() == buffer.storage().data());
     }
   }
-  // Views and a storage two paths share: copied on the device; load() with map_location fills them too.
+  // Views and a storage two paths share: copied on the device; load_torch() with map_location fills them too.
   const auto views = sample("shared_views.pt");
-  const Value viewed = load(views);
+  const Value viewed = load_torch(views);
   LoadOptions options{.map_location = "cuda:0"};
   LoadOptions plain_options{.map_location = "cuda:0"};
   for (const char* path : {"base", "again", "row1", "t"}) {
     options.into.emplace(path, buffer_like(tensor_at(viewed, path)));
     plain_options.into.emplace(path, buffer_like(tensor_at(viewed, path)));
   }
-  CHECK(tensorfile_test::to_host(cuda::load(views, options)) == viewed);
-  CHECK(tensorfile_test::to_host(load(views, plain_options)) == viewed);
+  CHECK(tensorfile_test::to_host(cuda::load_torch(views, options)) == viewed);
+  CHECK(tensorfile_test::to_host(load_torch(views, plain_options)) == viewed);
   for (const char* path : {"base", "again", "row1", "t"}) {
     INFO(path);
     CHECK(options.into.at(path).to(Device::cpu()).equal(tensor_at(viewed, path)));
@@ -393,7 +408,7 @@ TEST_CASE("cuda::load with into reads records straight into the caller's device 
   // A host buffer in a load to the device is refused: the result lives on the device.
   LoadOptions host_buffer{.map_location = "cuda:0"};
   host_buffer.into.emplace("0.weight", Tensor::zeros({2, 3}, DType::Float32));
-  CHECK_THROWS_WITH(cuda::load(file, host_buffer),
+  CHECK_THROWS_WITH(cuda::load_torch(file, host_buffer),
                     Catch::Matchers::Contains("the file's tensor loads to cuda:0, the buffer is on cpu"));
 }
 
@@ -404,7 +419,7 @@ TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {
     INFO("cufile " << cufile);
     int after = -1;
     REQUIRE(cudaSetDevice(0) == cudaSuccess);
-    (void)cuda::load(path, {.map_location = "cuda:" + std::to_string(last)}, {.use_cufile = cufile});
+    (void)cuda::load_torch(path, {.map_location = "cuda:" + std::to_string(last), .cuda = {.use_cufile = cufile}});
     REQUIRE(cudaGetDevice(&after) == cudaSuccess);
     CHECK(after == 0);
   }
@@ -412,7 +427,7 @@ TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {
     bool bound_after = true;
     int device_after = -1;
     std::jthread([&] {
-      (void)cuda::load(path, {.map_location = "cuda:" + std::to_string(last)});
+      (void)cuda::load_torch(path, {.map_location = "cuda:" + std::to_string(last)});
       bound_after = detail::CudaThreadDevice::chosen();
       (void)cudaGetDevice(&device_after);  // the runtime's default again, not the load's device
     }).join();
@@ -423,19 +438,19 @@ TEST_CASE("cuda::load leaves the calling thread's device as it was", "[cuda]") {
 
 TEST_CASE("require_cufile reads with cuFile or says why it cannot", "[cuda]") {
   const auto path = sample("state_dict_linear_bn.pt");
-  const cuda::CudaLoadOptions options{.use_cufile = true, .require_cufile = true};
+  const LoadOptions options{.map_location = "cuda:0", .cuda = {.use_cufile = true, .require_cufile = true}};
   const std::string why = cuda::cufile_unavailable_reason();
   if (why.empty()) {
     Value loaded;
     try {
-      loaded = cuda::load(path, {.map_location = "cuda:0"}, options);
+      loaded = cuda::load_torch(path, options);
     } catch (const DeviceError& e) {  // a filesystem cuFile refuses: the message says so
       CHECK(std::string(e.reason()).rfind("cuFile cannot be used: cuFileHandleRegister refused the file", 0) == 0);
       return;
     }
-    CHECK(tensorfile_test::to_host(loaded) == load(path));
+    CHECK(tensorfile_test::to_host(loaded) == load_torch(path));
   } else {
-    CHECK_THROWS_MATCHES(cuda::load(path, {.map_location = "cuda:0"}, options), DeviceError,
+    CHECK_THROWS_MATCHES(cuda::load_torch(path, options), DeviceError,
                          Catch::Matchers::Predicate<DeviceError>([&](const DeviceError& e) {
                            return e.reason() == "cuFile cannot be used: " + why && e.path() == path;
                          }));
@@ -444,10 +459,10 @@ TEST_CASE("require_cufile reads with cuFile or says why it cannot", "[cuda]") {
 
 TEST_CASE("keep_ring reuses the ring across loads until release_ring", "[cuda]") {
   const auto path = sample("state_dict_linear_bn.pt");
-  const Value expected = load(path);
-  const cuda::CudaLoadOptions keep{.ring_bytes = 1 << 20, .slot_bytes = 64 * 1024, .keep_ring = true};
-  for (int i = 0; i < 5; ++i)
-    CHECK(tensorfile_test::to_host(cuda::load(path, {.map_location = "cuda:0"}, keep)) == expected);
+  const Value expected = load_torch(path);
+  const LoadOptions keep{.map_location = "cuda:0",
+                         .cuda = {.ring_bytes = 1 << 20, .slot_bytes = 64 * 1024, .keep_ring = true}};
+  for (int i = 0; i < 5; ++i) CHECK(tensorfile_test::to_host(cuda::load_torch(path, keep)) == expected);
   std::size_t cached_pinned = 0;
   {
     const std::lock_guard lock(detail::CudaRingCache::get().mutex);
@@ -456,7 +471,7 @@ TEST_CASE("keep_ring reuses the ring across loads until release_ring", "[cuda]")
   CHECK(cached_pinned > 0);
   cuda::release_ring();
   CHECK(detail::CudaRingCache::get().devices.empty());
-  CHECK(tensorfile_test::to_host(cuda::load(path, {.map_location = "cuda:0"}, keep)) == expected);
+  CHECK(tensorfile_test::to_host(cuda::load_torch(path, keep)) == expected);
   cuda::release_ring();
 }
 

@@ -74,9 +74,9 @@ TEST_CASE("save_npz with compress writes deflated members load_npz reads back", 
       {"empty", Tensor::from_values<double>(std::span<const double>(), {0, 3})},
       {"transposed", Tensor::from_values<std::int16_t>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1)}};
   const std::vector<std::byte> stored = save_npz_to_bytes(tensors);
-  const std::vector<std::byte> compressed = save_npz_to_bytes(tensors, {.compress = true});
+  const std::vector<std::byte> compressed = save_npz_to_bytes(tensors, {.npz = {.compress = true}});
   CHECK(compressed.size() < stored.size() / 2);
-  const auto zip = detail::ZipReader::open(compressed, {}, detail::npz_zip_limits());
+  const auto zip = detail::ZipReader::open(compressed, {}, detail::npz_zip_limits({}));
   REQUIRE(zip.entries().size() == tensors.size());
   for (const auto& entry : zip.entries()) {
     CHECK(entry.method == 8);

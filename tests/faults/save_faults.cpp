@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Fault-injection driver, run under LD_PRELOAD=libtensorfile_fail_io.so (see run_faults.sh): save() over
+// Fault-injection driver, run under LD_PRELOAD=libtensorfile_fail_io.so (see run_faults.sh): save_torch() over
 // an existing file while writes fail with ENOSPC or EIO after N bytes, or fsync fails, must throw
 // IoError carrying that errno, leave the old file byte for byte, and leave no temporary behind; with
 // short writes only, the save must succeed. Then: a file shrunk under a live mapping (documented:
@@ -71,10 +71,10 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   const fs::path target = dir / "model.pt";
   const tf::Value old_value = tf::make_state_dict({{"old", tf::Tensor::from_values<float>({42, 43})}});
-  tf::save(old_value, target);
+  tf::save_torch(old_value, target);
   std::string old_bytes = slurp(target);
   const tf::Value value = sample_value();
-  const std::size_t full = tf::save_to_bytes(value, {.prefix = "model"}).size();  // the file's size
+  const std::size_t full = tf::save_torch_to_bytes(value, {.torch = {.prefix = "model"}}).size();  // the file's size
 
   // 1. Writes fail after N bytes (ENOSPC, EIO), for N across the whole file.
   int attempts = 0;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     const unsigned long long before = injected();
     bool threw = false;
     try {
-      tf::save(v, target);
+      tf::save_torch(v, target);
     } catch (const tf::IoError& e) {
       threw = true;
       EXPECT(e.error_number() == error);
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     ::setenv("TENSORFILE_FAIL_FSYNC", std::to_string(error).c_str(), 1);
     bool threw = false;
     try {
-      tf::save(value, target);
+      tf::save_torch(value, target);
     } catch (const tf::IoError& e) {
       threw = true;
       EXPECT(e.error_number() == error);
@@ -130,11 +130,11 @@ int main(int argc, char** argv) {
   // 3. Short writes only: the save completes and loads back equal.
   for (const char* k : {"1", "7", "4096"}) {
     ::setenv("TENSORFILE_SHORT_WRITES", k, 1);
-    tf::save(value, target);
+    tf::save_torch(value, target);
     ::unsetenv("TENSORFILE_SHORT_WRITES");
-    EXPECT(tf::load(target) == value);
+    EXPECT(tf::load_torch(target) == value);
     EXPECT(temporaries(dir) == 0);
-    tf::save(old_value, target);  // back to an old file for the next round
+    tf::save_torch(old_value, target);  // back to an old file for the next round
     old_bytes = slurp(target);
   }
   // 4. A save past 64 MiB takes the other path (CRCs on a second thread, records gathered into
@@ -150,9 +150,9 @@ int main(int argc, char** argv) {
     ++large_points;
   }
   ::setenv("TENSORFILE_SHORT_WRITES", "1000003", 1);
-  tf::save(large, target);
+  tf::save_torch(large, target);
   ::unsetenv("TENSORFILE_SHORT_WRITES");
-  EXPECT(tf::load(target) == large);
+  EXPECT(tf::load_torch(target) == large);
   EXPECT(temporaries(dir) == 0);
   std::printf("large save (72 MiB): %zu injected-failure saves and one of short writes\n", large_points);
 
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
       for (float& x : values) x += 100;
       new_named.emplace_back("w" + std::to_string(i), tf::Tensor::from_values<float>(std::span<const float>(values)));
     }
-    const tf::SafetensorsShardedSaveOptions shard_options{.max_shard_size = 150000};
+    const tf::SaveOptions shard_options{.sharded = {.max_shard_size = 150000}};
     const tf::SafetensorsShards old_files = tf::save_safetensors_sharded(old_named, sharded, shard_options);
     std::vector<fs::path> paths = old_files.files;
     paths.push_back(old_files.index);
@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
   // 4. A file shrunk under a live mapping. At map time the loader checks every record against the file
   //    size, so a file already short fails to load (FormatError). Shrinking it after the load cannot be
   //    detected: touching a page past the new end raises SIGBUS (as with any mmap, torch included).
-  tf::save(value, target);
+  tf::save_torch(value, target);
   {
-    const tf::Value mapped = tf::load(target, {.mmap = tf::MapMode::copy_on_write});
+    const tf::Value mapped = tf::load_torch(target, {.mmap = tf::MapMode::copy_on_write});
     const tf::Tensor big = mapped.as_dict().find(tf::Value("big"))->as_tensor();
     EXPECT(big.data<const float>()[79999] == 39999.5f);
     const pid_t child = ::fork();
@@ -252,7 +252,8 @@ int main(int argc, char** argv) {
   for (const bool mmap : {false, true}) {
     bool format_error = false;
     try {
-      (void)tf::load(target, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
+      (void)tf::load_torch(target,
+                           {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
     } catch (const tf::FormatError& e) {
       format_error = true;
       std::printf("load of the shrunk file (%s): %s\n", mmap ? "mmap" : "heap", e.what());

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   // 1. Eight threads at once, several rounds, every mode.
   int loads = 0;
   for (const fs::path& file : files) {
-    const tf::Value reference = tf::load(file);
+    const tf::Value reference = tf::load_torch(file);
     const std::vector<std::byte> bytes = slurp(file);
     std::vector<std::thread> threads;
     std::atomic<int> done{0};
@@ -64,10 +64,10 @@ int main(int argc, char** argv) {
         for (int round = 0; round < 4; ++round) {
           const int mode = (t + round) % 4;
           tf::Value v;
-          if (mode == 0) v = tf::load(file);
-          if (mode == 1) v = tf::load(file, {.mmap = tf::MapMode::copy_on_write});
-          if (mode == 2) v = tf::load(std::span<const std::byte>(bytes));
-          if (mode == 3) v = tf::load(std::span<const std::byte>(bytes), {.mmap = tf::MapMode::read_only});
+          if (mode == 0) v = tf::load_torch(file);
+          if (mode == 1) v = tf::load_torch(file, {.mmap = tf::MapMode::copy_on_write});
+          if (mode == 2) v = tf::load_torch(std::span<const std::byte>(bytes));
+          if (mode == 3) v = tf::load_torch(std::span<const std::byte>(bytes), {.mmap = tf::MapMode::read_only});
           EXPECT(v == reference);
           ++done;
         }
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&] {
         for (int round = 0; round < 4; ++round) {
-          const tf::TensorDict td = tf::load_memmap(tree, {.access = tf::MapMode::read_only});
+          const tf::TensorDict td = tf::load_memmap(tree, {.mmap = tf::MapMode::read_only});
           EXPECT(same_tree(td, reference));
           ++done;
         }
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     const tf::Value reference(dict);
     const fs::path good = scratch / "many.pt";
     const fs::path bad = scratch / "bad.pt";
-    tf::save(reference, good);
+    tf::save_torch(reference, good);
     std::vector<std::byte> corrupt = slurp(good);
     const std::string_view name = "many/data/300";
     const auto at = std::search(corrupt.begin(), corrupt.end(), name.begin(), name.end(),
@@ -121,9 +121,9 @@ int main(int argc, char** argv) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         for (int round = 0; round < 4; ++round) {
-          EXPECT(tf::load(good, {.read_threads = static_cast<std::size_t>(2 + (t + round) % 2)}) == reference);
+          EXPECT(tf::load_torch(good, {.threads = static_cast<std::size_t>(2 + (t + round) % 2)}) == reference);
           try {
-            (void)tf::load(bad, {.read_threads = 2});
+            (void)tf::load_torch(bad, {.threads = 2});
             EXPECT(false);
           } catch (const tf::FormatError& e) {
             EXPECT(e.member() == name);
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   fs::create_directories(scratch);
   const fs::path copy = scratch / "copy.pt";
   fs::copy_file(files[0], copy);
-  const tf::Value reference = tf::load(files[0]);
+  const tf::Value reference = tf::load_torch(files[0]);
   std::vector<tf::Tensor> kept;
   std::vector<double> expected;
   for (const auto& [key, value] : reference.as_dict()) {
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   for (const bool mmap : {false, true}) {
     {
       tf::Value v =
-          tf::load(copy, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
+          tf::load_torch(copy, {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::copy_on_write) : std::nullopt});
       for (const auto& [key, value] : v.as_dict()) {
         if (value.is_tensor() && value.as_tensor().dtype() == tf::DType::Float32) kept.push_back(value.as_tensor());
       }

@@ -15,11 +15,11 @@
 
 namespace {
 
-std::optional<tensorfile::Value> try_npy(std::span<const std::byte> bytes, const tensorfile::NpyLoadOptions& options) {
+std::optional<tensorfile::Value> try_npy(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
   return tensorfile_fuzz::try_load([&] { return tensorfile::Value(tensorfile::load_npy(bytes, options)); });
 }
 
-std::optional<tensorfile::Value> try_npz(std::span<const std::byte> bytes, const tensorfile::NpyLoadOptions& options) {
+std::optional<tensorfile::Value> try_npz(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
   return tensorfile_fuzz::try_load([&] { return tensorfile::load_npz(bytes, options); });
 }
 
@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (npz_mapped && !npz_heap) __builtin_trap();  // a view never succeeds where a copy fails
   const tensorfile_fuzz::InputFile file(bytes);   // the file path with `select`: unselected members' data unread
   if (npz_heap && !file.path().empty()) {
-    const tensorfile::NpyLoadOptions options{.select = tensorfile_fuzz::half_select(size)};
+    const tensorfile::LoadOptions options{.select = tensorfile_fuzz::half_select(size)};
     const auto selected = tensorfile_fuzz::try_load([&] { return tensorfile::load_npz(file.path(), options); });
     if (!selected) __builtin_trap();
     tensorfile_fuzz::check_selected(*npz_heap, *selected, options.select);

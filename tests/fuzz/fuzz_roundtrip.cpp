@@ -171,16 +171,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const tf::Value root = gen.value(0);
   std::vector<std::byte> bytes;
   try {
-    bytes = tf::save_to_bytes(root, {.alignment = std::uint64_t{1} << in.ConsumeIntegralInRange<int>(6, 12)});
+    bytes = tf::save_torch_to_bytes(
+        root, {.torch = {.alignment = std::uint64_t{1} << in.ConsumeIntegralInRange<int>(6, 12)}});
   } catch (const tf::Error&) {
     return 0;  // refused cleanly (e.g. a set holding an unhashable value)
   }
   for (const bool mmap : {false, true}) {
     try {
-      const tf::Value back = tf::load(std::span<const std::byte>(bytes),
-                                      {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::read_only) : std::nullopt,
-                                       .strict = false,
-                                       .verify_crc = true});
+      const tf::Value back =
+          tf::load_torch(std::span<const std::byte>(bytes),
+                         {.mmap = mmap ? std::optional<tf::MapMode>(tf::MapMode::read_only) : std::nullopt,
+                          .strict = false,
+                          .verify_crc = true});
       tensorfile_fuzz::walk(back);
       if (!(back == root))
         fail(mmap ? "loaded (mmap) != saved" : "loaded != saved", root, "loaded: " + tf::to_string(back));

@@ -14,8 +14,7 @@
 #include <span>
 
 namespace {
-std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes,
-                                          const tensorfile::SafetensorsLoadOptions& options) {
+std::optional<tensorfile::Value> try_load(std::span<const std::byte> bytes, const tensorfile::LoadOptions& options) {
   return tensorfile_fuzz::try_load([&] { return tensorfile::load_safetensors(bytes, options); });
 }
 }  // namespace
@@ -30,13 +29,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!(*heap == *mapped)) __builtin_trap();     // two modes, one meaning
   const tensorfile_fuzz::InputFile file(bytes);  // the file path with `select`: a pread per kept tensor
   if (!file.path().empty()) {
-    const tensorfile::SafetensorsLoadOptions options{.select = tensorfile_fuzz::half_select(size)};
+    const tensorfile::LoadOptions options{.select = tensorfile_fuzz::half_select(size)};
     const auto selected = tensorfile_fuzz::try_load([&] { return tensorfile::load_safetensors(file.path(), options); });
     if (!selected) __builtin_trap();
     tensorfile_fuzz::check_selected(*heap, *selected, options.select);
   }
   try {
-    const auto saved = tensorfile::save_safetensors_to_bytes(*heap, {.sort = false});  // header order kept
+    const auto saved =
+        tensorfile::save_safetensors_to_bytes(*heap, {.safetensors = {.sort = false}});  // header order kept
     const tensorfile::Value again = tensorfile::load_safetensors(std::span<const std::byte>(saved));
     if (!(again == *heap)) __builtin_trap();
   } catch (const tensorfile::ArgumentError&) {

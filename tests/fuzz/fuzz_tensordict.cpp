@@ -88,13 +88,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto access : {tensorfile::MapMode::read_only, tensorfile::MapMode::copy_on_write}) {
     try {
       const tensorfile::TensorDict td =
-          tensorfile::load_memmap(root, {.access = access, .max_meta_json_bytes = 1u << 20});
+          tensorfile::load_memmap(root, {.mmap = access, .limits = {.max_meta_json_bytes = 1u << 20}});
       walk(td);
     } catch (const tensorfile::Error&) {
     }
   }
   try {
-    (void)tensorfile::load_memmap(root, {.device = tensorfile::Device::meta()});
+    (void)tensorfile::load_memmap(root, {.map_location = tensorfile::Device::meta()});
   } catch (const tensorfile::Error&) {
   }
   return 0;

@@ -22,11 +22,11 @@ TEST_CASE("A saved bare storage of a newer dtype comes back as its bytes", "[sav
        {DType::Float8_e8m0fnu, DType::Float8_e4m3fn, DType::UInt16, DType::UInt32, DType::UInt64, DType::Complex32}) {
     INFO(dtype_name(dtype));
     const Tensor values = Tensor::zeros({4}, dtype);
-    const Value back = load(std::span<const std::byte>(save_to_bytes(Value(StorageValue{values, "cpu"}))));
+    const Value back = load_torch(std::span<const std::byte>(save_torch_to_bytes(Value(StorageValue{values, "cpu"}))));
     const Tensor& bytes = back.as_storage().tensor;
     CHECK(bytes.dtype() == DType::UInt8);
     CHECK(static_cast<std::size_t>(bytes.numel()) == values.nbytes());
-    CHECK(load(std::span<const std::byte>(save_to_bytes(Value(values)))).as_tensor().dtype() == dtype);
+    CHECK(load_torch(std::span<const std::byte>(save_torch_to_bytes(Value(values)))).as_tensor().dtype() == dtype);
   }
 }
 
@@ -37,7 +37,7 @@ TEST_CASE("A saved bare storage of a legacy storage class round-trips", "[save][
         DType::BFloat16, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128}) {
     INFO(dtype_name(dtype));
     const Value saved(StorageValue{Tensor::zeros({5}, dtype), "cpu"});
-    CHECK(load(std::span<const std::byte>(save_to_bytes(saved))) == saved);
+    CHECK(load_torch(std::span<const std::byte>(save_torch_to_bytes(saved))) == saved);
   }
 }
 
@@ -63,8 +63,8 @@ TEST_CASE("An empty safetensors __metadata__ survives a save", "[safetensors][sa
   CHECK(load_safetensors(dir / "empty_metadata.safetensors") == loaded);
 
   // Given metadata replaces the kept map; without a kept map nothing is written.
-  const Value given =
-      load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(loaded, {.metadata = {{"format", "pt"}}})));
+  const Value given = load_safetensors(
+      std::span<const std::byte>(save_safetensors_to_bytes(loaded, {.safetensors = {.metadata = {{"format", "pt"}}}})));
   REQUIRE(safetensors_metadata(given) != nullptr);
   CHECK(safetensors_metadata(given)->size() == 1);
   const Value bare = load_safetensors(std::span<const std::byte>(save_safetensors_to_bytes(named_tensors(loaded))));

@@ -69,10 +69,10 @@ std::vector<Outcome> torch_outcomes(const std::string& name) {
   const std::span<const std::byte> span(bytes);
   std::vector<Outcome> out;
   for (const bool mmap : {false, true}) {
-    out.push_back(outcome([&] { (void)tensorfile::load(span, options_for(name, mmap)); }));
+    out.push_back(outcome([&] { (void)tensorfile::load_torch(span, options_for(name, mmap)); }));
   }
   for (const bool mmap : {false, true}) {
-    auto o = outcome([&] { (void)tensorfile::load(file, options_for(name, mmap)); });
+    auto o = outcome([&] { (void)tensorfile::load_torch(file, options_for(name, mmap)); });
     o.second = replace_all(o.second, file.string(), "<file>");
     out.push_back(o);
   }
@@ -102,10 +102,10 @@ TEST_CASE("Hostile corpus: every input raises its exact error in every load mode
         const std::size_t bar = row.path_override.find('|');
         path_expected = {row.path_override.substr(0, bar), row.path_override.substr(bar + 1)};
       }
-      CHECK(got[0] == Outcome{row.error_class, row.message});  // load(span)
-      CHECK(got[1] == Outcome{row.error_class, row.message});  // load(span, {.mmap = copy_on_write})
-      CHECK(got[2] == path_expected);                          // load(path)
-      CHECK(got[3] == path_expected);                          // load(path, {.mmap = copy_on_write})
+      CHECK(got[0] == Outcome{row.error_class, row.message});  // load_torch(span)
+      CHECK(got[1] == Outcome{row.error_class, row.message});  // load_torch(span, {.mmap = copy_on_write})
+      CHECK(got[2] == path_expected);                          // load_torch(path)
+      CHECK(got[3] == path_expected);                          // load_torch(path, {.mmap = copy_on_write})
       tried += 4;
     } else {
       REQUIRE(row.kind == "tensordict");
@@ -124,12 +124,12 @@ TEST_CASE("Every truncation and every byte flip of small valid files fails clean
     INFO(name);
     const std::vector<std::byte> whole = slurp(tensorfile_test::data_dir() / name);
     REQUIRE(!whole.empty());
-    const tensorfile::Value reference = tensorfile::load(std::span<const std::byte>(whole));
+    const tensorfile::Value reference = tensorfile::load_torch(std::span<const std::byte>(whole));
     for (std::size_t n = 0; n < whole.size(); ++n) {
       const std::vector<std::byte> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n));
       for (const bool mmap : {false, true}) {
         const Outcome o =
-            outcome([&] { (void)tensorfile::load(std::span<const std::byte>(cut), options_for("", mmap)); });
+            outcome([&] { (void)tensorfile::load_torch(std::span<const std::byte>(cut), options_for("", mmap)); });
         CHECK(o.first != "NOT-A-TENSORFILE-ERROR");
         ++tried;
       }
@@ -139,7 +139,8 @@ TEST_CASE("Every truncation and every byte flip of small valid files fails clean
       flipped[i] ^= std::byte{0xFF};
       for (const bool verify : {false, true}) {
         const Outcome o = outcome([&] {
-          const tensorfile::Value v = tensorfile::load(std::span<const std::byte>(flipped), {.verify_crc = verify});
+          const tensorfile::Value v =
+              tensorfile::load_torch(std::span<const std::byte>(flipped), {.verify_crc = verify});
           (void)(v == reference);  // a loaded value is a whole value
         });
         CHECK(o.first != "NOT-A-TENSORFILE-ERROR");
@@ -218,16 +219,16 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
   }();
   const auto load_pickle = [&](const std::string& pickle, tensorfile::LoadOptions options = {}) {
     const std::string file = tensorfile_test::torch_file(pickle, six);
-    return outcome([&] { (void)tensorfile::load(std::as_bytes(std::span(file.data(), file.size())), options); });
+    return outcome([&] { (void)tensorfile::load_torch(std::as_bytes(std::span(file.data(), file.size())), options); });
   };
   SECTION("defaults") {
     const tensorfile::LoadOptions d;
     CHECK(d.strict);
-    CHECK(d.max_depth == 5000);
-    CHECK(d.max_memo == (1u << 22));
-    CHECK(d.max_container == (1u << 26));
-    CHECK(d.max_tree_size == (std::uint64_t{1} << 27));
-    CHECK(d.max_total_bytes == (std::uint64_t{1} << 46));
+    CHECK(d.limits.max_depth == 5000);
+    CHECK(d.limits.max_memo == (1u << 22));
+    CHECK(d.limits.max_container == (1u << 26));
+    CHECK(d.limits.max_tree_size == (std::uint64_t{1} << 27));
+    CHECK(d.limits.max_total_bytes == (std::uint64_t{1} << 46));
   }
   SECTION("max_depth: lists, tuples and dicts") {
     // `depth` nested containers load with max_depth = depth and fail with depth - 1.
@@ -248,8 +249,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       for (PickleWriter* w : {&lists, &tuples, &dicts}) {
         w->stop();
         INFO(depth);
-        CHECK(load_pickle(w->bytes(), {.max_depth = depth}).first == "OK");
-        const Outcome over = load_pickle(w->bytes(), {.max_depth = depth - 1});
+        CHECK(load_pickle(w->bytes(), {.limits = {.max_depth = depth}}).first == "OK");
+        const Outcome over = load_pickle(w->bytes(), {.limits = {.max_depth = depth - 1}});
         CHECK(over.first == "LimitError");
         CHECK(over.second.find("nesting exceeds " + std::to_string(depth - 1) + " levels") != std::string::npos);
       }
@@ -262,8 +263,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       for (std::size_t i = 0; i < n; ++i)
         memo.op('r').raw(std::string(reinterpret_cast<const char*>(&i), 4));  // LONG_BINPUT i
       memo.stop();
-      CHECK(load_pickle(memo.bytes(), {.max_memo = n}).first == "OK");
-      const Outcome over = load_pickle(memo.bytes(), {.max_memo = n - 1});
+      CHECK(load_pickle(memo.bytes(), {.limits = {.max_memo = n}}).first == "OK");
+      const Outcome over = load_pickle(memo.bytes(), {.limits = {.max_memo = n - 1}});
       CHECK(over.first == "LimitError");
       CHECK(over.second.find("pickle memo exceeds " + std::to_string(n - 1) + " entries") != std::string::npos);
     }
@@ -290,8 +291,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
     tuple.tuple();
     for (PickleWriter* w : {&appends, &setitems, &additems, &tuple, &append_one}) {
       w->stop();
-      CHECK(load_pickle(w->bytes(), {.max_container = n}).first == "OK");
-      const Outcome over = load_pickle(w->bytes(), {.max_container = n - 1});
+      CHECK(load_pickle(w->bytes(), {.limits = {.max_container = n}}).first == "OK");
+      const Outcome over = load_pickle(w->bytes(), {.limits = {.max_container = n - 1}});
       CHECK(over.first == "LimitError");
       CHECK(over.second.find("container exceeds " + std::to_string(n - 1) + " items") != std::string::npos);
     }
@@ -314,8 +315,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       INFO(kind);
       // 10 levels: 2^11 - 1 values; dicts 5 * 2^10 - 4 (each also reaches its two keys and its attributes)
       const std::uint64_t reach = kind == 'd' ? 5116 : 2047;
-      CHECK(load_pickle(shared_levels(10, kind), {.max_tree_size = reach}) == Outcome{"OK", ""});
-      const Outcome over = load_pickle(shared_levels(10, kind), {.max_tree_size = reach - 1});
+      CHECK(load_pickle(shared_levels(10, kind), {.limits = {.max_tree_size = reach}}) == Outcome{"OK", ""});
+      const Outcome over = load_pickle(shared_levels(10, kind), {.limits = {.max_tree_size = reach - 1}});
       CHECK(over.first == "LimitError");
       CHECK(over.second.find("object tree exceeds " + std::to_string(reach - 1) + " values") != std::string::npos);
       // 60 levels (2^61 values) are refused by default as soon as they pass it, quickly; select would walk them.
@@ -344,8 +345,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
       }
       w.op('e').stop();
       const std::uint64_t copied = how == 'g' ? 101'000 : how == 'd' ? 99'000 : 200'000;
-      CHECK(load_pickle(w.bytes(), {.max_copied_text = copied}).first == "OK");
-      const Outcome over = load_pickle(w.bytes(), {.max_copied_text = copied - 1});
+      CHECK(load_pickle(w.bytes(), {.limits = {.max_copied_text = copied}}).first == "OK");
+      const Outcome over = load_pickle(w.bytes(), {.limits = {.max_copied_text = copied - 1}});
       CHECK(over.first == "LimitError");
       CHECK(over.second.find("str values copied by the memo and DUP exceed " + std::to_string(copied - 1) + " bytes") !=
             std::string::npos);
@@ -364,7 +365,8 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
         "archive", {{"data.pkl", two}, {"data/0", six}, {"data/1", six}, {"version", "3\n"}});
     const auto run = [&](std::uint64_t limit) {
       return outcome([&] {
-        (void)tensorfile::load(std::as_bytes(std::span(file.data(), file.size())), {.max_total_bytes = limit});
+        (void)tensorfile::load_torch(std::as_bytes(std::span(file.data(), file.size())),
+                                     {.limits = {.max_total_bytes = limit}});
       });
     };
     CHECK(run(48).first == "OK");
@@ -380,14 +382,15 @@ TEST_CASE("LoadOptions limits hold at their boundary", "[hostile][safety][limits
                                    .tuple()
                                    .stop()
                                    .bytes();
-    CHECK(load_pickle(shared, {.max_total_bytes = 24}).first == "OK");
+    CHECK(load_pickle(shared, {.limits = {.max_total_bytes = 24}}).first == "OK");
   }
   SECTION("tensordict: max_meta_json_bytes") {
     const tensorfile_test::ScratchDir scratch;
     const std::string json = R"({"shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
     { std::ofstream(scratch / "meta.json") << json; }
     const auto run = [&](std::uint64_t limit) {
-      return outcome([&] { (void)tensorfile::load_memmap(scratch.path(), {.max_meta_json_bytes = limit}); });
+      return outcome(
+          [&] { (void)tensorfile::load_memmap(scratch.path(), {.limits = {.max_meta_json_bytes = limit}}); });
     };
     CHECK(run(json.size()).first == "OK");
     CHECK(run(json.size() - 1).first == "LimitError");

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     if (args[0] == "write" && args.size() == 6) {
       const auto dtype = tensorfile::parse_dtype(args[2]);
       const auto t = tensorfile::from_file(
-          args[1], {.mode = tensorfile::MapMode::shared, .size = std::stoll(args[3]), .dtype = dtype});
+          args[1], {.mmap = tensorfile::MapMode::shared, .size = std::stoll(args[3]), .dtype = dtype});
       const auto bytes = from_hex(args[5]);
       const auto index = std::stoll(args[4]);
       std::memcpy(t.select(0, index).mutable_raw_data(), bytes.data(), bytes.size());

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const tensorfile::Value root = tensorfile::load(argv[1]);
+    const tensorfile::Value root = tensorfile::load_torch(argv[1]);
     const auto& items = root.as_list();
     const auto cases = read_expected(argv[2]);
     if (cases.size() != items.size()) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Writes torch files with tensorfile's save(), for real torch to check (tests/interop/check_saved_with_torch.py).
+// Writes torch files with tensorfile's save_torch(), for real torch to check (tests/interop/check_saved_with_torch.py).
 //
 //   save_corpus built DIR             a corpus built in C++: every dtype, views, 0-d, empty, containers, a state_dict
-//   save_corpus resave DIR FILE...    load(FILE) then save() again, for every fixture
+//   save_corpus resave DIR FILE...    load_torch(FILE) then save_torch() again, for every fixture
 //   save_corpus big DIR               a > 4 GiB file (zip64 entry, and a record past 4 GiB)
 // Files whose name contains "floats" hold Python floats and other objects torch 1.13's weights_only
 // cannot read (complex, set, bytes, torch.device); torch checks those with weights_only=False.
@@ -55,7 +55,7 @@ void built(const std::filesystem::path& dir) {
   dtypes.set("float64", ramp<double>(6, {2, 3}, 0.1));
   dtypes.set("complex64", ramp<std::complex<float>>(6, {2, 3}));
   dtypes.set("complex128", ramp<std::complex<double>>(6, {2, 3}));
-  save(Value(std::move(dtypes)), dir / "all_dtypes.pt", {.sync = false});
+  save_torch(Value(std::move(dtypes)), dir / "all_dtypes.pt", {.sync = false});
 
   const Tensor base = ramp<float>(12, {3, 4});
   Dict views;
@@ -66,7 +66,7 @@ void built(const std::filesystem::path& dir) {
   views.set("again", base);
   views.set("broadcast", base.select(0, 2).unsqueeze(0).expand({5, 4}));
   views.set("scalar", base.select(0, 2).select(0, 3));
-  save(Value(std::move(views)), dir / "views.pt", {.sync = false});
+  save_torch(Value(std::move(views)), dir / "views.pt", {.sync = false});
 
   Dict edges;
   edges.set("zero_d", ramp<std::int64_t>(1, {1}).reshape({}));
@@ -74,7 +74,7 @@ void built(const std::filesystem::path& dir) {
   edges.set("empty_2d", Tensor::zeros({2, 0}, DType::Int16));
   edges.set("param", Value::parameter(ramp<float>(4, {4}).set_requires_grad(true)));
   edges.set("grad", ramp<double>(3, {3}).set_requires_grad(true));
-  save(Value(std::move(edges)), dir / "zero_dim_empty_params.pt", {.sync = false});
+  save_torch(Value(std::move(edges)), dir / "zero_dim_empty_params.pt", {.sync = false});
 
   Dict nested;
   nested.set("list", List{1, -2, std::int64_t{1} << 40, "text", Value(), true, ramp<std::int32_t>(3, {3})});
@@ -82,7 +82,7 @@ void built(const std::filesystem::path& dir) {
   nested.set(7, "int key");
   nested.set("dict", Value(Dict{{"a", List{Dict{{"b", ramp<std::uint8_t>(2, {2})}}}}}));
   nested.set("dtype", DType::Float16);
-  save(Value(std::move(nested)), dir / "nested_containers.pt", {.sync = false});
+  save_torch(Value(std::move(nested)), dir / "nested_containers.pt", {.sync = false});
 
   // torch 1.13's weights_only reads none of these: floats, complex, sets, bytes, devices, newer dtype objects.
   Dict with_floats;
@@ -93,7 +93,7 @@ void built(const std::filesystem::path& dir) {
   with_floats.set("betas", Value::tuple({0.9, 0.999}));
   with_floats.set("complex", std::complex<double>(1.5, -2));
   with_floats.set("set", Set{{1, 2, 3}, false});
-  save(Value(std::move(with_floats)), dir / "floats_and_python_objects.pt", {.sync = false});
+  save_torch(Value(std::move(with_floats)), dir / "floats_and_python_objects.pt", {.sync = false});
 
   Dict versions;
   versions.ordered = true;
@@ -104,11 +104,11 @@ void built(const std::filesystem::path& dir) {
                                     {"0.bias", ramp<float>(2, {2})},
                                     {"1.num_batches_tracked", ramp<std::int64_t>(1, {1}).reshape({})}},
                                    Value(std::move(versions)));
-  save(sd, dir / "state_dict_metadata.pt", {.sync = false});
+  save_torch(sd, dir / "state_dict_metadata.pt", {.sync = false});
 
   List many;
   for (int i = 0; i < 1500; ++i) many.emplace_back(ramp<std::int16_t>(i % 7, {i % 7}));
-  save(Value(std::move(many)), dir / "many_tensors.pt", {.sync = false});
+  save_torch(Value(std::move(many)), dir / "many_tensors.pt", {.sync = false});
 }
 
 void big(const std::filesystem::path& dir) {
@@ -119,7 +119,7 @@ void big(const std::filesystem::path& dir) {
   Dict d;
   d.set("huge", huge);
   d.set("after", ramp<float>(3, {3}));  // its record starts past 4 GiB
-  save(Value(std::move(d)), dir / "big_zip64.pt", {.sync = false});
+  save_torch(Value(std::move(d)), dir / "big_zip64.pt", {.sync = false});
 }
 
 }  // namespace
@@ -138,10 +138,10 @@ int main(int argc, char** argv) {
     if (args.size() >= 2 && args[0] == "resave") {
       for (std::size_t i = 2; i < args.size(); ++i) {
         const std::filesystem::path in = args[i];
-        const Value v = load(in, {.map_location = "cpu"});
-        save(v, std::filesystem::path(args[1]) / in.filename(), {.sync = false});
-        if (!(load(std::filesystem::path(args[1]) / in.filename(), {.map_location = "cpu"}) == v)) {
-          std::cerr << "load(save(load(" << in.string() << "))) differs\n";
+        const Value v = load_torch(in, {.map_location = "cpu"});
+        save_torch(v, std::filesystem::path(args[1]) / in.filename(), {.sync = false});
+        if (!(load_torch(std::filesystem::path(args[1]) / in.filename(), {.map_location = "cpu"}) == v)) {
+          std::cerr << "load_torch(save_torch(load_torch(" << in.string() << "))) differs\n";
           return 1;
         }
       }

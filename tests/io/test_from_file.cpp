@@ -59,7 +59,7 @@ TEMPLATE_TEST_CASE("from_file maps every dtype", "[from_file]", bool, std::uint8
   CHECK(sized.numel() == 3);
   CHECK(std::memcmp(sized.raw_data(), bytes.data(), 3 * sizeof(TestType)) == 0);
 
-  const Tensor shared = from_file(path, {.mode = MapMode::shared, .size = 5, .dtype = dtype});
+  const Tensor shared = from_file(path, {.mmap = MapMode::shared, .size = 5, .dtype = dtype});
   std::memcpy(shared.mutable_raw_data() + sizeof(TestType), bytes.data(), sizeof(TestType));  // element 1 := element 0
   const std::string after = tensorfile_test::read_text(path);
   CHECK(after.substr(sizeof(TestType), sizeof(TestType)) == bytes.substr(0, sizeof(TestType)));
@@ -69,7 +69,7 @@ TEST_CASE("from_file MapMode::shared creates, grows and writes through", "[from_
   const tensorfile_test::ScratchDir dir;
   const auto path = dir / "new.bin";
   SECTION("creates a missing file with size * element_size zero bytes") {
-    const Tensor t = from_file(path, {.mode = MapMode::shared, .size = 4, .dtype = DType::Int32});
+    const Tensor t = from_file(path, {.mmap = MapMode::shared, .size = 4, .dtype = DType::Int32});
     CHECK(std::filesystem::file_size(path) == 16);
     t.data<std::int32_t>()[2] = 0x01020304;
     CHECK(tensorfile_test::read_text(path) == std::string("\0\0\0\0\0\0\0\0\x04\x03\x02\x01\0\0\0\0", 16));
@@ -77,14 +77,14 @@ TEST_CASE("from_file MapMode::shared creates, grows and writes through", "[from_
   }
   SECTION("grows a short file and never shrinks a long one") {
     write_bytes(path, "abc");
-    (void)from_file(path, {.mode = MapMode::shared, .size = 2, .dtype = DType::Float32});
+    (void)from_file(path, {.mmap = MapMode::shared, .size = 2, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
     CHECK(tensorfile_test::read_text(path).substr(0, 3) == "abc");
-    (void)from_file(path, {.mode = MapMode::shared, .size = 1, .dtype = DType::Float32});
+    (void)from_file(path, {.mmap = MapMode::shared, .size = 1, .dtype = DType::Float32});
     CHECK(std::filesystem::file_size(path) == 8);
   }
   SECTION("size 0 gives an empty tensor, as torch does") {
-    const Tensor t = from_file(path, {.mode = MapMode::shared, .size = 0});
+    const Tensor t = from_file(path, {.mmap = MapMode::shared, .size = 0});
     CHECK(t.numel() == 0);
     CHECK(std::filesystem::exists(path));
   }
@@ -108,7 +108,7 @@ TEST_CASE("from_file MapMode::read_only gives a read-only tensor over a file it 
   const tensorfile_test::ScratchDir dir;
   const auto path = dir / "ro.bin";
   write_bytes(path, std::string(8, '\x02'));
-  const Tensor t = from_file(path, {.mode = MapMode::read_only, .dtype = DType::UInt8});
+  const Tensor t = from_file(path, {.mmap = MapMode::read_only, .dtype = DType::UInt8});
   CHECK(t.storage().kind() == StorageKind::mmap);
   CHECK(t.storage().backend<MmapBackend>()->mode() == MapMode::read_only);
   CHECK_FALSE(t.is_writable());
@@ -116,16 +116,16 @@ TEST_CASE("from_file MapMode::read_only gives a read-only tensor over a file it 
   REQUIRE_THROWS_WITH(t.data<std::uint8_t>(),
                       "tensorfile: storage (mmap_read_only) is read-only; expected a writable storage");
   SECTION("a short file is an error, as with copy_on_write; nothing is grown") {
-    REQUIRE_THROWS_WITH(from_file(path, {.mode = MapMode::read_only, .size = 3, .dtype = DType::Float32}),
+    REQUIRE_THROWS_WITH(from_file(path, {.mmap = MapMode::read_only, .size = 3, .dtype = DType::Float32}),
                         "tensorfile: " + path.string() +
                             ": file is too short for 3 float32 elements; expected at least 12 bytes, got 8");
     CHECK(std::filesystem::file_size(path) == 8);
   }
   SECTION("a missing file is not created") {
-    CHECK_THROWS_AS(from_file(dir / "missing.bin", {.mode = MapMode::read_only}), IoError);
+    CHECK_THROWS_AS(from_file(dir / "missing.bin", {.mmap = MapMode::read_only}), IoError);
     CHECK_FALSE(std::filesystem::exists(dir / "missing.bin"));
   }
-  CHECK(FromFileOptions{}.mode == MapMode::copy_on_write);  // torch.from_file's shared=False
+  CHECK(FromFileOptions{}.mmap == MapMode::copy_on_write);  // torch.from_file's shared=False
 }
 
 TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
@@ -163,7 +163,7 @@ TEST_CASE("from_file errors name the file and the numbers", "[from_file]") {
                         "tensorfile: " + missing.string() + ": cannot open for reading: No such file or directory");
     REQUIRE_THROWS_WITH(from_file(dir.path()),
                         "tensorfile: " + dir.path().string() + ": is a directory; expected a regular file");
-    REQUIRE_THROWS_WITH(from_file(dir.path(), {.mode = MapMode::shared, .size = 1}),
+    REQUIRE_THROWS_WITH(from_file(dir.path(), {.mmap = MapMode::shared, .size = 1}),
                         "tensorfile: " + dir.path().string() + ": cannot open for writing: Is a directory");
     CHECK_THROWS_AS(from_file(missing), IoError);
   }
@@ -191,18 +191,18 @@ TEST_CASE("a failed from_file removes the file it created, never one that was th
   const tensorfile_test::ScratchDir dir;
   SECTION("created by the failing call: removed") {
     const auto path = dir / "new.bin";
-    REQUIRE_THROWS_AS(from_file(path, {.mode = MapMode::shared}), FormatError);  // no size: an empty file is refused
+    REQUIRE_THROWS_AS(from_file(path, {.mmap = MapMode::shared}), FormatError);  // no size: an empty file is refused
     CHECK_FALSE(std::filesystem::exists(path));
   }
   SECTION("there before, empty: kept") {
     const auto path = dir / "empty.bin";
     write_bytes(path, "");
-    REQUIRE_THROWS_AS(from_file(path, {.mode = MapMode::shared}), FormatError);
+    REQUIRE_THROWS_AS(from_file(path, {.mmap = MapMode::shared}), FormatError);
     CHECK(std::filesystem::exists(path));
   }
   SECTION("created by a call that succeeds: kept") {
     const auto path = dir / "made.bin";
-    CHECK(from_file(path, {.mode = MapMode::shared, .size = 4}).numel() == 4);
+    CHECK(from_file(path, {.mmap = MapMode::shared, .size = 4}).numel() == 4);
     CHECK(std::filesystem::file_size(path) == 16);
   }
 }
@@ -217,7 +217,7 @@ TEST_CASE("from_file refuses a FIFO without waiting for a writer", "[from_file]"
     const int status = tensorfile_test::exit_status_in_child(
         [&] {
           try {
-            (void)from_file(fifo, {.mode = mode, .size = 1});
+            (void)from_file(fifo, {.mmap = mode, .size = 1});
           } catch (const ArgumentError& error) {
             return std::string(error.what()) ==
                            "tensorfile: " + fifo.string() + ": is not a regular file; expected a regular file"
@@ -248,7 +248,7 @@ TEST_CASE("from_file with an offset skips a header", "[from_file]") {
   SECTION("shared mode grows the file to offset + size and writes after the offset") {
     const auto grown = dir / "grown.bin";
     {
-      const Tensor t = from_file(grown, {.mode = MapMode::shared, .size = 2, .dtype = DType::Int32, .offset = 8});
+      const Tensor t = from_file(grown, {.mmap = MapMode::shared, .size = 2, .dtype = DType::Int32, .offset = 8});
       t.data<std::int32_t>()[1] = 0x01020304;
     }
     const std::string written = tensorfile_test::read_text(grown);

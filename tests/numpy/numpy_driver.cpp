@@ -37,7 +37,7 @@ int run(const std::string& kind, const std::string& mode, const std::string& in_
     out.write(reinterpret_cast<const char*>(compressed.data()), static_cast<std::streamsize>(compressed.size()));
     return out ? 0 : 1;
   }
-  tensorfile::NpyLoadOptions options;
+  tensorfile::LoadOptions options;
   if (mode == "r") options.mmap = tensorfile::MapMode::read_only;
   if (mode == "r+") options.mmap = tensorfile::MapMode::shared;
   if (mode == "c") options.mmap = tensorfile::MapMode::copy_on_write;
@@ -58,7 +58,7 @@ int run(const std::string& kind, const std::string& mode, const std::string& in_
       tensorfile::save_npy(t, out_path, {.sync = false});
     } else {
       const tensorfile::Value v = tensorfile::load_npz(in_path, options);
-      tensorfile::save_npz(v, out_path, {.sync = false, .compress = kind == "npzc"});
+      tensorfile::save_npz(v, out_path, {.sync = false, .npz = {.compress = kind == "npzc"}});
     }
   } catch (const tensorfile::Error& error) {
     output = std::string(error.what()) + "\n";

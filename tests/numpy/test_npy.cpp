@@ -135,12 +135,12 @@ TEST_CASE("load_npy of a path reads the data by several threads, around the page
   for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
     INFO(threads << " threads");
     tensorfile_test::evict_from_page_cache(path);
-    const Tensor loaded = load_npy(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    const Tensor loaded = load_npy(path, {.threads = threads, .direct_reads = DirectReads::always});
     CHECK(loaded.equal(t));
     CHECK(reinterpret_cast<std::uintptr_t>(loaded.raw_data()) % HeapBackend::alignment == 0);
     if (direct_possible) CHECK(tensorfile_test::cached_fraction_of(path) < 0.1);
     tensorfile_test::evict_from_page_cache(path);
-    CHECK(load_npy(path, {.read_threads = threads, .direct_reads = DirectReads::never}).equal(t));
+    CHECK(load_npy(path, {.threads = threads, .direct_reads = DirectReads::never}).equal(t));
     CHECK(tensorfile_test::cached_fraction_of(path) > 0.9);
   }
 }

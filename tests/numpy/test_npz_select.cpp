@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of NpyLoadOptions::select for load_npz: kept arrays equal a full load, the others are meta tensors
+// Tests of LoadOptions::select for load_npz: kept arrays equal a full load, the others are meta tensors
 // of the same dtype and shape (from their .npy header) or left out, and their data is never read.
 #include <tensorfile/formats/numpy/npz.hpp>
 
@@ -26,7 +26,7 @@ TEST_CASE("load_npz select on NumPy's stored and deflated archives, every mode",
     for (const bool drops : {false, true}) {
       for (const std::optional<MapMode> mmap : {std::optional<MapMode>(), std::optional<MapMode>(MapMode::read_only)}) {
         INFO(file << " drops " << drops << " mmap " << mmap.has_value());
-        const NpyLoadOptions options{.mmap = mmap, .select = select, .select_drops = drops};
+        const LoadOptions options{.mmap = mmap, .select = select, .select_drops = drops};
         for (const Value& part : {load_npz(path, options), load_npz(std::as_bytes(std::span(text)), options)}) {
           if (drops) {
             CHECK(keys_of(part) == std::vector<std::string>{names[1]});
@@ -86,14 +86,14 @@ TEST_CASE("ZipReader::read_stored_range reads part of a stored member, in memory
   const auto path = tensorfile_test::data_dir() / "numpy" / "stored.npz";
   const std::string text = tensorfile_test::read_text(path);
   const auto bytes = std::as_bytes(std::span(text));
-  const ZipReader in_memory = ZipReader::open(bytes, path, tensorfile::detail::npz_zip_limits());
+  const ZipReader in_memory = ZipReader::open(bytes, path, tensorfile::detail::npz_zip_limits({}));
   const ZipReader from_file = ZipReader::open_file(
       bytes.size(), path,
       [&](std::uint64_t offset, std::span<std::byte> out) {
         REQUIRE(offset + out.size() <= bytes.size());
         std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
       },
-      tensorfile::detail::npz_zip_limits());
+      tensorfile::detail::npz_zip_limits({}));
   const auto& entry = in_memory.entries().front();
   const std::vector<std::byte> whole = in_memory.read(entry);
   REQUIRE(whole.size() > 10);
@@ -108,7 +108,7 @@ TEST_CASE("ZipReader::read_stored_range reads part of a stored member, in memory
   const auto deflated_path = tensorfile_test::data_dir() / "numpy" / "deflated.npz";
   const std::string deflated_text = tensorfile_test::read_text(deflated_path);
   const ZipReader deflated =
-      ZipReader::open(std::as_bytes(std::span(deflated_text)), deflated_path, tensorfile::detail::npz_zip_limits());
+      ZipReader::open(std::as_bytes(std::span(deflated_text)), deflated_path, tensorfile::detail::npz_zip_limits({}));
   std::vector<std::byte> part(4);
   CHECK_THROWS_AS(deflated.read_stored_range(deflated.entries().front(), 0, part), ArgumentError);
 }

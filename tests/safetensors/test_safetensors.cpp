@@ -161,7 +161,7 @@ TEST_CASE("Heap loads of a path read the data by several threads, around the pag
       REQUIRE(loaded.as_dict().size() == expected.as_dict().size());
       for (const auto& [key, value] : expected.as_dict()) CHECK(loaded[key.as_string()] == value);
     };
-    const Value loaded = load_safetensors(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    const Value loaded = load_safetensors(path, {.threads = threads, .direct_reads = DirectReads::always});
     same_tensors(loaded);
     if (direct_possible) CHECK(tensorfile_test::cached_fraction_of(path) < 0.1);
     for (const auto& [key, value] : loaded.as_dict()) {
@@ -169,7 +169,7 @@ TEST_CASE("Heap loads of a path read the data by several threads, around the pag
       CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % t.element_size() == 0);
     }
     tensorfile_test::evict_from_page_cache(path);
-    same_tensors(load_safetensors(path, {.read_threads = threads, .direct_reads = DirectReads::never}));
+    same_tensors(load_safetensors(path, {.threads = threads, .direct_reads = DirectReads::never}));
     CHECK(tensorfile_test::cached_fraction_of(path) > 0.9);
   }
 }
@@ -180,7 +180,7 @@ TEST_CASE("save_safetensors rebuilds every reference sample byte for byte", "[sa
     INFO(name);
     const std::string expected = file_bytes(safetensors_sample(name));
     // The samples come from an older writer: unpadded headers, tensors laid out by name.
-    const SafetensorsSaveOptions as_written{.metadata = {{"test", "a"}}, .sort = false, .pad_header = false};
+    const SaveOptions as_written{.safetensors = {.metadata = {{"test", "a"}}, .sort = false, .pad_header = false}};
     CHECK(to_string(save_safetensors_to_bytes(sample_tensors(name), as_written)) == expected);
     save_safetensors(sample_tensors(name), scratch / "out.safetensors", as_written);
     CHECK(file_bytes(scratch / "out.safetensors") == expected);
@@ -189,7 +189,7 @@ TEST_CASE("save_safetensors rebuilds every reference sample byte for byte", "[sa
     CHECK(out.str() == expected);
     // A load and a save of the Value keep the metadata and, unsorted and unpadded, every byte.
     CHECK(to_string(save_safetensors_to_bytes(load_safetensors(safetensors_sample(name)),
-                                              {.sort = false, .pad_header = false})) == expected);
+                                              {.safetensors = {.sort = false, .pad_header = false}})) == expected);
   }
 }
 
@@ -214,7 +214,7 @@ TEST_CASE("save_safetensors writes the current reference layout: sorted by dtype
     expected.append(reinterpret_cast<const char*>(t.raw_data()), t.nbytes());
   }
   const std::string got =
-      to_string(save_safetensors_to_bytes(sample_tensors("overall"), {.metadata = {{"test", "a"}}}));
+      to_string(save_safetensors_to_bytes(sample_tensors("overall"), {.safetensors = {.metadata = {{"test", "a"}}}}));
   CHECK(got == expected);
   CHECK(got.size() % 8 == 0);
   // Every tensor lands aligned in a mapping of the padded file.
@@ -248,8 +248,8 @@ TEST_CASE("Round trips keep names, dtypes, shapes, values and metadata", "[safet
       {"name with \"quotes\", \\ and \xC3\xA9\n", Tensor::zeros({1}, DType::UInt64)},
   };
   const auto path = scratch / "model.safetensors";
-  save_safetensors(tensors, path, {.metadata = {{"format", "pt"}, {"note", "\x01 and \"quoted\""}}});
-  for (const auto& options : {SafetensorsLoadOptions{}, SafetensorsLoadOptions{.mmap = MapMode::read_only}}) {
+  save_safetensors(tensors, path, {.safetensors = {.metadata = {{"format", "pt"}, {"note", "\x01 and \"quoted\""}}}});
+  for (const auto& options : {LoadOptions{}, LoadOptions{.mmap = MapMode::read_only}}) {
     const Value back = load_safetensors(path, options);
     REQUIRE(back.as_dict().size() == tensors.size());
     for (const auto& [name, tensor] : tensors) {
@@ -262,9 +262,9 @@ TEST_CASE("Round trips keep names, dtypes, shapes, values and metadata", "[safet
     const Dict* metadata = safetensors_metadata(back);
     REQUIRE(metadata != nullptr);
     CHECK(metadata->find(std::string_view("note"))->as_string() == "\x01 and \"quoted\"");
-    // named_tensors and save() (torch) see only the tensors.
+    // named_tensors and save_torch() (torch) see only the tensors.
     CHECK(named_tensors(back).size() == tensors.size());
-    const Value torch_back = load(std::span<const std::byte>(save_to_bytes(back)));
+    const Value torch_back = load_torch(std::span<const std::byte>(save_torch_to_bytes(back)));
     CHECK(named_tensors(torch_back).size() == tensors.size());
   }
   // A state dict loaded from torch saves as safetensors.
@@ -288,7 +288,7 @@ TEST_CASE("read_safetensors_header reads the header only", "[safetensors][header
   CHECK(header.metadata->at(0) == std::pair<std::string, std::string>("test", "a"));
 }
 
-TEST_CASE("map_location takes load()'s forms", "[safetensors][load][map_location]") {
+TEST_CASE("map_location takes load_torch()'s forms", "[safetensors][load][map_location]") {
   const auto path = safetensors_sample("overall");
   SECTION("a callable sees each tensor's CPU bytes with the tag \"cpu\"") {
     std::vector<std::string> tags;
@@ -360,6 +360,6 @@ TEST_CASE("detect_format tells safetensors apart from pickles and zips", "[safet
   CHECK(detect_format(byte_span(le64(100'000'001) + "{")) == FileFormat::unknown);
   CHECK(detect_format(byte_span(le64(2) + "[")) == FileFormat::unknown);
   CHECK(format_name(FileFormat::safetensors) == "safetensors");
-  CHECK_THROWS_WITH(load(byte_span(file_bytes(safetensors_sample("f")))),
+  CHECK_THROWS_WITH(load_torch(byte_span(file_bytes(safetensors_sample("f")))),
                     "tensorfile: this is a safetensors file; read it with load_safetensors");
 }

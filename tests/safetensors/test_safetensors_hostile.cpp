@@ -188,8 +188,8 @@ TEST_CASE("Safetensors hostile corpus: every input raises its exact error in eve
     const std::pair<std::string, std::string> from_path{
         item.error_class,
         item.message.empty() ? "" : "tensorfile: <file>: " + item.message.substr(std::string("tensorfile: ").size())};
-    for (const auto& options : {SafetensorsLoadOptions{}, SafetensorsLoadOptions{.mmap = MapMode::copy_on_write},
-                                SafetensorsLoadOptions{.map_location = "meta"}}) {
+    for (const auto& options :
+         {LoadOptions{}, LoadOptions{.mmap = MapMode::copy_on_write}, LoadOptions{.map_location = "meta"}}) {
       auto got = outcome([&] { (void)load_safetensors(path, options); });
       got.second = replace_all(got.second, path.string(), "<file>");
       CHECK(got == from_path);
@@ -207,7 +207,7 @@ TEST_CASE("Every truncation of valid safetensors files is a clean FormatError", 
   const auto sample = tensorfile_test::file_bytes(tensorfile_test::data_dir() / "safetensors" / "overall.safetensors");
   const auto written = save_safetensors_to_bytes(
       {{"a", Tensor::from_values<float>({1, 2, 3}, {3})}, {"b", Tensor::from_values<std::int16_t>({4, 5}, {2})}},
-      {.metadata = {{"k", "v"}}});
+      {.safetensors = {.metadata = {{"k", "v"}}}});
   const std::string ours(reinterpret_cast<const char*>(written.data()), written.size());
   std::size_t cuts = 0;
   for (const std::string& whole : {sample, ours}) {

@@ -32,7 +32,7 @@ TEST_CASE("load_safetensors on another format names it") {
   const auto pt = sample("torch", "state_dict_linear_bn.pt");
   const std::string want = "tensorfile: " + pt.string() +
                            ": the file is torch-zip data, not safetensors; expected an 8-byte header length and a "
-                           "JSON header, got torch-zip (read it with load()) (at byte 0)";
+                           "JSON header, got torch-zip (read it with load_torch()) (at byte 0)";
   CHECK(message_of([&] { return tensorfile::load_safetensors(pt); }) == want);
   CHECK(message_of([&] { return tensorfile::load_safetensors(pt, {.mmap = tensorfile::MapMode::read_only}); }) == want);
   CHECK(message_of([&] { return tensorfile::read_safetensors_header(pt); }) == want);

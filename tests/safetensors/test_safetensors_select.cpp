@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of SafetensorsLoadOptions::select: kept tensors equal a full load, the others are meta tensors of
+// Tests of LoadOptions::select: kept tensors equal a full load, the others are meta tensors of
 // the same dtype and shape or left out, and the bytes of unselected tensors are never read.
 #include <tensorfile/formats/safetensors/load.hpp>
 #include <tensorfile/formats/safetensors/save.hpp>
@@ -56,7 +56,7 @@ TEST_CASE("safetensors select: kept tensors as a full load, the rest meta or dro
   for (const bool drops : {false, true}) {
     for (const std::optional<MapMode> mmap : {std::optional<MapMode>(), std::optional<MapMode>(MapMode::read_only)}) {
       INFO("drops " << drops << " mmap " << mmap.has_value());
-      const SafetensorsLoadOptions options{.mmap = mmap, .select = select, .select_drops = drops};
+      const LoadOptions options{.mmap = mmap, .select = select, .select_drops = drops};
       check_selected(full, load_safetensors(path, options), select, drops);
       check_selected(full, load_safetensors(bytes, options), select, drops);
     }

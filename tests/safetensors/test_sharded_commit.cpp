@@ -41,13 +41,14 @@ NamedTensors version_tensors(int version) {
 /// Saves version `version` in `shards` shards (1: model.safetensors) to `dir`.
 SafetensorsShards save_version(const std::filesystem::path& dir, int version, int shards, bool sync = true) {
   const std::uint64_t per_shard = tensor_bytes * static_cast<std::uint64_t>((tensor_count + shards - 1) / shards);
-  return save_safetensors_sharded(version_tensors(version), dir,
-                                  {.max_shard_size = shards == 1 ? std::uint64_t{1} << 40 : per_shard, .sync = sync});
+  return save_safetensors_sharded(
+      version_tensors(version), dir,
+      {.sync = sync, .sharded = {.max_shard_size = shards == 1 ? std::uint64_t{1} << 40 : per_shard}});
 }
 
 /// The version the folder loads as: every one of w0..w7 there and holding one value; nullopt for a mix (or a
 /// tensor missing, or another name). Throws what load_state_dict throws.
-std::optional<int> loaded_version(const std::filesystem::path& dir, const StateDictLoadOptions& options = {}) {
+std::optional<int> loaded_version(const std::filesystem::path& dir, const LoadOptions& options = {}) {
   const Value loaded = load_state_dict(dir, options);
   if (loaded.as_dict().size() != tensor_count) return std::nullopt;
   std::optional<float> seen;
@@ -218,7 +219,7 @@ TEST_CASE("load_state_dict beside a writer saving again and again gets one versi
   std::set<int> versions;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < loads; ++i) {
-    StateDictLoadOptions options;
+    LoadOptions options;
     if (i % 2 == 1) options.mmap = MapMode::read_only;
     if (i % 4 >= 2) options.threads = 1;
     try {

@@ -99,10 +99,10 @@ TEST_CASE("resolve_state_dict tells layouts from their contents") {
 }
 
 TEST_CASE("load_state_dict merges torch-written pytorch_model.bin shards") {
-  const Value full = load(data("sharded/torch_bin_full.pt"));
+  const Value full = load_torch(data("sharded/torch_bin_full.pt"));
   for (const std::size_t threads : {1u, 2u, 8u}) {
     for (const bool mapped : {false, true}) {
-      StateDictLoadOptions options{.threads = threads};
+      LoadOptions options{.threads = threads};
       if (mapped) options.mmap = MapMode::read_only;
       const Value merged = load_state_dict(data("sharded/torch_bin"), options);
       std::vector<std::string> expected_order;
@@ -163,7 +163,7 @@ TEST_CASE("load_state_dict refuses broken or hostile indexes") {
     const auto ckpt = copy_torch_bin(dir.path(), index_text(map));
     expect_error<FormatError>([&] { (void)load_state_dict(ckpt); },
                               "the shard holds tensor \"0.bias\", which the index does not list");
-    const Value kept = load_state_dict(ckpt, {.allow_unlisted = true});
+    const Value kept = load_state_dict(ckpt, {.sharded = {.allow_unlisted = true}});
     CHECK(kept.as_dict().find(std::string_view("0.bias")) == nullptr);
     CHECK(kept.as_dict().size() == 8);
   }
@@ -235,7 +235,7 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
   }
   tensors.emplace_back("big", Tensor::from_values<double>({1, 2, 3, 4, 5}, {5}));  // 40 bytes: alone
   tensors.emplace_back("tail", Tensor::from_values<std::int8_t>({7}, {1}));
-  const SafetensorsShards written = save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 32});
+  const SafetensorsShards written = save_safetensors_sharded(tensors, dir / "out", {.sharded = {.max_shard_size = 32}});
   // Shards by huggingface_hub's rule: [l0 l1] [l2 l3] [big] [l4 tail] (big is placed when met).
   REQUIRE(written.files.size() == 4);
   CHECK(written.files[0].filename() == "model-00001-of-00004.safetensors");
@@ -274,8 +274,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     NamedTensors twice = tensors;
     twice.push_back(tensors[0]);
     expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(twice, dir / "twice"); }, "is given twice");
-    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.max_shard_size = 0}); },
-                                "max_shard_size is 0");
+    expect_error<ArgumentError>(
+        [&] { (void)save_safetensors_sharded(tensors, dir / "zero", {.sharded = {.max_shard_size = 0}}); },
+        "max_shard_size is 0");
     CHECK_FALSE(std::filesystem::exists(dir / "shared"));
     CHECK_FALSE(std::filesystem::exists(dir / "twice"));
   }
@@ -289,8 +290,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     for (const auto& [name, tensor] : tensors) changed.emplace_back(name, tensor.clone());
     for (auto& [name, tensor] : changed) std::fill_n(tensor.storage().mutable_data(), tensor.nbytes(), std::byte{9});
     changed.back().first = "tail\xff";
-    expect_error<ArgumentError>([&] { (void)save_safetensors_sharded(changed, dir / "out", {.max_shard_size = 32}); },
-                                "not valid UTF-8");
+    expect_error<ArgumentError>(
+        [&] { (void)save_safetensors_sharded(changed, dir / "out", {.sharded = {.max_shard_size = 32}}); },
+        "not valid UTF-8");
     const auto check_untouched = [&] {
       for (std::size_t i = 0; i < written.files.size(); ++i) CHECK(file_bytes(written.files[i]) == before[i]);
       CHECK(file_bytes(written.index) == before.back());
@@ -302,8 +304,9 @@ TEST_CASE("save_safetensors_sharded writes the Hugging Face layout") {
     // A directory where the index goes: refused before anything is written or renamed.
     std::filesystem::create_directory(dir / "dir_index");
     std::filesystem::create_directory(dir / "dir_index" / "model.safetensors.index.json");
-    expect_error<IoError>([&] { (void)save_safetensors_sharded(tensors, dir / "dir_index", {.max_shard_size = 32}); },
-                          "cannot replace a directory with a file");
+    expect_error<IoError>(
+        [&] { (void)save_safetensors_sharded(tensors, dir / "dir_index", {.sharded = {.max_shard_size = 32}}); },
+        "cannot replace a directory with a file");
     CHECK(std::distance(std::filesystem::directory_iterator(dir / "dir_index"), {}) == 1);
   }
 }
@@ -321,7 +324,7 @@ TEST_CASE("save_safetensors_sharded never writes over a live index's shards") {
     std::sort(names.begin(), names.end());
     return names;
   };
-  const SafetensorsShardedSaveOptions options{.max_shard_size = 4, .sync = false};
+  const SaveOptions options{.sync = false, .sharded = {.max_shard_size = 4}};
   const SafetensorsShards first = save_safetensors_sharded(tensors_of(1), dir / "out", options);
   CHECK(first.files[0].filename() == "model-00001-of-00003.safetensors");
   const SafetensorsShards second = save_safetensors_sharded(tensors_of(2), dir / "out", options);
@@ -364,7 +367,7 @@ TEST_CASE("save_safetensors_sharded refuses shard names the directory cannot hol
   NamedTensors tensors;
   for (int i = 0; i < 2; ++i)
     tensors.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({1, 2, 3, 4}, {4}));
-  const SafetensorsShardedSaveOptions options{.max_shard_size = 16, .sync = false, .prefix = std::string(230, 'p')};
+  const SaveOptions options{.sync = false, .sharded = {.max_shard_size = 16, .prefix = std::string(230, 'p')}};
   CHECK_THROWS_AS(save_safetensors_sharded(tensors, dir / "out", options), IoError);
   CHECK_THROWS_WITH(save_safetensors_sharded(tensors, dir / "out", options),
                     Catch::Matchers::Contains("cannot check the name"));
@@ -384,7 +387,7 @@ TEST_CASE("leftover_save_temporaries lists what killed saves left; the next save
                                            out / ".model.safetensors.index.json.tmp-fedcba9876543210",
                                            out / ".weights.pt.tmp-00000000000000ff"});
   NamedTensors tensors{{"a", Tensor::from_values<float>({1}, {1})}, {"b", Tensor::from_values<float>({2}, {1})}};
-  (void)save_safetensors_sharded(tensors, out, {.max_shard_size = 4, .sync = false});
+  (void)save_safetensors_sharded(tensors, out, {.sync = false, .sharded = {.max_shard_size = 4}});
   CHECK(leftover_save_temporaries(out) == std::vector<std::filesystem::path>{out / ".weights.pt.tmp-00000000000000ff"});
   expect_error<IoError>([&] { (void)leftover_save_temporaries(dir / "missing"); }, "cannot open the directory");
 }
@@ -400,7 +403,7 @@ TEST_CASE("a sharded save leaves a live single-file save's temporary alone") {
   REQUIRE(live.size() == 1);
   NamedTensors tensors;
   for (int i = 0; i < 2; ++i) tensors.emplace_back("t" + std::to_string(i), Tensor::from_values<float>({1, 2}, {2}));
-  (void)save_safetensors_sharded(tensors, dir / "out", {.max_shard_size = 8, .sync = false});
+  (void)save_safetensors_sharded(tensors, dir / "out", {.sync = false, .sharded = {.max_shard_size = 8}});
   CHECK(std::filesystem::exists(live[0]));  // still there, still its writer's
   writer.commit();
   CHECK(std::filesystem::file_size(dir / "out" / "model.safetensors") == 11);
@@ -420,7 +423,8 @@ TEST_CASE("load_state_dict reports every disagreement of an index with its shard
       [&] { (void)load_state_dict(ckpt); },
       "(2) " + (ckpt / s2).string() + ": ghost: tensor \"ghost\" is listed in the index but missing from its shard");
   std::vector<FormatError> mismatches;
-  const Value agreed = load_state_dict(ckpt, {.map_location = "meta", .strict = false, .mismatches = &mismatches});
+  const Value agreed =
+      load_state_dict(ckpt, {.map_location = "meta", .strict = false, .sharded = {.mismatches = &mismatches}});
   REQUIRE(mismatches.size() == 2);
   CHECK(mismatches[0].member() == "0.bias");
   CHECK(mismatches[0].path() == ckpt / s1);

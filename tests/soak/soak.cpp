@@ -192,7 +192,7 @@ struct Context {
 void reader_step(const fs::path& path, std::uint64_t i, Row& row) {
   tensorfile::LoadOptions options;
   if (i % 2 == 1) options.mmap = tensorfile::MapMode::read_only;
-  const tensorfile::Value v = tensorfile::load(path, options);
+  const tensorfile::Value v = tensorfile::load_torch(path, options);
   ++row.loads;
   if (!whole(v)) {
     ++row.mixed;
@@ -227,15 +227,15 @@ void race_threads(const Context& c, Row& row, int writers, const std::function<v
 
 void pt_threads(const Context& c, Row& row) {
   const fs::path path = c.dir / "one.pt";
-  tensorfile::save(checkpoint(version_of(0, 0)), path);
+  tensorfile::save_torch(checkpoint(version_of(0, 0)), path);
   race_threads(
-      c, row, 4, [&](int w, std::uint64_t n) { tensorfile::save(checkpoint(version_of(w, n)), path); },
+      c, row, 4, [&](int w, std::uint64_t n) { tensorfile::save_torch(checkpoint(version_of(w, n)), path); },
       [&](std::uint64_t n) { reader_step(path, n, row); });
 }
 
 void pt_processes(const Context& c, Row& row) {
   const fs::path path = c.dir / "one.pt";
-  tensorfile::save(checkpoint(version_of(0, 0)), path);
+  tensorfile::save_torch(checkpoint(version_of(0, 0)), path);
   std::vector<pid_t> children;
   for (int k = 0; k < 8; ++k) {
     const pid_t pid = ::fork();
@@ -243,7 +243,7 @@ void pt_processes(const Context& c, Row& row) {
       std::uint64_t n = 0;
       loop_until(c.deadline, row, [&] {
         if (k < 4) {
-          tensorfile::save(checkpoint(version_of(k, ++n)), path);
+          tensorfile::save_torch(checkpoint(version_of(k, ++n)), path);
           ++row.saves;
         } else {
           reader_step(path, n++, row);
@@ -267,7 +267,7 @@ void memmap_threads(const Context& c, Row& row) {
   race_threads(
       c, row, 2, [&](int w, std::uint64_t n) { tensorfile::save_memmap(tree(version_of(w, n)), prefix); },
       [&](std::uint64_t) {
-        const tensorfile::TensorDict td = tensorfile::load_memmap(prefix, {.access = tensorfile::MapMode::read_only});
+        const tensorfile::TensorDict td = tensorfile::load_memmap(prefix, {.mmap = tensorfile::MapMode::read_only});
         ++row.loads;
         if (!whole(td)) {
           ++row.mixed;
@@ -322,7 +322,7 @@ void disk_full(const Context& c, Row& row) {
   }
   const fs::path pt = mount_point / "ckpt.pt";
   const fs::path prefix = mount_point / "tree";
-  tensorfile::save(checkpoint(1), pt);
+  tensorfile::save_torch(checkpoint(1), pt);
   tensorfile::save_memmap(tree(1), prefix);
   std::vector<char> old_pt = file_bytes(pt);
   const std::vector<char> old_leaf = file_bytes(prefix / "a.memmap");
@@ -351,16 +351,16 @@ void disk_full(const Context& c, Row& row) {
   };
   row.before = usage_now();
   while (Clock::now() < c.deadline) {
-    expect_io_error([&] { tensorfile::save(big, pt); }, "save");
+    expect_io_error([&] { tensorfile::save_torch(big, pt); }, "save");
     expect_io_error([&] { tensorfile::save_memmap(big_tree, prefix); }, "save_memmap");
     only_names({"ckpt.pt", "tree"});
     if (file_bytes(pt) != old_pt) row.fail("the old .pt changed");
     if (file_bytes(prefix / "a.memmap") != old_leaf) row.fail("the old tree changed");
     try {
-      if (!whole(tensorfile::load(pt))) row.fail("the old .pt does not load whole");
+      if (!whole(tensorfile::load_torch(pt))) row.fail("the old .pt does not load whole");
       if (!whole(tensorfile::load_memmap(prefix))) row.fail("the old tree does not load whole");
       row.loads += 2;
-      tensorfile::save(checkpoint(1), pt);  // what fits still saves (its serialization id is new)
+      tensorfile::save_torch(checkpoint(1), pt);  // what fits still saves (its serialization id is new)
       ++row.saves;
       old_pt = file_bytes(pt);
     } catch (const std::exception& error) {
@@ -382,7 +382,7 @@ void truncate_heap(const Context& c, Row& row) {
   dict.set("a", filled(16384, 7));
   dict.set("b", filled(1024, 7));
   dict.set("big", tensorfile::Tensor::zeros({std::int64_t{66} << 20}, tensorfile::DType::UInt8));  // over 64 MiB
-  const std::vector<std::byte> bytes = tensorfile::save_to_bytes(tensorfile::Value(std::move(dict)));
+  const std::vector<std::byte> bytes = tensorfile::save_torch_to_bytes(tensorfile::Value(std::move(dict)));
   const auto rewrite = [&] {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -391,7 +391,7 @@ void truncate_heap(const Context& c, Row& row) {
   std::int64_t load_us = std::numeric_limits<std::int64_t>::max();  // the fastest of three: the truncation lands in it
   for (int i = 0; i < 3; ++i) {
     const auto started = Clock::now();
-    (void)tensorfile::load(path);
+    (void)tensorfile::load_torch(path);
     load_us = std::min<std::int64_t>(
         load_us, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count() + 1);
   }
@@ -402,7 +402,7 @@ void truncate_heap(const Context& c, Row& row) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       try {
-        const tensorfile::Value v = tensorfile::load(path);  // heap mode: owned memory, so never a signal
+        const tensorfile::Value v = tensorfile::load_torch(path);  // heap mode: owned memory, so never a signal
         std::_Exit(whole(v) ? 0 : 4);
       } catch (const tensorfile::Error&) {
         std::_Exit(3);
@@ -441,7 +441,7 @@ void leaks(const Context& c, Row& row) {
   const fs::path pt = c.dir / "leak.pt";
   const fs::path prefix = c.dir / "leak_tree";
   const fs::path corrupt = c.dir / "corrupt.pt";
-  tensorfile::save(checkpoint(3), pt);
+  tensorfile::save_torch(checkpoint(3), pt);
   tensorfile::save_memmap(tree(3), prefix);
   {
     std::vector<char> bytes = file_bytes(pt);
@@ -457,17 +457,19 @@ void leaks(const Context& c, Row& row) {
     }
   };
   const auto round = [&] {
-    if (!whole(tensorfile::load(pt))) row.fail("heap load not whole");
-    if (!whole(tensorfile::load(pt, {.mmap = tensorfile::MapMode::copy_on_write}))) row.fail("mmap load not whole");
-    (void)tensorfile::load(pt, {.map_location = tensorfile::Device::meta(), .mmap = tensorfile::MapMode::read_only});
+    if (!whole(tensorfile::load_torch(pt))) row.fail("heap load not whole");
+    if (!whole(tensorfile::load_torch(pt, {.mmap = tensorfile::MapMode::copy_on_write})))
+      row.fail("mmap load not whole");
+    (void)tensorfile::load_torch(pt,
+                                 {.map_location = tensorfile::Device::meta(), .mmap = tensorfile::MapMode::read_only});
     if (!whole(tensorfile::load_memmap(prefix))) row.fail("load_memmap not whole");
-    (void)tensorfile::load_memmap(prefix, {.device = tensorfile::Device::meta()});
+    (void)tensorfile::load_memmap(prefix, {.map_location = tensorfile::Device::meta()});
     row.loads += 5;
-    tensorfile::save(checkpoint(3), pt);
+    tensorfile::save_torch(checkpoint(3), pt);
     tensorfile::save_memmap(tree(3), prefix);
     row.saves += 2;
-    expect_error([&] { (void)tensorfile::load(corrupt); });
-    expect_error([&] { (void)tensorfile::load(c.dir / "missing.pt"); });
+    expect_error([&] { (void)tensorfile::load_torch(corrupt); });
+    expect_error([&] { (void)tensorfile::load_torch(c.dir / "missing.pt"); });
     expect_error([&] { (void)tensorfile::load_memmap(c.dir / "missing_tree"); });
     ++row.iterations;
   };

@@ -282,23 +282,23 @@ TEST_CASE("load_memmap reads lazy views nested in trees and over lazy stacks", "
 TEST_CASE("load_memmap of lazy views honours device=meta and out=", "[load_memmap][lazy]") {
   tensorfile_test::ScratchDir dir;
   write_sub(dir.path(), R"(["tuple",[["tensor",[3,0,1],"cpu"],["slice",{"start":1,"stop":null,"step":null}]]])");
-  MemmapLoadOptions meta;
-  meta.device = Device::meta();
+  LoadOptions meta;
+  meta.map_location = Device::meta();
   const TensorDict on_meta = load_memmap(dir.path(), meta);
   CHECK(on_meta.batch_size() == Shape{3, 2});
   CHECK(on_meta["a"].as_tensor().device().is_meta());
   CHECK(on_meta["a"].as_tensor().sizes() == Shape{3, 2, 2});
 
   TensorDict out;
-  MemmapLoadOptions into;
-  into.out = &out;
+  LoadOptions into;
+  into.tensordict.out = &out;
   const TensorDict result = load_memmap(dir.path(), into);
   CHECK(out.batch_size() == Shape{3, 2});
   CHECK(out.lazy_view() == result.lazy_view());
   CHECK(values_of(out["a"].as_tensor()) == values_of(result["a"].as_tensor()));
   TensorDict wrong({}, Shape{5});
   wrong.set("x", Tensor::zeros({5}, DType::Float32));
-  into.out = &wrong;
+  into.tensordict.out = &wrong;
   CHECK_THROWS_AS(load_memmap(dir.path(), into), ArgumentError);
 }
 

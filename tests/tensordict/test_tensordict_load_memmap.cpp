@@ -176,23 +176,25 @@ TEST_CASE("load_memmap to meta reads shapes and dtypes and opens no data file", 
   for (const auto& entry : fs::recursive_directory_iterator(dir / "td")) {
     if (entry.path().extension() == ".memmap") fs::remove(entry.path());  // would fail any open
   }
-  const TensorDict td = load_memmap(dir / "td", {.device = Device::meta()});
+  const TensorDict td = load_memmap(dir / "td", {.map_location = Device::meta()});
   CHECK(td.device() == Device::meta());
   CHECK(td.size() == 13);
   td.for_each_leaf([](const NestedKey&, const Entry& e) { CHECK(e.as_tensor().device().is_meta()); });
   CHECK(td["complex128"].as_tensor().dtype() == DType::Complex128);
   CHECK(td.get({"sub", "int16"}).as_tensor().sizes() == Shape{3});
   CHECK(td["sub"].as_tensordict().device() == Device::meta());
-  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::meta()}) ==
-        load_memmap(sample("tensordict", "s01_basic"), {.device = Device::meta()}));
+  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.map_location = Device::meta()}) ==
+        load_memmap(sample("tensordict", "s01_basic"), {.map_location = Device::meta()}));
 }
 
 TEST_CASE("load_memmap to cuda copies each leaf there (DeviceError without CUDA)", "[load_memmap]") {
   if (detail::device_copy_hook().copy != nullptr) return;  // built with CUDA: covered by the cuda tests
-  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .non_blocking = true}),
+  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"),
+                                  {.map_location = Device::cuda(0), .tensordict = {.non_blocking = true}}),
                       "tensorfile: cannot move a tensor to cuda:0: tensorfile was built without CUDA (include "
                       "<tensorfile/cuda.hpp> and link tensorfile::cuda)");
-  REQUIRE_THROWS_AS(load_memmap(sample("tensordict", "s01_basic"), {.device = Device::parse("cuda:1")}), DeviceError);
+  REQUIRE_THROWS_AS(load_memmap(sample("tensordict", "s01_basic"), {.map_location = Device::parse("cuda:1")}),
+                    DeviceError);
 }
 
 TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") {
@@ -201,7 +203,7 @@ TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") 
                   {"nested", TensorDict({{"extra", Tensor::zeros({2}, DType::Bool)}}, {2})}},
                  {2});
   TensorDict* nested_before = &out["nested"].as_tensordict();
-  const TensorDict result = load_memmap(sample("tensordict", "s01_basic"), {.out = &out});
+  const TensorDict result = load_memmap(sample("tensordict", "s01_basic"), {.tensordict = {.out = &out}});
   CHECK(result == out);
   CHECK(out["a"].as_tensor().dtype() == DType::Float32);  // replaced
   CHECK(out.contains("keep"));
@@ -210,11 +212,11 @@ TEST_CASE("load_memmap with out fills an existing TensorDict", "[load_memmap]") 
   CHECK(out["a"].as_tensor().storage().kind() == StorageKind::mmap);
 
   TensorDict empty;
-  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.out = &empty}).batch_size() == Shape{2});
+  CHECK(load_memmap(sample("tensordict", "s01_basic"), {.tensordict = {.out = &empty}}).batch_size() == Shape{2});
   CHECK(empty.batch_size() == Shape{2});
 
   TensorDict wrong({{"q", Tensor::zeros({3}, DType::Int8)}}, {3});
-  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), {.out = &wrong}),
+  REQUIRE_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), {.tensordict = {.out = &wrong}}),
                       "tensorfile: " + sample("tensordict", "s01_basic").string() +
                           ": out has another batch size; expected (2,) as in the file, got (3,)");
   CHECK(wrong.keys() == std::vector<std::string_view>{"q"});  // untouched
@@ -227,7 +229,7 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
   const std::string original = tensorfile_test::read_text(file);
 
   SECTION("access unset (as tensordict) on a writable file: MAP_SHARED, writes reach the file") {
-    CHECK_FALSE(MemmapLoadOptions{}.access.has_value());
+    CHECK_FALSE(LoadOptions{}.mmap.has_value());
     TensorDict td = load_memmap(dir / "td");
     CHECK(td["a"].as_tensor().storage().kind() == StorageKind::mmap);
     CHECK(td["a"].as_tensor().storage().backend<MmapBackend>()->mode() == MapMode::shared);
@@ -237,19 +239,19 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
     CHECK(tensorfile_test::read_text(file).substr(0, 4) == bytes_of<float>({42.0f}));
   }
   SECTION("copy_on_write: writes stay in memory") {
-    TensorDict td = load_memmap(dir / "td", {.access = MapMode::copy_on_write});
+    TensorDict td = load_memmap(dir / "td", {.mmap = MapMode::copy_on_write});
     CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
     td["a"].as_tensor().data<float>()[0] = 42.0f;
     CHECK(tensorfile_test::read_text(file) == original);
   }
   SECTION("read_only: tensors refuse writes") {
-    const TensorDict td = load_memmap(dir / "td", {.access = MapMode::read_only});
+    const TensorDict td = load_memmap(dir / "td", {.mmap = MapMode::read_only});
     CHECK(td["a"].as_tensor().storage().name() == "mmap_read_only");
     CHECK_FALSE(td["a"].as_tensor().is_writable());
     REQUIRE_THROWS_AS(td["a"].as_tensor().data<float>(), ArgumentError);
   }
   SECTION("shared") {
-    CHECK(load_memmap(dir / "td", {.access = MapMode::shared})["a"].as_tensor().storage().name() == "mmap_shared");
+    CHECK(load_memmap(dir / "td", {.mmap = MapMode::shared})["a"].as_tensor().storage().name() == "mmap_shared");
   }
   SECTION("access unset on a file this user cannot write: MAP_PRIVATE (checked as an unprivileged user)") {
     fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
@@ -258,7 +260,7 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
       CHECK(td["a"].as_tensor().storage().name() == "mmap_private");
       td["a"].as_tensor().data<float>()[0] = 42.0f;
       CHECK(tensorfile_test::read_text(file) == original);
-      REQUIRE_THROWS_AS(load_memmap(dir / "td", {.access = MapMode::shared}), IoError);
+      REQUIRE_THROWS_AS(load_memmap(dir / "td", {.mmap = MapMode::shared}), IoError);
     } else {
       // Root may write anything (tensordict then maps shared too); check the rule as "nobody" in a child.
       fs::permissions(dir.path(), fs::perms::all);
@@ -273,7 +275,7 @@ TEST_CASE("load_memmap maps writable files shared and read-only files privately,
           td["a"].as_tensor().data<float>()[0] = 42.0f;
           if (tensorfile_test::read_text(file) != original) code = 2;
           try {
-            (void)load_memmap(dir / "td", {.access = MapMode::shared});
+            (void)load_memmap(dir / "td", {.mmap = MapMode::shared});
             code = 3;
           } catch (const IoError&) {
           }
@@ -391,7 +393,7 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     CHECK(nt.component_shape(1) == Shape{4, 3});
     CHECK(values_of<float>(nt.component(1))[0] == 6);
     CHECK(nt.values.sizes() == Shape{18});
-    const TensorDict meta = load_memmap(td_dir, {.device = Device::meta()});
+    const TensorDict meta = load_memmap(td_dir, {.map_location = Device::meta()});
     CHECK(meta["nt"].as_tensor().sizes() == Shape{2, 2});  // as tensordict: the size table's shape
     SECTION("a corrupt size table") {
       put(td_dir / "nt.shape.memmap", bytes_of<std::int64_t>({2, -3, 4, 3}));
@@ -490,7 +492,7 @@ TEST_CASE("load_memmap reads every layout variant", "[load_memmap]") {
     fs::create_symlink("data/real.bin", td_dir / "a.memmap");
     put(td_dir / "real_sub" / "meta.json", td_meta(""));
     fs::create_directory_symlink("real_sub", td_dir / "s");
-    const TensorDict td = load_memmap(td_dir, {.skip_undeclared = true});
+    const TensorDict td = load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}});
     CHECK(td["a"].as_tensor().item<float>() == 9);
     CHECK(td["s"].is_tensordict());
   }
@@ -606,11 +608,11 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
                                                  "with a meta.json, got no directory");
     fs::remove(td_dir / "a.memmap");
     std::vector<fs::path> skipped;
-    const TensorDict td = load_memmap(td_dir, {.skip_missing = true, .skipped = &skipped});
+    const TensorDict td = load_memmap(td_dir, {.tensordict = {.skip_missing = true, .skipped = &skipped}});
     CHECK(td.keys() == std::vector<std::string_view>{"b", "c"});
     CHECK(skipped == std::vector<fs::path>{td_dir / "a.memmap", td_dir / "gone"});
     fs::create_directories(td_dir / "gone");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_missing = true}),
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.tensordict = {.skip_missing = true}}),
                         "tensorfile: " + (td_dir / "gone" / "meta.json").string() +
                             ": file is missing; expected the meta.json of a tensordict memmap directory, got no file");
   }
@@ -625,10 +627,10 @@ TEST_CASE("load_memmap refuses bad trees with clear errors", "[load_memmap]") {
                             "lists, got an undeclared directory (left by an earlier save, or a tensordict 0.3 tree? "
                             "skip_undeclared ignores it)");
     std::vector<fs::path> skipped;
-    CHECK(load_memmap(td_dir, {.skip_undeclared = true, .skipped = &skipped}).keys() ==
+    CHECK(load_memmap(td_dir, {.tensordict = {.skip_undeclared = true, .skipped = &skipped}}).keys() ==
           std::vector<std::string_view>{"n"});
     CHECK(skipped == std::vector<fs::path>{td_dir / "stale"});
-    CHECK(load_memmap(td_dir, {.skip_undeclared = true}).size() == 1);
+    CHECK(load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}}).size() == 1);
   }
   SECTION("keys that would leave the directory") {
     put(dir / "evil.memmap", bytes_of<float>({666}));
@@ -726,7 +728,7 @@ TEST_CASE("load_memmap never maps a file outside the tree, whatever a concurrent
   for (int i = 0; i < 2500 && mapped_outside == 0; ++i) {
     for (const std::optional<MapMode> access : {std::optional<MapMode>{}, std::optional<MapMode>{MapMode::read_only}}) {
       try {
-        const TensorDict td = load_memmap(td_dir, {.access = access});
+        const TensorDict td = load_memmap(td_dir, {.mmap = access});
         (td["a"].as_tensor().item<float>() == 666 ? mapped_outside : mapped_inside) += 1;
       } catch (const FormatError& e) {
         if (std::string(e.what()).find("symbolic link leaves the tree") == std::string::npos) unexpected = e.what();
@@ -755,24 +757,27 @@ TEST_CASE("load_memmap follows links that stay inside the tree, through the root
   fs::create_symlink(fs::canonical(td_dir) / "data" / "real.bin", td_dir / "data" / "abs.bin");
 
   SECTION("relative links up and across, and chains") {
-    const TensorDict td = load_memmap(td_dir, {.skip_undeclared = true});
+    const TensorDict td = load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}});
     CHECK(td.get({"s", "a"}).as_tensor().item<float>() == 7);
     CHECK(td.get({"s", "b"}).as_tensor().item<float>() == 7);
   }
   SECTION("an absolute link naming a file inside the tree") {
     fs::remove(td_dir / "s" / "a.memmap");
     fs::create_symlink("../data/abs.bin", td_dir / "s" / "a.memmap");
-    CHECK(load_memmap(td_dir, {.skip_undeclared = true}).get({"s", "a"}).as_tensor().item<float>() == 7);
+    CHECK(load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}}).get({"s", "a"}).as_tensor().item<float>() ==
+          7);
   }
   SECTION("a subdirectory loaded alone may not reach its parent") {
     REQUIRE_THROWS_WITH(load_memmap(td_dir / "s"), Catch::Contains("symbolic link leaves the tree"));
   }
   SECTION("a link to a missing file inside or outside is a missing file") {
     fs::remove(td_dir / "data" / "real.bin");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true}), Catch::Contains("data file is missing"));
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}}),
+                        Catch::Contains("data file is missing"));
     fs::remove(td_dir / "s" / "a.memmap");
     fs::create_symlink("../../nowhere.bin", td_dir / "s" / "a.memmap");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true}), Catch::Contains("data file is missing"));
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.tensordict = {.skip_undeclared = true}}),
+                        Catch::Contains("data file is missing"));
   }
   SECTION("the walk without openat2 agrees with the kernel") {
     const detail::FileHandle root = detail::FileHandle::try_open_at(AT_FDCWD, td_dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -814,20 +819,20 @@ TEST_CASE("load_memmap maps hard-linked data files shared only when asked", "[lo
     CHECK(tensorfile_test::read_text(dir / "outside.bin") == bytes_of<float>({5}));
   }
   SECTION("access shared: refused") {
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.access = MapMode::shared}),
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.mmap = MapMode::shared}),
                         "tensorfile: " + (td_dir / "a.memmap").string() +
                             ": a: data file has 2 hard links; expected 1 for a shared writable mapping (another name "
                             "of the file may lie outside the tree; allow_shared_hard_links maps it anyway)");
   }
   SECTION("allow_shared_hard_links: shared") {
     for (const std::optional<MapMode> access : {std::optional<MapMode>{}, std::optional<MapMode>{MapMode::shared}}) {
-      TensorDict td = load_memmap(td_dir, {.access = access, .allow_shared_hard_links = true});
+      TensorDict td = load_memmap(td_dir, {.mmap = access, .tensordict = {.allow_shared_hard_links = true}});
       CHECK(td["a"].as_tensor().storage().name() == "mmap_shared");
     }
   }
   SECTION("read-only and copy-on-write mappings need no permission") {
-    CHECK(load_memmap(td_dir, {.access = MapMode::read_only})["a"].as_tensor().item<float>() == 5);
-    CHECK(load_memmap(td_dir, {.access = MapMode::copy_on_write})["a"].as_tensor().item<float>() == 5);
+    CHECK(load_memmap(td_dir, {.mmap = MapMode::read_only})["a"].as_tensor().item<float>() == 5);
+    CHECK(load_memmap(td_dir, {.mmap = MapMode::copy_on_write})["a"].as_tensor().item<float>() == 5);
   }
 }
 
@@ -846,16 +851,18 @@ TEST_CASE("load_memmap refuses sub-collections that lead back to their ancestors
     const std::string expected = "tensorfile: " + (td_dir / "a").string() + cycle + td_dir.string() + tail;
     REQUIRE_THROWS_WITH(load_memmap(td_dir), expected);
     for (const Device device : {Device::meta(), Device::cpu()}) {
-      REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = device, .skip_missing = true}), expected);
-      REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = device, .skip_missing = true, .skip_undeclared = true}),
+      REQUIRE_THROWS_WITH(load_memmap(td_dir, {.map_location = device, .tensordict = {.skip_missing = true}}),
                           expected);
+      REQUIRE_THROWS_WITH(
+          load_memmap(td_dir, {.map_location = device, .tensordict = {.skip_missing = true, .skip_undeclared = true}}),
+          expected);
     }
   }
   SECTION("a link two levels down to the root, and a lazy stack item") {
     put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"})"));
     put(td_dir / "s" / "meta.json", td_meta(R"("up": {"type": "TensorDict"})"));
     fs::create_directory_symlink("..", td_dir / "s" / "up");
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.device = Device::meta()}),
+    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.map_location = Device::meta()}),
                         "tensorfile: " + (td_dir / "s" / "up").string() + cycle + td_dir.string() + tail);
     fs::remove_all(td_dir);
     put(td_dir / "meta.json", R"({"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0})");
@@ -879,13 +886,16 @@ TEST_CASE("load_memmap refuses sub-collections that lead back to their ancestors
       fs::create_directory_symlink(next, level(k) / "b");
     }
     std::size_t leaves = 0;
-    load_memmap(td_dir, {.device = Device::meta(), .skip_undeclared = true})
+    load_memmap(td_dir, {.map_location = Device::meta(), .tensordict = {.skip_undeclared = true}})
         .for_each_leaf([&](const auto&, const auto&) { ++leaves; });
     CHECK(leaves == std::size_t{1} << (levels - 1));
-    REQUIRE_THROWS_AS(load_memmap(td_dir, {.device = Device::meta(), .skip_undeclared = true, .max_collections = 1000}),
+    REQUIRE_THROWS_AS(load_memmap(td_dir, {.map_location = Device::meta(),
+                                           .limits = {.max_collections = 1000},
+                                           .tensordict = {.skip_undeclared = true}}),
                       LimitError);
-    REQUIRE_THROWS_WITH(load_memmap(td_dir, {.skip_undeclared = true, .max_collections = 1000}),
-                        Catch::Contains("tree holds more than 1000 collections"));
+    REQUIRE_THROWS_WITH(
+        load_memmap(td_dir, {.limits = {.max_collections = 1000}, .tensordict = {.skip_undeclared = true}}),
+        Catch::Contains("tree holds more than 1000 collections"));
   }
   SECTION("the same directory twice, side by side, is no cycle") {
     put(td_dir / "meta.json", td_meta(R"("s": {"type": "TensorDict"}, "t": {"type": "TensorDict"})"));

@@ -89,7 +89,7 @@ TEST_CASE("save_memmap writes the same files, bytes and meta.json as tensordict 
     CHECK(tree_of(dir / name) == tree_of(sample("tensordict", name)));
     CHECK(load_memmap(dir / name) == load_memmap(sample("tensordict", name)));
     // orjson style: the same members, order and values, compact spacing.
-    save_memmap(td, dir / (name + "_orjson"), {.json = MetaJsonStyle::orjson});
+    save_memmap(td, dir / (name + "_orjson"), {.tensordict = {.json = MetaJsonStyle::orjson}});
     for (const auto& [rel, bytes] : tree_of(sample("tensordict", name))) {
       if (!rel.ends_with("meta.json")) continue;
       INFO(rel);
@@ -253,16 +253,18 @@ TEST_CASE("save_memmap round trips every kind of entry", "[save_memmap]") {
   }
   SECTION("raw (legacy) names when encode_keys is off") {
     const TensorDict td({{"sp ace", values<float>({1})}, {"my dir", TensorDict()}});
-    save_memmap(td, dir / "raw", {.encode_keys = false});
+    save_memmap(td, dir / "raw", {.tensordict = {.encode_keys = false}});
     CHECK(fs::exists(dir / "raw" / "sp ace.memmap"));
     CHECK(fs::exists(dir / "raw" / "my dir" / "meta.json"));
     CHECK(load_memmap(dir / "raw") == td);
-    REQUIRE_THROWS_WITH(save_memmap(TensorDict({{"a/b", values<float>({1})}}), dir / "raw2", {.encode_keys = false}),
-                        "tensorfile: " + (dir / "raw2").string() +
-                            ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
-                            "encode_keys is off, got \"a/b\"");
-    REQUIRE_THROWS_AS(save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.encode_keys = false}),
-                      ArgumentError);
+    REQUIRE_THROWS_WITH(
+        save_memmap(TensorDict({{"a/b", values<float>({1})}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
+        "tensorfile: " + (dir / "raw2").string() +
+            ": a/b: key is not a safe file name; expected no '/', '\\', NUL or drive prefix when "
+            "encode_keys is off, got \"a/b\"");
+    REQUIRE_THROWS_AS(
+        save_memmap(TensorDict({{"..", TensorDict()}}), dir / "raw2", {.tensordict = {.encode_keys = false}}),
+        ArgumentError);
   }
   SECTION("relative prefixes, trailing separators, sync") {
     const TensorDict td({{"a", values<float>({1, 2})}}, {2});
@@ -390,7 +392,7 @@ TEST_CASE("save_memmap replaces an existing tree safely", "[save_memmap]") {
     CHECK(extra_names(dir.path(), {"td"}).empty());
   }
   SECTION("refusals: overwrite off, a directory that is not a tree, a file, a symlink") {
-    REQUIRE_THROWS_WITH(save_memmap(second, prefix, {.overwrite = false}),
+    REQUIRE_THROWS_WITH(save_memmap(second, prefix, {.tensordict = {.overwrite = false}}),
                         "tensorfile: " + prefix.string() + ": exists; expected a new path (overwrite is off)");
     fs::create_directories(dir / "home" / "docs");
     REQUIRE_THROWS_WITH(
@@ -477,8 +479,8 @@ TEST_CASE("load_memmap concurrent with save_memmap sees the old or the new tree 
   }
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
-      const MemmapLoadOptions options{.device = r == 2 ? std::optional<Device>(Device::meta()) : std::nullopt,
-                                      .skip_missing = r == 1};
+      const LoadOptions options{.map_location = r == 2 ? MapLocation(Device::meta()) : MapLocation(),
+                                .tensordict = {.skip_missing = r == 1}};
       while (writers_done.load() < writers) {
         try {
           const TensorDict td = load_memmap(prefix, options);

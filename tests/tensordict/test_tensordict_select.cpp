@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of MemmapLoadOptions::select and select_drops: which leaves of a tensordict memmap tree a load reads.
+// Tests of LoadOptions::select and select_drops: which leaves of a tensordict memmap tree a load reads.
 #include <tensorfile/formats/select.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
@@ -207,14 +207,15 @@ TEST_CASE("load_memmap select never opens an unselected leaf's file", "[tensordi
   CHECK(dropped["nested"].as_tensordict().keys() == std::vector<std::string_view>{"deeper"});
 
   std::vector<fs::path> skipped;  // never opened, so never missing: skip_missing reports nothing
-  (void)load_memmap(td_dir, {.skip_missing = true, .skipped = &skipped, .select = select_paths({"a"})});
+  (void)load_memmap(td_dir, {.select = select_paths({"a"}), .tensordict = {.skip_missing = true, .skipped = &skipped}});
   CHECK(skipped.empty());
 
   // A selected leaf's missing file is still an error naming it, or skipped on request.
   REQUIRE_THROWS_WITH(load_memmap(td_dir, {.select = select_paths({"nested/*"})}),
                       "tensorfile: " + (td_dir / "nested" / "b.memmap").string() +
                           ": b: data file is missing; expected at least 4 bytes, got no file");
-  (void)load_memmap(td_dir, {.skip_missing = true, .skipped = &skipped, .select = select_paths({"nested/b"})});
+  (void)load_memmap(td_dir,
+                    {.select = select_paths({"nested/b"}), .tensordict = {.skip_missing = true, .skipped = &skipped}});
   CHECK(skipped == std::vector<fs::path>{td_dir / "nested" / "b.memmap"});
 
   const fs::path model = dir / "model";  // also inside a lazy stack and for a nested tensor's two files
@@ -237,14 +238,15 @@ TEST_CASE("load_memmap select with out fills only what it reads", "[tensordict][
                  {2});
   TensorDict* nested_before = &out["nested"].as_tensordict();
   (void)load_memmap(sample("tensordict", "s01_basic"),
-                    {.out = &out, .select = select_paths({"nested/b"}), .select_drops = true});
+                    {.select = select_paths({"nested/b"}), .select_drops = true, .tensordict = {.out = &out}});
   CHECK(out["a"].as_tensor().dtype() == DType::Int64);  // dropped: out's entry as it was
   CHECK(out["a"].as_tensor().device().is_cpu());
   CHECK(&out["nested"].as_tensordict() == nested_before);
   CHECK(out["nested"].as_tensordict().keys() == std::vector<std::string_view>{"extra", "b"});  // deeper emptied
   check_read(out, full, {"nested", "b"});
 
-  (void)load_memmap(sample("tensordict", "s01_basic"), {.out = &out, .select = select_paths({"nested/b"})});
+  (void)load_memmap(sample("tensordict", "s01_basic"),
+                    {.select = select_paths({"nested/b"}), .tensordict = {.out = &out}});
   check_meta(out, {"a"}, DType::Float32, {2, 3});  // without select_drops: replaced by a meta tensor
 }
 
@@ -252,12 +254,12 @@ TEST_CASE("load_memmap select to cuda copies only the selected leaves", "[tensor
   if (detail::device_copy_hook().copy != nullptr) return;  // built with CUDA: a copy would succeed
   // Without CUDA any copy throws, so a load that copies nothing succeeds: the unselected leaves stay meta.
   const TensorDict td =
-      load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .select = select_paths({})});
+      load_memmap(sample("tensordict", "s01_basic"), {.map_location = Device::cuda(0), .select = select_paths({})});
   CHECK(td.device() == Device::cuda(0));
   check_meta(td, {"a"}, DType::Float32, {2, 3});
   check_meta(td, {"nested", "deeper", "c"}, DType::Int64, {2});
   REQUIRE_THROWS_AS(
-      load_memmap(sample("tensordict", "s01_basic"), {.device = Device::cuda(0), .select = select_paths({"a"})}),
+      load_memmap(sample("tensordict", "s01_basic"), {.map_location = Device::cuda(0), .select = select_paths({"a"})}),
       DeviceError);
 }
 
@@ -282,6 +284,6 @@ TEST_CASE("load_memmap select in a lazy view: unselected source leaves stay meta
   REQUIRE_THROWS_WITH(load_memmap(view, {.select = select_paths({"a"})}), Catch::Contains("a: data file is missing"));
 
   if (detail::device_copy_hook().copy != nullptr) return;  // built with CUDA: a copy would succeed
-  const TensorDict none = load_memmap(view, {.device = Device::cuda(0), .select = select_paths({})});  // no copy
+  const TensorDict none = load_memmap(view, {.map_location = Device::cuda(0), .select = select_paths({})});  // no copy
   check_meta(none, {"b"}, DType::Int8, {});
 }

@@ -168,14 +168,14 @@ def suite_usage(opts, failures):
     expect(["convert", fixture, "out", "--map-location", "gpu"], 2,
            stderr_has="--map-location: unknown device \"gpu\"")
     expect(["bench", fixture, "--repeat", "0"], 2, stderr_has="option '--repeat' needs a whole number from 1 to 1000")
-    expect(["bench", fixture, "--device", "cpu"], 2, stderr_has="--device takes a CUDA device (cuda:N), got 'cpu'")
+    expect(["bench", fixture, "--map-location", "cpu"], 2, stderr_has="--map-location takes a CUDA device (cuda:N), got 'cpu'")
     # bench takes every format inspect takes (it refused safetensors, npz and shards with wrong-format messages).
     for path, name in ((("safetensors", "overall.safetensors"), "safetensors, 9 tensors"),
                        (("numpy", "deflated.npz"), "npz, 3 tensors"), (("numpy", "f4_c.npy"), "npy, 1 tensor"),
                        (("safetensors", "samples.safetensors.index.json"), "safetensors-sharded, 3 tensors")):
         expect(["bench", os.path.join(opts.data, *path), "--repeat", "1"], 0, stdout_has=f": {name}, ")
     # Without CUDA built in, the library's DeviceError, as it words it.
-    expect(["bench", fixture, "--device", "cuda:0"], 1,
+    expect(["bench", fixture, "--map-location", "cuda:0"], 1,
            stderr_has="tensorfile: cannot move a tensor to cuda:0: tensorfile was built without CUDA")
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -325,7 +325,7 @@ def suite_verify(opts, failures):
         order = [os.path.join("m", "x.pt"), "m-x.pt", "m.pt"]
         for rel in reversed(order):
             shutil.copy(os.path.join(opts.data, "torch", "t_float32_2x3.pt"), os.path.join(scratch, rel))
-        result = run(tool, "scan", "--jobs", "3", scratch)
+        result = run(tool, "scan", "--threads", "3", scratch)
         listed = [line.split("  ")[0] for line in result.stdout.splitlines()[:-1]]
         expected = [os.path.join(scratch, rel) for rel in order]
         failures.check(result.returncode == 0 and listed == expected, f"scan order: {listed}; expected {expected}")

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Differential check of the pickle machine's call recognition: one torch pickle run as load() runs it
+// Differential check of the pickle machine's call recognition: one torch pickle run as load_torch() runs it
 // (tensor calls recognised and built directly) and with every opcode executed must give equal
 // values with the same sharing, strides and offsets, or the very same error.
 #pragma once
@@ -46,7 +46,7 @@ class OpcodeHooks {
   tensorfile::detail::TorchHooks& inner_;
 };
 
-/// TorchHooks as load() uses them, counting the calls that were recognised.
+/// TorchHooks as load_torch() uses them, counting the calls that were recognised.
 class RecognizingHooks : public OpcodeHooks {
  public:
   using OpcodeHooks::OpcodeHooks;

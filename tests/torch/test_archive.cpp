@@ -124,7 +124,7 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
     CHECK(crafted.big_endian);
     CHECK(crafted.records.size() == 3);
   }
-  SECTION("the version record's errors are load()'s") {
+  SECTION("the version record's errors are load_torch()'s") {
     for (const auto& [version, message] : std::vector<std::pair<std::string, std::string>>{
              {"11",
               "tensorfile: archive/version: unsupported file format version \"11\"; expected 1 to 10 (at byte 0)"},
@@ -133,7 +133,7 @@ TEST_CASE("read_archive_info reads the prefix, version and byte order", "[archiv
          }) {
       const std::string zip = tensorfile_test::torch_zip("archive", {{"data.pkl", "\x80\x02N."}, {"version", version}});
       REQUIRE_THROWS_WITH(read_archive_info(byte_span(zip)), message);
-      REQUIRE_THROWS_WITH(load(byte_span(zip)), message);
+      REQUIRE_THROWS_WITH(load_torch(byte_span(zip)), message);
     }
   }
   SECTION("a missing version record and a bad byteorder") {

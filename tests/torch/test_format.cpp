@@ -75,7 +75,7 @@ TEST_CASE("load still names the pre-2017 tar format, even behind a pickle-like f
   std::string tar(512, '\0');
   tar[0] = '(';  // a member name that starts like a protocol-0 pickle
   tar.replace(257, 5, "ustar");
-  REQUIRE_THROWS_AS(load(byte_span(tar)), UnsupportedError);
-  REQUIRE_THROWS_WITH(load(byte_span(tar)),
+  REQUIRE_THROWS_AS(load_torch(byte_span(tar)), UnsupportedError);
+  REQUIRE_THROWS_WITH(load_torch(byte_span(tar)),
                       "tensorfile: this is the pre-2017 tar format of torch.save; re-save it with a newer torch");
 }

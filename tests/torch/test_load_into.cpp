@@ -52,13 +52,13 @@ Tensor at(const Value& v, const std::string& path) {
 TEST_CASE("into fills the caller's buffers with a torch state dict's tensors and the result holds them",
           "[load][into]") {
   const auto file = sample("torch", "state_dict_linear_bn.pt");  // written by torch 1.13
-  const Value plain = load(file);
+  const Value plain = load_torch(file);
   const std::vector<std::string> paths = {"0.weight", "1.running_var", "1.num_batches_tracked"};
   {
     Buffers buffers;
     LoadOptions options;
     for (const std::string& path : paths) options.into.emplace(path, buffers.like(at(plain, path)));
-    const Value loaded = load(file, options);
+    const Value loaded = load_torch(file, options);
     CHECK(loaded == plain);
     for (const std::string& path : paths) {
       INFO(path);
@@ -79,22 +79,22 @@ TEST_CASE("into a large file's records reads them into the buffers, with select 
     dict.set(Value("w" + std::to_string(n)), Value(t));
   }
   const Value expected(dict);
-  save(expected, dir / "big.pt");
+  save_torch(expected, dir / "big.pt");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
     Buffers buffers;
-    LoadOptions options{.read_threads = threads};
+    LoadOptions options{.threads = threads};
     options.into.emplace("w2", buffers.like(expected["w2"].as_tensor()));
     options.into.emplace("w3", buffers.like(expected["w3"].as_tensor()));
-    const Value all = load(dir / "big.pt", options);
+    const Value all = load_torch(dir / "big.pt", options);
     CHECK(all == expected);
     CHECK(options.into.at("w2").equal(expected["w2"].as_tensor()));
     CHECK(options.into.at("w3").equal(expected["w3"].as_tensor()));
 
     // select keeps none of them; the paths into names are read all the same, the others are meta.
     Buffers more;
-    LoadOptions picked{.select = select_paths({"w4"}), .read_threads = threads};
+    LoadOptions picked{.select = select_paths({"w4"}), .threads = threads};
     picked.into.emplace("w2", more.like(expected["w2"].as_tensor()));
-    const Value some = load(dir / "big.pt", picked);
+    const Value some = load_torch(dir / "big.pt", picked);
     CHECK(picked.into.at("w2").equal(expected["w2"].as_tensor()));
     CHECK(some["w2"].as_tensor().raw_data() == picked.into.at("w2").raw_data());
     CHECK(some["w4"].as_tensor().equal(expected["w4"].as_tensor()));
@@ -104,12 +104,12 @@ TEST_CASE("into a large file's records reads them into the buffers, with select 
 
 TEST_CASE("into copies views and tied tensors, and works for mapped, legacy and in-memory loads", "[load][into]") {
   const auto views = sample("torch", "shared_views.pt");  // base and again share a storage; row1, tail, t are views
-  const Value plain = load(views);
+  const Value plain = load_torch(views);
   {
     Buffers buffers;
     LoadOptions options;
     for (const char* path : {"base", "again", "row1", "t"}) options.into.emplace(path, buffers.like(at(plain, path)));
-    const Value loaded = load(views, options);
+    const Value loaded = load_torch(views, options);
     CHECK(loaded == plain);
     for (const char* path : {"base", "again", "row1", "t"}) {
       INFO(path);
@@ -125,36 +125,36 @@ TEST_CASE("into copies views and tied tensors, and works for mapped, legacy and 
   Buffers buffers;
   LoadOptions mapped{.mmap = MapMode::copy_on_write};
   mapped.into.emplace("base", buffers.like(at(plain, "base")));
-  const Value from_mapping = load(views, mapped);
+  const Value from_mapping = load_torch(views, mapped);
   CHECK(mapped.into.at("base").equal(at(plain, "base")));
   CHECK(at(from_mapping, "base").raw_data() == mapped.into.at("base").raw_data());
 
   const auto legacy = sample("torch", "legacy_format.pt");
-  const Value old = load(legacy);
+  const Value old = load_torch(legacy);
   LoadOptions legacy_into;
   legacy_into.into.emplace("a", buffers.like(at(old, "a")));
   legacy_into.into.emplace("b", buffers.like(at(old, "b")));  // a view at offset 1
-  CHECK(load(legacy, legacy_into) == old);
+  CHECK(load_torch(legacy, legacy_into) == old);
   CHECK(legacy_into.into.at("a").equal(at(old, "a")));
   CHECK(legacy_into.into.at("b").equal(at(old, "b")));
 
   const std::string bytes = tensorfile_test::file_bytes(views);
   LoadOptions in_memory;
   in_memory.into.emplace("t", buffers.like(at(plain, "t")));
-  CHECK(load(tensorfile_test::byte_span(bytes), in_memory) == plain);
+  CHECK(load_torch(tensorfile_test::byte_span(bytes), in_memory) == plain);
   CHECK(in_memory.into.at("t").equal(at(plain, "t")));
 }
 
 TEST_CASE("into refuses a path the file lacks, a mismatch, and buffers it cannot fill", "[load][into]") {
   const auto file = sample("torch", "state_dict_linear_bn.pt");
-  const Tensor weight = at(load(file), "0.weight");  // float32 (2, 3)
+  const Tensor weight = at(load_torch(file), "0.weight");  // float32 (2, 3)
   const auto refused = [&](const std::string& path, const Tensor& buffer, const std::string& why,
                            LoadOptions options = {}) {
     options.into.emplace(path, buffer);
     INFO(why);
-    CHECK_THROWS_AS(load(file, options), ArgumentError);
-    CHECK_THROWS_WITH(load(file, options), Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
-                                               Catch::Matchers::Contains("state_dict_linear_bn.pt"));
+    CHECK_THROWS_AS(load_torch(file, options), ArgumentError);
+    CHECK_THROWS_WITH(load_torch(file, options), Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
+                                                     Catch::Matchers::Contains("state_dict_linear_bn.pt"));
   };
   Buffers buffers;
   refused("0.missing", buffers.like(weight), "the file holds no tensor at this path");

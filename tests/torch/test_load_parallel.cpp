@@ -56,10 +56,10 @@ class PlainHeapBlocks {
 TEST_CASE("pooled preadv loads give the bytes of one-buffer loads, with 1 to 8 threads", "[load][parallel]") {
   const tensorfile_test::ScratchDir dir;
   const Value dict = mixed_dict();
-  save(dict, dir / "mixed.pt");
+  save_torch(dict, dir / "mixed.pt");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{8}}) {
     INFO(threads << " threads");
-    const Value pooled = load(dir / "mixed.pt", {.read_threads = threads});
+    const Value pooled = load_torch(dir / "mixed.pt", {.threads = threads});
     CHECK(pooled == dict);
     // Every record, small or large, is a slice of the one arena.
     const Storage& big = pooled["layer1.weight"].as_tensor().storage();
@@ -69,17 +69,18 @@ TEST_CASE("pooled preadv loads give the bytes of one-buffer loads, with 1 to 8 t
   }
   SECTION("with large heap blocks from operator new (huge pages off)") {
     const PlainHeapBlocks plain;
-    CHECK(load(dir / "mixed.pt", {.read_threads = 4}) == dict);
+    CHECK(load_torch(dir / "mixed.pt", {.threads = 4}) == dict);
   }
   SECTION("the records bound for the meta device or through a map_location function are not deferred") {
-    const Value meta = load(dir / "mixed.pt", {.map_location = "meta", .read_threads = 4});
+    const Value meta = load_torch(dir / "mixed.pt", {.map_location = "meta", .threads = 4});
     CHECK(meta["layer4.weight"].as_tensor().device().is_meta());
     int calls = 0;
-    const Value through = load(dir / "mixed.pt", {.map_location = MapLocation([&](const Storage& s, std::string_view) {
-                                                    ++calls;
-                                                    return std::optional<Storage>(s);
-                                                  }),
-                                                  .read_threads = 4});
+    const Value through =
+        load_torch(dir / "mixed.pt", {.map_location = MapLocation([&](const Storage& s, std::string_view) {
+                                        ++calls;
+                                        return std::optional<Storage>(s);
+                                      }),
+                                      .threads = 4});
     CHECK(through == dict);
     CHECK(calls == 9);
   }
@@ -215,14 +216,14 @@ TEST_CASE("DirectReads: heap loads read records around the page cache when told 
           "[load][parallel][direct]") {
   const tensorfile_test::ScratchDir dir;
   const Value dict = mixed_dict();
-  save(dict, dir / "mixed.pt");
+  save_torch(dict, dir / "mixed.pt");
   const auto path = dir / "mixed.pt";
   const bool direct_possible = tensorfile_test::direct_reads_possible(path);
   if (!direct_possible) WARN("the file system of " << dir.path() << " refuses O_DIRECT: only the fallback is checked");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
     INFO(threads << " threads");
     evict_from_page_cache(path);
-    const Value loaded = load(path, {.read_threads = threads, .direct_reads = DirectReads::always});
+    const Value loaded = load_torch(path, {.threads = threads, .direct_reads = DirectReads::always});
     CHECK(loaded == dict);
     // The index, the pickle and the small records went through the cache; the 2.4 MB record did not.
     if (direct_possible) CHECK(cached_fraction_of(path) < 0.5);
@@ -233,23 +234,24 @@ TEST_CASE("DirectReads: heap loads read records around the page cache when told 
   SECTION("never, and automatic on a file under 64 MiB of records, read through the cache") {
     for (const DirectReads how : {DirectReads::never, DirectReads::automatic}) {
       evict_from_page_cache(path);
-      CHECK(load(path, {.direct_reads = how}) == dict);
+      CHECK(load_torch(path, {.direct_reads = how}) == dict);
       CHECK(cached_fraction_of(path) > 0.9);
     }
   }
   SECTION("legacy files are read whole the same way") {
     const auto legacy = tensorfile_test::data_dir() / "torch" / "legacy_format.pt";
-    CHECK(load(legacy, {.read_threads = 3, .direct_reads = DirectReads::always}) ==
-          load(legacy, {.direct_reads = DirectReads::never}));
+    CHECK(load_torch(legacy, {.threads = 3, .direct_reads = DirectReads::always}) ==
+          load_torch(legacy, {.direct_reads = DirectReads::never}));
   }
   SECTION("select and into still apply") {
     evict_from_page_cache(path);
-    const Value one = load(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});
+    const Value one =
+        load_torch(path, {.select = select_paths({"layer4.weight"}), .direct_reads = DirectReads::always});
     CHECK(one["layer4.weight"] == dict["layer4.weight"]);
     CHECK(one["layer1.weight"].as_tensor().device().is_meta());
     std::vector<float> buffer(600000);
     const Tensor target(Storage(BorrowedBackend(std::as_writable_bytes(std::span(buffer)))), DType::Float32, {600000});
-    const Value into = load(path, {.direct_reads = DirectReads::always, .into = {{"layer4.weight", target}}});
+    const Value into = load_torch(path, {.into = {{"layer4.weight", target}}, .direct_reads = DirectReads::always});
     CHECK(into == dict);
     CHECK(buffer[12345] == dict["layer4.weight"].as_tensor().data<float>()[12345]);
   }
@@ -320,14 +322,14 @@ TEST_CASE("select reads only the selected tensors' records; the others come back
     dict.set(Value("layers." + std::to_string(i) + ".weight"), Value(t));
   }
   const Value expected(dict);
-  save(expected, dir / "model.pt");
+  save_torch(expected, dir / "model.pt");
   const auto file_bytes = std::filesystem::file_size(dir / "model.pt");
 
   SECTION("one tensor of 300 by name: under 1% of the file read, whatever the thread count") {
     for (const std::size_t threads : {std::size_t{1}, std::size_t{4}}) {
       const std::uint64_t before = bytes_read_so_far();
       const Value loaded =
-          load(dir / "model.pt", {.select = select_paths({"layers.7.weight"}), .read_threads = threads});
+          load_torch(dir / "model.pt", {.select = select_paths({"layers.7.weight"}), .threads = threads});
       const std::uint64_t read = bytes_read_so_far() - before;
       CHECK(read < file_bytes / 100);
       CHECK(read >= 32768 * 4);
@@ -340,7 +342,7 @@ TEST_CASE("select reads only the selected tensors' records; the others come back
     }
   }
   SECTION("glob patterns and predicates; everything selected is a plain load") {
-    const Value globbed = load(dir / "model.pt", {.select = select_paths({"layers.1?.weight", "layers.3*"})});
+    const Value globbed = load_torch(dir / "model.pt", {.select = select_paths({"layers.1?.weight", "layers.3*"})});
     int host = 0;
     for (const auto& [path, t] : named_tensors(globbed)) {
       if (t.device().is_cpu()) {
@@ -349,21 +351,22 @@ TEST_CASE("select reads only the selected tensors' records; the others come back
       }
     }
     CHECK(host == 10 + 1 + 10);  // layers.1x, layers.3, layers.3x
-    const Value all = load(dir / "model.pt", {.select = [](std::string_view) { return true; }});
+    const Value all = load_torch(dir / "model.pt", {.select = [](std::string_view) { return true; }});
     CHECK(all == Value(dict));
-    const Value dropped = load(dir / "model.pt", {.select = select_paths({"layers.5.weight"}), .select_drops = true});
+    const Value dropped =
+        load_torch(dir / "model.pt", {.select = select_paths({"layers.5.weight"}), .select_drops = true});
     REQUIRE(dropped.as_dict().size() == 1);
     CHECK(dropped["layers.5.weight"] == expected["layers.5.weight"]);
-    const Value none = load(dir / "model.pt", {.select = [](std::string_view) { return false; }});
+    const Value none = load_torch(dir / "model.pt", {.select = [](std::string_view) { return false; }});
     for (const auto& [path, t] : named_tensors(none)) CHECK(t.device().is_meta());
   }
   SECTION("mmap and in-memory loads give the same selection") {
     const auto pick = select_paths({"layers.42.weight"});
-    const Value mapped = load(dir / "model.pt", {.mmap = MapMode::read_only, .select = pick});
+    const Value mapped = load_torch(dir / "model.pt", {.mmap = MapMode::read_only, .select = pick});
     CHECK(mapped["layers.42.weight"] == expected["layers.42.weight"]);
     CHECK(mapped["layers.41.weight"].as_tensor().device().is_meta());
     const std::string bytes = tensorfile_test::read_text(dir / "model.pt");
-    const Value span_loaded = load(std::as_bytes(std::span(bytes.data(), bytes.size())), {.select = pick});
+    const Value span_loaded = load_torch(std::as_bytes(std::span(bytes.data(), bytes.size())), {.select = pick});
     CHECK(span_loaded["layers.42.weight"] == expected["layers.42.weight"]);
     CHECK(span_loaded["layers.0.weight"].as_tensor().device().is_meta());
   }
@@ -380,10 +383,10 @@ TEST_CASE("select: the tensors over one dropped storage share one meta stand-in 
   dict.set(Value("kept"), Value(Tensor(heap_storage(16), DType::Int32, {4})));
   const Value same_object(Tensor(heap_storage(8), DType::Int64, {1}));
   dict.set(Value("pair"), Value::tuple({same_object, same_object}));
-  save(Value(dict), dir / "model.pt");
+  save_torch(Value(dict), dir / "model.pt");
   for (const bool drops : {false, true}) {
     INFO("select_drops " << drops);
-    const Value loaded = load(dir / "model.pt", {.select = select_paths({"kept"}), .select_drops = drops});
+    const Value loaded = load_torch(dir / "model.pt", {.select = select_paths({"kept"}), .select_drops = drops});
     CHECK(loaded["kept"].as_tensor().device().is_cpu());
     CHECK(loaded.as_dict().contains(Value("weight")) == !drops);
     if (!drops) {
@@ -427,9 +430,9 @@ TEST_CASE("a load sizes the first dict written in full batches for the file's re
   for (const int extra : {200, 800}) {
     INFO(extra << " records beside the model's");
     const Value saved = checkpoint(extra);
-    save(saved, dir / "checkpoint.pt");
+    save_torch(saved, dir / "checkpoint.pt");
     for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
-      const Value loaded = load(dir / "checkpoint.pt", {.read_threads = threads});
+      const Value loaded = load_torch(dir / "checkpoint.pt", {.threads = threads});
       CHECK(loaded == saved);
       // The model's dict got room for every record at its first batch (growing, it would end at 1,500); at
       // STOP, room more than a quarter over its size was given back.
@@ -449,13 +452,13 @@ TEST_CASE("tensors as dict keys load as distinct keys, read, also under select",
   Dict top;
   top.set(Value("keyed"), Value(keyed));
   top.set(Value("w"), Value(Tensor::from_values<float>({1})));
-  save(Value(top), dir / "keys.pt");
+  save_torch(Value(top), dir / "keys.pt");
   for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
     for (const bool picked : {false, true}) {
       INFO(threads << " threads, select: " << picked);
-      LoadOptions options{.read_threads = threads};
+      LoadOptions options{.threads = threads};
       if (picked) options.select = select_paths({"w"});
-      const Value loaded = load(dir / "keys.pt", options);
+      const Value loaded = load_torch(dir / "keys.pt", options);
       const Dict& got = loaded["keyed"].as_dict();
       REQUIRE(got.size() == 4);
       for (std::size_t i = 0; i < got.size(); ++i) {
@@ -478,20 +481,20 @@ TEST_CASE("select on torch-written files: legacy format, conj/neg views, shared 
       bool plain_ok = true;
       Value plain;
       try {
-        plain = load(path);
+        plain = load_torch(path);
       } catch (const Error&) {
         plain_ok = false;  // files strict loads refuse (code, quantized ...) refuse the same with select
       }
       if (plain_ok) {
-        CHECK(load(path, {.select = [](std::string_view) { return true; }}) == plain);
+        CHECK(load_torch(path, {.select = [](std::string_view) { return true; }}) == plain);
       } else {
-        CHECK_THROWS_AS(load(path, {.select = [](std::string_view) { return true; }}), Error);
+        CHECK_THROWS_AS(load_torch(path, {.select = [](std::string_view) { return true; }}), Error);
       }
     }
   }
   SECTION("legacy: the unselected tensor is meta") {
-    const Value plain = load(sample("legacy_format.pt"));
-    const Value picked = load(sample("legacy_format.pt"), {.select = select_paths({"a"})});
+    const Value plain = load_torch(sample("legacy_format.pt"));
+    const Value picked = load_torch(sample("legacy_format.pt"), {.select = select_paths({"a"})});
     CHECK(picked["a"] == plain["a"]);
     CHECK(picked["b"].as_tensor().device().is_meta());
     CHECK(picked["b"].as_tensor().sizes() == plain["b"].as_tensor().sizes());
@@ -534,7 +537,7 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
   const tensorfile_test::ScratchDir dir;
   const Value dict = many_small_dict();
   const auto path = dir / "small.pt";
-  save(dict, path);
+  save_torch(dict, path);
   const std::uint64_t file_bytes = std::filesystem::file_size(path);
   std::uint64_t pickle_bytes = 0;
   for (const ArchiveRecord& record : list_records(path)) {
@@ -543,13 +546,13 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
   REQUIRE(pickle_bytes > 0);
   // One thread: every header before the pickle, the records after it (each byte of a record read twice).
   std::uint64_t before = tensorfile_test::bytes_read_so_far();
-  CHECK(load(path, {.read_threads = 1}) == dict);
+  CHECK(load_torch(path, {.threads = 1}) == dict);
   const std::uint64_t read_alone = tensorfile_test::bytes_read_so_far() - before;
   CHECK(read_alone > file_bytes * 3 / 2);
   for (const std::size_t threads : {std::size_t{2}, std::size_t{3}}) {
     INFO(threads << " threads");
     before = tensorfile_test::bytes_read_so_far();
-    const Value beside = load(path, {.read_threads = threads});
+    const Value beside = load_torch(path, {.threads = threads});
     const std::uint64_t read = tensorfile_test::bytes_read_so_far() - before;
     CHECK(beside == dict);
     // The small records come from the header windows, not a second read; the pickle is read twice, a window at a
@@ -564,13 +567,13 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
   SECTION("meta and select loads of many records give the same tensors with the headers read first or beside") {
     for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
       INFO(threads << " threads");
-      const Value meta = load(path, {.map_location = "meta", .read_threads = threads});
+      const Value meta = load_torch(path, {.map_location = "meta", .threads = threads});
       CHECK(named_tensors(meta).size() == named_tensors(dict).size());
       for (const auto& [name, t] : named_tensors(meta)) {
         CHECK(t.device().is_meta());
         CHECK(t.sizes() == dict[name].as_tensor().sizes());
       }
-      const Value picked = load(path, {.select = select_paths({"block7.*"}), .read_threads = threads});
+      const Value picked = load_torch(path, {.select = select_paths({"block7.*"}), .threads = threads});
       for (const auto& [name, t] : named_tensors(picked)) {
         INFO(name);
         CHECK(t.device().is_cpu() == name.starts_with("block7."));
@@ -579,10 +582,10 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     }
   }
   SECTION("records through a map_location function: the headers first, as before") {
-    const Value through =
-        load(path,
-             {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
-              .read_threads = 2});
+    const Value through = load_torch(
+        path,
+        {.map_location = MapLocation([](const Storage& s, std::string_view) { return std::optional<Storage>(s); }),
+         .threads = 2});
     CHECK(through == dict);
   }
   SECTION("a bad local header is reported with its member and offset, before what the pickle found meanwhile") {
@@ -600,9 +603,9 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
       for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
         INFO(threads << " threads, meta: " << how.map_location.all_meta() << ", select: " << bool(how.select));
         LoadOptions options = how;
-        options.read_threads = threads;
+        options.threads = threads;
         try {
-          (void)load(path, options);
+          (void)load_torch(path, options);
           FAIL("a load with a bad local header succeeded");
         } catch (const FormatError& e) {
           CHECK(e.member() == "small/data/1500");
@@ -616,7 +619,7 @@ TEST_CASE("heap loads read the local headers beside the pickle and take small re
     bytes[stop] = '\xff';
     tensorfile_test::write_text(path, bytes);
     try {
-      (void)load(path, {.read_threads = 2});
+      (void)load_torch(path, {.threads = 2});
       FAIL("a load with a bad local header and a bad pickle succeeded");
     } catch (const FormatError& e) {
       CHECK(e.member() == "small/data/1500");
@@ -662,13 +665,13 @@ TEST_CASE("a heap or mapped load boxes its tensors together: one kept tensor kee
   const tensorfile_test::ScratchDir dir;
   const Value dict = many_small_dict();
   const auto path = dir / "small.pt";
-  save(dict, path);
+  save_torch(dict, path);
   for (const std::optional<MapMode> mode : {std::optional<MapMode>(), std::optional<MapMode>(MapMode::read_only)}) {
     INFO((mode ? "mapped" : "heap") << " load");
     Value kept;
     long tensors_holding = 0;
     {
-      const Value loaded = load(path, {.mmap = mode});
+      const Value loaded = load_torch(path, {.mmap = mode});
       REQUIRE(loaded == dict);
       kept = loaded["block3.w2"];
       tensors_holding = kept.as_tensor().storage().use_count();
@@ -686,7 +689,7 @@ TEST_CASE("a heap or mapped load boxes its tensors together: one kept tensor kee
         std::memcpy(copy.mutable_data(), s.data(), s.size_bytes());
         return std::optional<Storage>(copy);
       };
-      const Value loaded = load(path, {.map_location = MapLocation(own_copy)});
+      const Value loaded = load_torch(path, {.map_location = MapLocation(own_copy)});
       kept = loaded["block3.w2"];
     }
     CHECK(kept.as_tensor().storage().use_count() == 1);
@@ -698,14 +701,14 @@ TEST_CASE("a heap load that meets a record outside the arena mid-pickle waits fo
           "[load][parallel]") {
   const tensorfile_test::ScratchDir dir;
   const Value dict = many_small_dict();
-  const std::vector<std::byte> saved = save_to_bytes(dict);
+  const std::vector<std::byte> saved = save_torch_to_bytes(dict);
   const std::vector<std::byte> bytes = with_deflated_record(saved, "data/1000");
   REQUIRE(bytes != saved);
   const auto path = dir / "deflated.pt";
   tensorfile_test::write_text(path, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
     INFO(threads << " threads");
-    CHECK(load(path, {.read_threads = threads}) == dict);
+    CHECK(load_torch(path, {.threads = threads}) == dict);
   }
   // A bad local header after the deflated record is reported as itself (whether the wait at the deflated record or
   // the one after the pickle meets it first), not as a record read at a wrong offset.
@@ -715,7 +718,7 @@ TEST_CASE("a heap load that meets a record outside the arena mid-pickle waits fo
   text.replace(bad, 4, "PK\x07\x08");
   tensorfile_test::write_text(path, text);
   try {
-    (void)load(path, {.read_threads = 2});
+    (void)load_torch(path, {.threads = 2});
     FAIL("a load with a bad local header succeeded");
   } catch (const FormatError& e) {
     CHECK(e.member() == member);

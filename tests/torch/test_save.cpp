@@ -36,19 +36,19 @@ Value sample_value() {
 }
 }  // namespace
 
-TEST_CASE("load(save(x)) == x for Values built in C++", "[save]") {
+TEST_CASE("load_torch(save_torch(x)) == x for Values built in C++", "[save]") {
   const Value v = sample_value();
-  SECTION("bytes") { CHECK(load(span_of(save_to_bytes(v))) == v); }
+  SECTION("bytes") { CHECK(load_torch(span_of(save_torch_to_bytes(v))) == v); }
   SECTION("stream") {
     std::ostringstream out;
-    save(v, out);
+    save_torch(v, out);
     std::istringstream in(out.str());
-    CHECK(load(in) == v);
+    CHECK(load_torch(in) == v);
   }
   SECTION("path, and views still share one storage") {
     const tensorfile_test::ScratchDir dir;
-    save(v, dir / "model.pt");
-    const Value back = load(dir / "model.pt");
+    save_torch(v, dir / "model.pt");
+    const Value back = load_torch(dir / "model.pt");
     CHECK(back == v);
     CHECK(back["row"].as_tensor().storage().shares_owner_with(back["base"].as_tensor().storage()));
     CHECK(back["row"].as_tensor().storage_offset() == 3);
@@ -57,13 +57,13 @@ TEST_CASE("load(save(x)) == x for Values built in C++", "[save]") {
   SECTION("a tensor reached twice is pickled once") {
     const Value t(Tensor::from_values<std::int32_t>({1}));
     const Value pair(List{t, t});
-    const Value back = load(span_of(save_to_bytes(pair)));
+    const Value back = load_torch(span_of(save_torch_to_bytes(pair)));
     CHECK(back[0].identity() == back[1].identity());
   }
 }
 
 TEST_CASE("save lays records out as torch does", "[save]") {
-  const auto bytes = save_to_bytes(sample_value());
+  const auto bytes = save_torch_to_bytes(sample_value());
   const auto zip = detail::ZipReader::open(bytes, "saved");
   CHECK(zip.prefix() == "archive");
   std::vector<std::string> names;
@@ -78,15 +78,15 @@ TEST_CASE("save lays records out as torch does", "[save]") {
                                           "archive/data/3", "archive/version", "archive/.data/serialization_id"});
   CHECK(zip.stored_bytes(*zip.find("version")).size() == 2);
   SECTION("a larger alignment for direct I/O") {
-    const auto aligned = save_to_bytes(sample_value(), {.alignment = 4096});
+    const auto aligned = save_torch_to_bytes(sample_value(), {.torch = {.alignment = 4096}});
     const auto reader = detail::ZipReader::open(aligned, "saved");
     for (const auto& entry : reader.entries()) CHECK(entry.data_offset % 4096 == 0);
-    REQUIRE_THROWS_WITH(save_to_bytes(Value(1), {.alignment = 48}),
+    REQUIRE_THROWS_WITH(save_torch_to_bytes(Value(1), {.torch = {.alignment = 48}}),
                         "tensorfile: alignment must be a power of two up to 32768; got 48");
   }
   SECTION("the prefix is the file stem") {
     const tensorfile_test::ScratchDir dir;
-    save(Value(1), dir / "weights.v2.pth", {.sync = false});
+    save_torch(Value(1), dir / "weights.v2.pth", {.sync = false});
     std::ifstream in(dir / "weights.v2.pth", std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto archive = detail::ZipReader::open(std::as_bytes(std::span(text.data(), text.size())), "x");
@@ -99,7 +99,7 @@ TEST_CASE("make_state_dict keeps _metadata", "[save]") {
   versions.ordered = true;
   versions.set("", Value(Dict{{"version", 1}}));
   const Value sd = make_state_dict({{"w", Tensor::from_values<float>({1, 2})}}, Value(std::move(versions)));
-  const Value back = load(span_of(save_to_bytes(sd)));
+  const Value back = load_torch(span_of(save_torch_to_bytes(sd)));
   CHECK(back == sd);
   REQUIRE(back.as_dict().metadata() != nullptr);
   CHECK((*back.as_dict().metadata())[""]["version"].as_int() == 1);
@@ -108,15 +108,15 @@ TEST_CASE("make_state_dict keeps _metadata", "[save]") {
 TEST_CASE("A failed save leaves the old file and no temporary behind", "[save][safety]") {
   const tensorfile_test::ScratchDir dir;
   const auto path = dir / "model.pt";
-  save(Value(Dict{{"a", 1}}), path);
+  save_torch(Value(Dict{{"a", 1}}), path);
   const auto before = std::filesystem::file_size(path);
   const Tensor bytes = Tensor::from_values<std::uint8_t>({1, 2, 3, 4});
   const Tensor as_int = Tensor(bytes.storage(), DType::Int32, {1});  // one storage seen as two dtypes
-  REQUIRE_THROWS_WITH(save(Value(List{bytes, as_int}), path),
+  REQUIRE_THROWS_WITH(save_torch(Value(List{bytes, as_int}), path),
                       "tensorfile: cannot save tensors that view one storage as uint8 and as int32");
   CHECK(std::filesystem::file_size(path) == before);
-  CHECK(load(path) == Value(Dict{{"a", 1}}));
+  CHECK(load_torch(path) == Value(Dict{{"a", 1}}));
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()) == 1);
-  REQUIRE_THROWS_WITH(save(Value(1), dir / "missing" / "x.pt"),
+  REQUIRE_THROWS_WITH(save_torch(Value(1), dir / "missing" / "x.pt"),
                       Catch::Matchers::Contains("cannot create a temporary file beside it: No such file or directory"));
 }

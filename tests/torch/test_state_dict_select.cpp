@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of StateDictLoadOptions::select: each file's loader gets it, and with an index a shard holding no
+// Tests of LoadOptions::select: each file's loader gets it, and with an index a shard holding no
 // selected tensor is never read (with select_drops never opened: the tests delete it before loading).
 #include <tensorfile/formats/numpy/npz.hpp>
 #include <tensorfile/formats/safetensors/save_sharded.hpp>
@@ -42,13 +42,13 @@ TEST_CASE("load_state_dict select over safetensors shards: unselected shards unr
   tensorfile_test::ScratchDir dir;
   const NamedTensors tensors = six_tensors();
   const SafetensorsShards shards =
-      save_safetensors_sharded(tensors, dir.path(), {.max_shard_size = 128, .sync = false});
+      save_safetensors_sharded(tensors, dir.path(), {.sync = false, .sharded = {.max_shard_size = 128}});
   REQUIRE(shards.files.size() == 3);
   const TensorSelect select = select_paths({"layers.1.*"});  // in the first shard
 
   // without drops: every name, the unselected ones meta (the other shards' from their headers alone)
   for (const std::size_t threads : {1u, 4u}) {
-    const Value part = load_state_dict(dir.path(), {.threads = threads, .select = select});
+    const Value part = load_state_dict(dir.path(), {.select = select, .threads = threads});
     REQUIRE(part.as_dict().size() == tensors.size());
     for (const auto& [name, tensor] : tensors) {
       INFO(name);
@@ -78,7 +78,7 @@ TEST_CASE("load_state_dict select over safetensors shards: unselected shards unr
 
 TEST_CASE("load_state_dict select over torch .bin shards and single files", "[state_dict][select]") {
   const auto fixture = tensorfile_test::data_dir() / "sharded";
-  const Value full = load(fixture / "torch_bin_full.pt");
+  const Value full = load_torch(fixture / "torch_bin_full.pt");
   tensorfile_test::ScratchDir dir;
   std::filesystem::copy(fixture / "torch_bin", dir / "ckpt");
   // the index lists 2.weight in shard 3, with 1.num_batches_tracked and extra.bf16

@@ -89,7 +89,7 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
   }
   SECTION("a record larger than one read piece (1 MiB): a flipped byte in its last piece, and one in its first") {
     const std::vector<float> values(3 * 1024 * 1024 / 4 + 5, 1.5f);
-    save(Tensor::from_values<float>(values), path);
+    save_torch(Tensor::from_values<float>(values), path);
     const std::string saved = file_bytes(path);
     for (const ArchiveRecord& record : list_records(path)) {
       if (!record.name.ends_with("/data/0")) continue;
@@ -123,7 +123,7 @@ TEST_CASE("verify reports every error in a corrupted file", "[verify]") {
     CHECK(report.records == 0);
     CHECK(report.format == FileFormat::torch_zip);
   }
-  SECTION("a file of unknown format and a missing file get load()'s error") {
+  SECTION("a file of unknown format and a missing file get load_torch()'s error") {
     write_file(path, "hello");
     const VerifyReport text = verify(path);
     REQUIRE(text.errors.size() == 1);

@@ -19,14 +19,14 @@ std::string tensorfile_warnings_user_program(const std::filesystem::path& dir) {
   out += tf::to_string(values);
   out += tf::Device::cuda(1).str();
 
-  tf::save(tf::make_state_dict({{"weight", values}}), dir / "model.pt");
-  const tf::Value loaded = tf::load(dir / "model.pt");
+  tf::save_torch(tf::make_state_dict({{"weight", values}}), dir / "model.pt");
+  const tf::Value loaded = tf::load_torch(dir / "model.pt");
   out += tf::to_string(loaded);
   std::ostringstream stream;
-  tf::save(loaded, stream);
+  tf::save_torch(loaded, stream);
   const std::string bytes = stream.str();
   std::istringstream in(bytes);
-  out += tf::to_string(tf::load(in));
+  out += tf::to_string(tf::load_torch(in));
 
   tf::TensorDict td({{"a", values}, {"b", tf::Tensor::zeros({2, 3}, tf::DType::Complex64)}}, {2});
   tf::save_memmap(td, dir / "td");

@@ -29,7 +29,7 @@ namespace tensorfile::cli {
 namespace {
 
 constexpr std::array bench_options{
-    OptionSpec{"device", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
+    OptionSpec{"map-location", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
     OptionSpec{"repeat", "N", "loads per mode (default 3)"},
     OptionSpec{"allow-unlisted", "", "sharded PATH: leave out a shard's tensors that its index does not list"},
 };
@@ -137,7 +137,7 @@ const CommandSpec bench_spec{
     .details =
         "Modes: heap (every byte read into memory; for a tensordict tree, mapped then copied), mmap (views of a\n"
         "mapping, nothing read yet), mmap+touch (the mapping made resident, one byte a page), meta (shapes and\n"
-        "dtypes only), and with --device the load straight to that device. Each runs --repeat times. The table\n"
+        "dtypes only), and with --map-location the load straight to that device. Each runs --repeat times. The table\n"
         "shows the first load apart from the repeats: the first fills memory the process has not used before\n"
         "(as a program that loads a model once does), the repeats reuse memory the allocator kept from the load\n"
         "before, so they are usually faster. GB/s: 10^9 bytes of tensor data a second, of the first load and of\n"
@@ -145,7 +145,7 @@ const CommandSpec bench_spec{
         "modes where Linux allows it). The first load of the first mode may read from disk; later ones usually\n"
         "from the page cache.\n"
         "\n"
-        "Without CUDA support built in, --device cuda:N prints the library's DeviceError and exits 1.",
+        "Without CUDA support built in, --map-location cuda:N prints the library's DeviceError and exits 1.",
 };
 
 int run_bench(const Args& args) {
@@ -153,13 +153,14 @@ int run_bench(const Args& args) {
   const std::string shown = escape_controls(args.operands()[0]);
   const std::int64_t repeat = args.value("repeat") ? parse_integer(*args.value("repeat"), "repeat", 1, 1000) : 3;
   std::optional<Device> device;
-  if (const auto text = args.value("device")) {
+  if (const auto text = args.value("map-location")) {
     try {
       device = Device::parse(*text);
     } catch (const ArgumentError& error) {
-      throw UsageError("--device: " + error.reason());
+      throw UsageError("--map-location: " + error.reason());
     }
-    if (!device->is_cuda()) throw UsageError(fmt::format("--device takes a CUDA device (cuda:N), got '{}'", *text));
+    if (!device->is_cuda())
+      throw UsageError(fmt::format("--map-location takes a CUDA device (cuda:N), got '{}'", *text));
     (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
   }
 
@@ -168,18 +169,18 @@ int run_bench(const Args& args) {
   std::uint64_t data_bytes = 0;
   std::size_t tensor_count = 0;
   if (source.kind == SourceKind::tensordict) {
-    const auto load_tree = [path](MemmapLoadOptions options) {
-      options.access = MapMode::read_only;
+    const auto load_tree = [path](LoadOptions options) {
+      options.mmap = MapMode::read_only;
       return load_memmap(path, options);
     };
-    const TensorDict shapes = load_tree({.device = Device::meta()});
+    const TensorDict shapes = load_tree({.map_location = Device::meta()});
     for (const Tensor& t : tensors_of(shapes)) data_bytes += t.nbytes();
     tensor_count = tensors_of(shapes).size();
     modes.push_back({"heap (copy)", true, [=] { (void)load_tree({}).clone(); }});
     modes.push_back({"mmap", false, [=] { (void)load_tree({}); }});
     modes.push_back({"mmap+touch", true, [=] { touch(tensors_of(load_tree({}))); }});
-    modes.push_back({"meta", false, [=] { (void)load_tree({.device = Device::meta()}); }});
-    if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.device = *device}); }});
+    modes.push_back({"meta", false, [=] { (void)load_tree({.map_location = Device::meta()}); }});
+    if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.map_location = *device}); }});
   } else {
     // torch, safetensors (single and sharded) and .npz through the one state-dict loader; .npy through load_npy.
     const bool npy = source.kind == SourceKind::npy;
@@ -187,8 +188,10 @@ int run_bench(const Args& args) {
     const auto load_file = [path, npy, allow_unlisted](MapLocation where, bool mmap) {
       const std::optional<MapMode> mode = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt;
       if (npy) return Value(load_npy(path, {.map_location = std::move(where), .mmap = mode}));
-      return load_state_dict(
-          path, {.map_location = std::move(where), .mmap = mode, .allow_unlisted = allow_unlisted, .strict = false});
+      return load_state_dict(path, {.map_location = std::move(where),
+                                    .mmap = mode,
+                                    .strict = false,
+                                    .sharded = {.allow_unlisted = allow_unlisted}});
     };
     std::atomic<std::uint64_t> stored{0};  // each storage's bytes once, told to the callable (shards load in parallel)
     tensor_count = named_tensors(load_file(MapLocation::Function([&stored](const Storage& bytes, std::string_view) {

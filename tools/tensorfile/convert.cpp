@@ -141,7 +141,7 @@ void add_not_data(Losses& losses, std::vector<Dropped> dropped) {
   for (Dropped& d : dropped) losses.left_out.push_back({std::move(d.path), d.what + " (not data tensorfile writes)"});
 }
 
-/// Bytes save() writes for the storages of `v`: each distinct storage with data once.
+/// Bytes save_torch() writes for the storages of `v`: each distinct storage with data once.
 std::uint64_t storage_bytes(const Value& v) {
   std::map<std::pair<const std::byte*, std::size_t>, bool> seen;
   std::uint64_t total = 0;
@@ -298,7 +298,7 @@ Loaded load_source(const Source& source, const std::filesystem::path& in, const 
   Loaded loaded;
   switch (source.kind) {
     case SourceKind::tensordict: {
-      MemmapLoadOptions options{.access = MapMode::read_only, .select = select, .select_drops = select_drops};
+      LoadOptions options{.mmap = MapMode::read_only, .select = select, .select_drops = select_drops};
       if (where) {
         Device device;
         try {
@@ -306,7 +306,7 @@ Loaded load_source(const Source& source, const std::filesystem::path& in, const 
         } catch (const ArgumentError& error) {
           throw UsageError("--map-location: a tensordict tree takes a device; " + error.reason());
         }
-        if (!device.is_cpu()) options.device = device;
+        if (!device.is_cpu()) options.map_location = device;
       }
       loaded.tree = load_memmap(in, options);
       if (target != Target::memmap) {
@@ -329,10 +329,10 @@ Loaded load_source(const Source& source, const std::filesystem::path& in, const 
   // torch files, safetensors files and shards, through the one state-dict loader.
   const Value value = load_state_dict(in, {.map_location = location,
                                            .mmap = MapMode::copy_on_write,
-                                           .allow_unlisted = args.flag("allow-unlisted"),
-                                           .strict = false,
                                            .select = select,
-                                           .select_drops = select_drops});
+                                           .select_drops = select_drops,
+                                           .strict = false,
+                                           .sharded = {.allow_unlisted = args.flag("allow-unlisted")}});
   std::vector<Dropped> dropped;
   loaded.value = without_code(value, dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {
@@ -424,7 +424,7 @@ int run_convert(const Args& args) {
     case Target::pt: {
       report(losses, in, strict);
       ProgressBar progress(label, storage_bytes(v), !quiet);
-      save(v, out);
+      save_torch(v, out);
       progress.finish();
       return exit_ok;
     }
@@ -435,14 +435,14 @@ int run_convert(const Args& args) {
       report(losses, in, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
       if (target == Target::safetensors) {
-        save_safetensors(tensors, out, {.metadata = metadata});
+        save_safetensors(tensors, out, {.safetensors = {.metadata = metadata}});
         progress.finish();
         return exit_ok;
       }
       const SafetensorsShards written = save_safetensors_sharded(
           tensors, out,
-          {.max_shard_size = shard_size.value_or(SafetensorsShardedSaveOptions{}.max_shard_size),
-           .metadata = metadata});
+          {.safetensors = {.metadata = metadata},
+           .sharded = {.max_shard_size = shard_size.value_or(SaveOptions::Sharded{}.max_shard_size)}});
       progress.finish();
       if (!quiet && written.files.size() > 1) {
         fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),

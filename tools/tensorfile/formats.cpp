@@ -41,7 +41,7 @@ MapLocation parse_map_location(std::string_view text) {
 
 std::string with_flag_names(std::string message) {
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
-      {{".allow_unlisted = true", "--allow-unlisted"}}};
+      {{".sharded.allow_unlisted = true", "--allow-unlisted"}}};
   for (const auto& [option, flag] : flags) {
     if (const std::size_t at = message.find(option); at != std::string::npos) message.replace(at, option.size(), flag);
   }

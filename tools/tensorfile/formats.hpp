@@ -12,8 +12,8 @@
 #include <vector>
 
 #include <tensorfile/formats/format.hpp>  // detect_format and format_name, which every command uses
+#include <tensorfile/formats/options.hpp>
 #include <tensorfile/formats/select.hpp>
-#include <tensorfile/formats/torch/options.hpp>
 #include <tensorfile/state_dict.hpp>
 
 namespace tensorfile::cli {
@@ -25,7 +25,7 @@ namespace tensorfile::cli {
 /// "512 B", "1.5 KiB", "12.0 MiB", "3.21 GiB".
 [[nodiscard]] std::string human_bytes(std::uint64_t bytes);
 
-/// A library message with each option named as the tool's user sets it: "(or .allow_unlisted = true)" becomes
+/// A library message with each option named as the tool's user sets it: "(or .sharded.allow_unlisted = true)" becomes
 /// "(or --allow-unlisted)".
 [[nodiscard]] std::string with_flag_names(std::string message);
 
@@ -54,7 +54,7 @@ struct Source {
 
 /// Resolves `path`: torch and NumPy files by their magic, directories with meta.json as tensordict trees, other
 /// directories and JSON files through resolve_state_dict(). An unknown file resolves as a torch file, so that
-/// load() says what it lacks. Throws what resolve_state_dict throws for a broken index.
+/// load_torch() says what it lacks. Throws what resolve_state_dict throws for a broken index.
 [[nodiscard]] Source resolve_source(const std::filesystem::path& path);
 
 /// resolve_source(path).layout: the layout of safetensors files, sharded checkpoints and model directories, nullopt

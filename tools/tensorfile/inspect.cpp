@@ -46,7 +46,7 @@ Description describe_torch_file(const std::filesystem::path& path, FileFormat fo
     // The library hands a legacy storage's tag only to a map_location callable, and only after copying its bytes.
     tags.fallback = "?";
   }
-  return describe_value(load(path, options), tags, hashes);
+  return describe_value(load_torch(path, options), tags, hashes);
 }
 
 /// Loads safetensors files and shards through load_state_dict for describing: mapped, reading no tensor data
@@ -54,7 +54,7 @@ Description describe_torch_file(const std::filesystem::path& path, FileFormat fo
 Description describe_weights(const std::filesystem::path& path, bool hashes, bool allow_unlisted) {
   StorageTags tags;
   std::mutex tags_lock;  // shards load on several threads
-  StateDictLoadOptions options{.mmap = MapMode::read_only, .allow_unlisted = allow_unlisted, .strict = false};
+  LoadOptions options{.mmap = MapMode::read_only, .strict = false, .sharded = {.allow_unlisted = allow_unlisted}};
   options.map_location = MapLocation::Function([&](const Storage& bytes, std::string_view tag) {
     Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
     const std::lock_guard<std::mutex> lock(tags_lock);
@@ -248,8 +248,8 @@ int run_inspect(const Args& args) {
   const std::filesystem::path& file = source.file;  // a model directory's pytorch_model.bin
   Description description;
   if (source.kind == SourceKind::tensordict) {
-    MemmapLoadOptions options{.access = MapMode::read_only};
-    if (!hashes) options.device = Device::meta();
+    LoadOptions options{.mmap = MapMode::read_only};
+    if (!hashes) options.map_location = Device::meta();
     description = describe_tensordict(load_memmap(path, options), hashes);
   } else {
     description = describe_torch_file(file, format, hashes);

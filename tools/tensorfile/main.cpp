@@ -4,8 +4,8 @@
 //   tensorfile inspect PATH [--json] [--hash]
 //   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--map-location WHERE] [--strict] [--quiet]
 //   tensorfile verify PATH [--allow MODULE.NAME]... [--json]
-//   tensorfile bench PATH [--device DEVICE] [--repeat N]
-//   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--jobs N] [--quiet]
+//   tensorfile bench PATH [--map-location DEVICE] [--repeat N]
+//   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--threads N] [--quiet]
 //
 // Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.
 #include <fmt/format.h>

@@ -19,12 +19,12 @@
 
 namespace tensorfile::cli {
 
-Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoadOptions& options) {
+Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const LoadOptions& options) {
   if (kind == NumpyFile::npz) return load_npz(path, options);
   Dict dict;
   dict.ordered = true;
   const std::string name = path.stem().string();
-  NpyLoadOptions array_options = options;  // load_npy takes no select: its one array is kept or not here
+  LoadOptions array_options = options;  // load_npy takes no select: its one array is kept or not here
   array_options.select = {};
   array_options.select_drops = false;
   if (options.select && !options.select(name)) {
@@ -48,7 +48,7 @@ std::optional<int> inspect_numpy(const Args& args) {
   const auto kind = numpy_file(path);
   if (!kind) return std::nullopt;
   const bool hashes = args.flag("hash");
-  NpyLoadOptions options;
+  LoadOptions options;
   if (hashes) {
     options.mmap = MapMode::read_only;  // big-endian .npy data needs a copy: retried on the heap below
   } else {

@@ -23,6 +23,6 @@ enum class NumpyFile { npy, npz };
 [[nodiscard]] std::optional<int> verify_numpy(const Args& args);
 /// A NumPy file as a dict of name -> tensor (a .npy gives one entry named after the file's stem; `options.select`
 /// is asked that name).
-[[nodiscard]] Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const NpyLoadOptions& options);
+[[nodiscard]] Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const LoadOptions& options);
 
 }  // namespace tensorfile::cli

@@ -133,7 +133,7 @@ constexpr OptionSpec scan_option_list[] = {
     {"json", "", "print one JSON object per file (an array) instead of the table"},
     {"allow", "MODULE.NAME", "count this global as safe (repeatable; commas list several; never a dangerous one)",
      true},
-    {"jobs", "N", "files scanned at once (default: twice the number of CPUs)"},
+    {"threads", "N", "files scanned at once (default: twice the number of CPUs)"},
     {"quiet", "", "draw no progress bar (none is drawn with --json or when stderr is not a terminal)"},
 };
 
@@ -239,8 +239,9 @@ int run_scan(const Args& args) {
   // scheduler first queues behind another (seen for a few ms on a 2-CPU VM) leaves a CPU idle. 1,000 small
   // checkpoints there: 15.8 ms with 2 threads, 11.6 ms with 4, 13.5 ms with 8. At most 64.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  const auto jobs = static_cast<unsigned>(args.value("jobs") ? parse_integer(*args.value("jobs"), "--jobs", 1, 256)
-                                                             : std::min<std::int64_t>(std::int64_t{2} * cpus, 64));
+  const auto jobs =
+      static_cast<unsigned>(args.value("threads") ? parse_integer(*args.value("threads"), "--threads", 1, 256)
+                                                  : std::min<std::int64_t>(std::int64_t{2} * cpus, 64));
   const bool json = args.flag("json");
   std::vector<ScanEntry> entries(targets.size());
   std::atomic<std::size_t> next{0};

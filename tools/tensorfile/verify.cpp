@@ -112,12 +112,11 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
   if (!errors.empty()) return errors;
   try {
     std::vector<FormatError> mismatches;  // every name missing, repeated or unlisted, one error each
-    tensors =
-        load_state_dict(
-            path,
-            {.map_location = "meta", .allow_unlisted = allow_unlisted, .strict = false, .mismatches = &mismatches})
-            .as_dict()
-            .size();
+    tensors = load_state_dict(path, {.map_location = "meta",
+                                     .strict = false,
+                                     .sharded = {.allow_unlisted = allow_unlisted, .mismatches = &mismatches}})
+                  .as_dict()
+                  .size();
     for (const FormatError& mismatch : mismatches) errors.push_back(mismatch.message());
   } catch (const Error& error) {
     errors.push_back(error.message());

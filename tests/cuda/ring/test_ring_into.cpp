@@ -57,7 +57,7 @@ std::uint64_t allocated() {
 TEST_CASE("into streams whole records straight into the caller's device buffers, nothing allocated for them",
           "[ring][into]") {
   const auto file = tensorfile_test::data_dir() / "torch" / "state_dict_linear_bn.pt";  // written by torch 1.13
-  const Value plain = load(file);
+  const Value plain = load_torch(file);
   std::vector<std::string> every;
   for (const auto& named : named_tensors(plain)) every.push_back(named.first);
   REQUIRE(every.size() >= 5);
@@ -102,7 +102,7 @@ TEST_CASE("into streams whole records straight into the caller's device buffers,
 TEST_CASE("into copies views and ties to device buffers, and legacy files and plain loads fill them too",
           "[ring][into]") {
   const auto views = tensorfile_test::data_dir() / "torch" / "shared_views.pt";  // base and again share a storage
-  const Value plain = load(views);
+  const Value plain = load_torch(views);
   const std::vector<std::string> paths = {"base", "again", "row1", "t"};
   {
     LoadOptions options{.map_location = "cuda:1"};
@@ -121,7 +121,7 @@ TEST_CASE("into copies views and ties to device buffers, and legacy files and pl
   }
 
   const auto legacy = tensorfile_test::data_dir() / "torch" / "legacy_format.pt";  // no zip records: not streamed
-  const Value old = load(legacy);
+  const Value old = load_torch(legacy);
   LoadOptions legacy_into{.map_location = "cuda:0"};
   legacy_into.into.emplace("a", device_buffer(at(old, "a")));
   legacy_into.into.emplace("b", device_buffer(at(old, "b")));  // a view at offset 1
@@ -129,10 +129,10 @@ TEST_CASE("into copies views and ties to device buffers, and legacy files and pl
   CHECK(holds(legacy_into.into.at("a"), at(old, "a")));
   CHECK(holds(legacy_into.into.at("b"), at(old, "b")));
 
-  // load() itself, with map_location to the (fake) device: Tensor::to, then a write into each buffer.
+  // load_torch() itself, with map_location to the (fake) device: Tensor::to, then a write into each buffer.
   LoadOptions plain_load{.map_location = "cuda:0"};
   for (const std::string& path : paths) plain_load.into.emplace(path, device_buffer(at(plain, path)));
-  CHECK(tensorfile_test::to_host(load(views, plain_load)) == plain);
+  CHECK(tensorfile_test::to_host(load_torch(views, plain_load)) == plain);
   for (const std::string& path : paths) {
     INFO(path);
     CHECK(holds(plain_load.into.at(path), at(plain, path)));
@@ -141,7 +141,7 @@ TEST_CASE("into copies views and ties to device buffers, and legacy files and pl
 
 TEST_CASE("into refuses a buffer on another device, or of another dtype or shape, before reading", "[ring][into]") {
   const auto file = tensorfile_test::data_dir() / "torch" / "state_dict_linear_bn.pt";
-  const Tensor weight = at(load(file), "0.weight");  // float32 (2, 3)
+  const Tensor weight = at(load_torch(file), "0.weight");  // float32 (2, 3)
   const Tensor host_buffer(heap_storage(weight.nbytes()), DType::Float32, {2, 3});
   const auto refused = [&](const std::string& path, const Tensor& buffer, const std::string& why,
                            const std::string& target = "cuda:0") {
@@ -152,8 +152,8 @@ TEST_CASE("into refuses a buffer on another device, or of another dtype or shape
     CHECK_THROWS_WITH(ring_load_torch<FakeCopyEngine>(file, options, small_ring),
                       Catch::Matchers::Contains("into[\"" + path + "\"]: " + why) &&
                           Catch::Matchers::Contains("state_dict_linear_bn.pt"));
-    CHECK(allocated() == start);                          // refused before anything was streamed
-    CHECK_THROWS_AS(load(file, options), ArgumentError);  // load() refuses it too
+    CHECK(allocated() == start);                                // refused before anything was streamed
+    CHECK_THROWS_AS(load_torch(file, options), ArgumentError);  // load_torch() refuses it too
   };
   refused("0.missing", device_buffer(weight), "the file holds no tensor at this path");
   refused("0.weight", host_buffer, "the file's tensor loads to cuda:0, the buffer is on cpu");
@@ -170,6 +170,6 @@ TEST_CASE("into refuses a buffer on another device, or of another dtype or shape
   // A device buffer in a load to the host: the tensor is not where the buffer is.
   LoadOptions to_host;
   to_host.into.emplace("0.weight", device_buffer(weight));
-  CHECK_THROWS_WITH(load(file, to_host),
+  CHECK_THROWS_WITH(load_torch(file, to_host),
                     Catch::Matchers::Contains("the file's tensor loads to cpu, the buffer is on cuda:0"));
 }

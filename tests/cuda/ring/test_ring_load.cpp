@@ -56,7 +56,7 @@ TEST_CASE("ring_load_torch streams every fixture to a (fake) device and matches 
       INFO(path.filename().string() << ", slot " << ring->slot_bytes << ", single " << ring->single_allocation);
       Value on_cpu;
       try {
-        on_cpu = load(path, {.map_location = "cpu", .strict = false});
+        on_cpu = load_torch(path, {.map_location = "cpu", .strict = false});
       } catch (const Error& e) {  // a fixture tensorfile refuses: refused the same way on a device
         CHECK_THROWS_AS(
             ring_load_torch<FakeCopyEngine>(path, LoadOptions{.map_location = "cuda:0", .strict = false}, *ring),
@@ -80,7 +80,7 @@ TEST_CASE("ring_load_torch streams every fixture to a (fake) device and matches 
 
 TEST_CASE("ring_load_torch puts a file's storages in one device allocation", "[ring][load]") {
   const auto path = tensorfile_test::data_dir() / "torch_gen" / "state_dict_1100_entries.pt";
-  const Value cpu = load(path);
+  const Value cpu = load_torch(path);
   for (const bool single : {true, false}) {
     INFO("single allocation " << single);
     ProgressLog progress;
@@ -111,7 +111,7 @@ TEST_CASE("ring_load_torch follows map_location's forms", "[ring][load]") {
   SECTION("saved tags: cuda:0 storages go to cuda:0") {
     const Value value = ring_load_torch<FakeCopyEngine>(saved_on_cuda, LoadOptions{}, ring);
     for (const Tensor& t : tensorfile_test::tensors_of(value)) CHECK(t.device() == Device::cuda(0));
-    CHECK(tensorfile_test::to_host(value) == load(saved_on_cuda, {.map_location = "cpu"}));
+    CHECK(tensorfile_test::to_host(value) == load_torch(saved_on_cuda, {.map_location = "cpu"}));
   }
   SECTION("a tag map moves cuda:0 to cuda:1 and leaves the rest") {
     const Value value = ring_load_torch<FakeCopyEngine>(
@@ -120,7 +120,7 @@ TEST_CASE("ring_load_torch follows map_location's forms", "[ring][load]") {
     const Value kept = ring_load_torch<FakeCopyEngine>(
         saved_on_cpu, LoadOptions{.map_location = std::map<std::string, std::string>{{"cuda:0", "cuda:1"}}}, ring);
     for (const Tensor& t : tensorfile_test::tensors_of(kept)) CHECK(t.device() == Device::cpu());
-    CHECK(kept == load(saved_on_cpu));
+    CHECK(kept == load_torch(saved_on_cpu));
   }
   SECTION("the callable form sees CPU bytes and places them itself") {
     int calls = 0;
@@ -132,7 +132,7 @@ TEST_CASE("ring_load_torch follows map_location's forms", "[ring][load]") {
     const Value value = ring_load_torch<FakeCopyEngine>(saved_on_cpu, LoadOptions{.map_location = to_cuda1}, ring);
     CHECK(calls > 0);
     for (const Tensor& t : tensorfile_test::tensors_of(value)) CHECK(t.device() == Device::cuda(1));
-    CHECK(tensorfile_test::to_host(value) == load(saved_on_cpu));
+    CHECK(tensorfile_test::to_host(value) == load_torch(saved_on_cpu));
   }
   SECTION("meta keeps shapes only") {
     ProgressLog progress;
@@ -145,15 +145,15 @@ TEST_CASE("ring_load_torch follows map_location's forms", "[ring][load]") {
     const auto legacy = tensorfile_test::data_dir() / "torch" / "legacy_format.pt";
     const Value value = ring_load_torch<FakeCopyEngine>(legacy, LoadOptions{.map_location = "cuda:0"}, ring);
     for (const Tensor& t : tensorfile_test::tensors_of(value)) CHECK(t.device() == Device::cuda(0));
-    CHECK(tensorfile_test::to_host(value) == load(legacy));
+    CHECK(tensorfile_test::to_host(value) == load_torch(legacy));
   }
 }
 
-TEST_CASE("ring_load_torch reports a missing device as load() does", "[ring][load]") {
+TEST_CASE("ring_load_torch reports a missing device as load_torch() does", "[ring][load]") {
   const auto path = tensorfile_test::data_dir() / "torch" / "t_float32_2x3.pt";
   std::string plain_message;
   try {
-    (void)load(path, {.map_location = "cuda:7"});
+    (void)load_torch(path, {.map_location = "cuda:7"});
   } catch (const DeviceError& e) {
     plain_message = e.what();
   }
@@ -175,7 +175,7 @@ TEST_CASE("ring_load_torch refuses what load refuses", "[ring][load]") {
   const auto size = std::filesystem::file_size(source);
   std::filesystem::copy_file(source, scratch / "cut.pt");
   std::filesystem::resize_file(scratch / "cut.pt", size - 30);  // the zip index is gone
-  CHECK_THROWS_AS(load(scratch / "cut.pt"), FormatError);
+  CHECK_THROWS_AS(load_torch(scratch / "cut.pt"), FormatError);
   CHECK_THROWS_AS(
       ring_load_torch<FakeCopyEngine>(scratch / "cut.pt", LoadOptions{.map_location = "cuda:0"}, RingOptions{}),
       FormatError);
@@ -247,14 +247,14 @@ TEST_CASE("PosixRangeReader reads ranges, short at the end of the file, buffered
   CHECK(page_cache_fraction(-1, 4096) == 1.0);
 }
 
-TEST_CASE("ring_load_torch gives each empty record its own storage, so save() keeps them apart", "[ring][load]") {
+TEST_CASE("ring_load_torch gives each empty record its own storage, so save_torch() keeps them apart", "[ring][load]") {
   tensorfile_test::ScratchDir scratch;
   Dict saved;
   saved.set(Value("empty_f32"), Value(Tensor::zeros({0}, DType::Float32)));
   saved.set(Value("full"), Value(Tensor::from_values<float>({1, 2, 3})));
   saved.set(Value("empty_i64"), Value(Tensor::zeros({0, 4}, DType::Int64)));
   saved.set(Value("empty_f64"), Value(Tensor::zeros({2, 0}, DType::Float64)));
-  save(Value(std::move(saved)), scratch / "empties.pt");
+  save_torch(Value(std::move(saved)), scratch / "empties.pt");
   for (const bool single : {true, false}) {
     INFO("single allocation " << single);
     const Value loaded = ring_load_torch<FakeCopyEngine>(scratch / "empties.pt", LoadOptions{.map_location = "cuda:0"},
@@ -267,7 +267,7 @@ TEST_CASE("ring_load_torch gives each empty record its own storage, so save() ke
       identities.emplace(s.data() != nullptr ? static_cast<const void*>(s.data()) : s.owner(), s.size_bytes());
     }
     CHECK(identities.size() == 4);
-    CHECK_NOTHROW(save(loaded, scratch / "again.pt"));
-    CHECK(load(scratch / "again.pt", {.map_location = "cpu"}) == load(scratch / "empties.pt"));
+    CHECK_NOTHROW(save_torch(loaded, scratch / "again.pt"));
+    CHECK(load_torch(scratch / "again.pt", {.map_location = "cpu"}) == load_torch(scratch / "empties.pt"));
   }
 }

@@ -49,18 +49,13 @@ struct ProgressCalls {
 
 /// cuda::load_state_dict's composition with the fake engine: every torch and safetensors file (or shard)
 /// streamed through the ring, one shard at a time.
-Value ring_load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options,
-                           const RingOptions& ring, const RingProgress& progress = {}) {
-  StateDictLoadOptions one_at_a_time = options;
+Value ring_load_state_dict(const std::filesystem::path& path, const LoadOptions& options, const RingOptions& ring,
+                           const RingProgress& progress = {}) {
+  LoadOptions one_at_a_time = options;
   one_at_a_time.threads = 1;
-  const LoadOptions file_options{.map_location = options.map_location,
-                                 .mmap = options.mmap,
-                                 .strict = options.strict,
-                                 .select = options.select,
-                                 .select_drops = options.select_drops};
   return load_state_dict_with(
       path, one_at_a_time, [&](const FileHandle& file, const std::filesystem::path& name, FileFormat format) {
-        return stream_load_weights(file, name, format, file_options, ring, progress, FakeCopyEngine::resolve,
+        return stream_load_weights(file, name, format, options, ring, progress, FakeCopyEngine::resolve,
                                    ring_streamer<FakeCopyEngine>(ring));
       });
 }
@@ -177,7 +172,8 @@ TEST_CASE("ring_load_safetensors with select streams only the kept tensors; the 
   tensorfile_test::ScratchDir dir;
   NamedTensors named;
   for (const auto& [key, item] : on_cpu.as_dict()) named.emplace_back(key.as_string(), item.as_tensor());
-  const SafetensorsShards shards = save_safetensors_sharded(named, dir.path(), {.max_shard_size = 1, .sync = false});
+  const SafetensorsShards shards =
+      save_safetensors_sharded(named, dir.path(), {.sync = false, .sharded = {.max_shard_size = 1}});
   REQUIRE(shards.files.size() == named.size());
   for (std::size_t i = 1; i < shards.files.size(); ++i) std::filesystem::remove(shards.files[i]);
   const Value sharded = ring_load_state_dict(
@@ -201,7 +197,8 @@ TEST_CASE("a streamed state-dict load reads sharded safetensors and torch checkp
       const Tensor t = Tensor::from_values<float>(values, {16, 3 + i});
       tensors.set("layer" + std::to_string(i) + ".weight", i % 2 == 0 ? t : t.to(DType::Int16));
     }
-    const SafetensorsShards shards = save_safetensors_sharded(Value(tensors), scratch.path(), {.max_shard_size = 800});
+    const SafetensorsShards shards =
+        save_safetensors_sharded(Value(tensors), scratch.path(), {.sharded = {.max_shard_size = 800}});
     REQUIRE(shards.files.size() >= 3);
     const Value on_cpu = load_state_dict(scratch.path());
     std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
