@@ -195,6 +195,29 @@ struct CheckpointState {
   std::vector<std::size_t> shard_of;    // sharded: per entry, its shard
 };
 
+/// Called while an Error of a loader given the source as memory is in flight: the same error, naming the source
+/// (memory input has no file name of its own), or the error itself when it names a file.
+[[noreturn]] inline void rethrow_naming_source(const std::string& name) {
+  try {
+    throw;
+  } catch (const IoError&) {
+    throw;
+  } catch (const Error& error) {
+    if (!error.path().empty()) throw;
+    ErrorLocation where{.file = name, .member = error.member(), .offset = error.offset()};
+    switch (error.code()) {
+      case ErrorCode::format: throw FormatError(error.reason(), std::move(where));
+      case ErrorCode::unsupported: throw UnsupportedError(error.reason(), std::move(where));
+      case ErrorCode::dtype: throw DTypeError(error.reason(), std::move(where));
+      case ErrorCode::invalid_argument: throw ArgumentError(error.reason(), std::move(where));
+      case ErrorCode::limit: throw LimitError(error.reason(), std::move(where));
+      case ErrorCode::device: throw DeviceError(error.reason(), std::move(where));
+      case ErrorCode::io: break;
+    }
+    throw;
+  }
+}
+
 /// A select of the one path `path`.
 [[nodiscard]] inline TensorSelect select_one(std::string_view path) {
   return [wanted = std::string(path)](std::string_view p) { return p == wanted; };
@@ -230,8 +253,9 @@ inline void add_entries(CheckpointState& state, const Value& tree) {
 [[nodiscard]] inline Value load_npy_value(const CheckpointState& state, LoadOptions options) {
   if (options.select) {
     const bool kept = options.select("");
+    const bool drops = std::exchange(options.select_drops, false);
     options.select = {};
-    if (!kept && options.select_drops) return Value();
+    if (!kept && drops) return Value();
     if (!kept) options.map_location = "meta";
   }
   if (state.bytes == nullptr || state.memory.empty()) return Value(load_npy(state.path, options));
@@ -273,7 +297,7 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
 }
 
 /// The format's loader over the handle's source, with `options`.
-[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
+[[nodiscard]] inline Value load_format(const CheckpointState& state, const LoadOptions& options) {
   if (state.sharded) return load_state_dict(state.path, options);
   const bool by_path = state.source.kind() == Source::Kind::path;
   switch (state.format) {
@@ -296,6 +320,15 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
     case FileFormat::unknown: break;
   }
   throw FormatError("not a format tensorfile reads", {.file = state.name, .offset = 0});
+}
+
+/// load_format(), its errors naming the source.
+[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
+  try {
+    return load_format(state, options);
+  } catch (const Error&) {
+    rethrow_naming_source(state.name);
+  }
 }
 
 /// The tensor of entry `i` read from its location: a view of the mapping, or one read of the range, then placed
@@ -405,11 +438,11 @@ inline void open_torch(CheckpointState& state) {
     const auto record = records.find(tensor.storage().owner());
     if (record == records.end()) continue;  // a legacy file's storage
     state.saved_tags[i] = record->second.location;
-    if (!tensor.is_contiguous()) continue;
+    if (!record->second.raw || !tensor.is_contiguous()) continue;  // deflated: its bytes are not in one place
     state.entries[i].location = TensorLocation{
         state.name, record->second.member,
         record->second.offset + static_cast<std::uint64_t>(tensor.storage_offset()) * tensor.element_size()};
-    state.direct[i] = record->second.raw ? 1 : 0;
+    state.direct[i] = 1;
   }
 }
 
@@ -531,7 +564,7 @@ inline void open_shards(CheckpointState& state, const StateDictLayout& layout) {
 }
 
 /// Opens the format-specific index of a state whose source bytes (when any) are open.
-inline void open_format(CheckpointState& state) {
+inline void open_index(CheckpointState& state) {
   switch (state.format) {
     case FileFormat::safetensors: open_safetensors(state); break;
     case FileFormat::npy: open_npy(state); break;
@@ -542,6 +575,15 @@ inline void open_format(CheckpointState& state) {
     case FileFormat::unknown:
       throw FormatError("not a format tensorfile reads; expected a torch, safetensors, .npy or .npz file",
                         {.file = state.name, .offset = 0});
+  }
+}
+
+/// open_index(), its errors naming the source.
+inline void open_format(CheckpointState& state) {
+  try {
+    open_index(state);
+  } catch (const Error&) {
+    rethrow_naming_source(state.name);
   }
 }
 
