@@ -21,6 +21,7 @@
 #include "tensorfile/cuda/detail/cufile.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
 #include "tensorfile/cuda/detail/runtime.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/io/from_file.hpp"
@@ -40,7 +41,7 @@ namespace tensorfile::cuda {
 
 /// Why cuFile (GPUDirect Storage) cannot be used in this process ("libcufile.so.0 does not load: ..."),
 /// or an empty string when its library loaded and its driver opened (a file may still be refused:
-/// CudaLoadOptions::require_cufile says so).
+/// LoadOptions::Cuda::require_cufile says so).
 [[nodiscard]] inline std::string cufile_unavailable_reason() {
   return tensorfile::detail::CuFileApi::unavailable_reason();
 }
@@ -61,46 +62,13 @@ namespace tensorfile::cuda {
 }
 
 /// Installs the CUDA copy behind Tensor::to (host to device, device to host, device to device),
-/// which load's map_location, load_memmap's device, save of device tensors and Tensor::zeros on a
+/// which the loads' map_location, save of device tensors and Tensor::zeros on a
 /// device use, and the write into device memory that LoadOptions::into's CUDA buffers take.
 /// Including this header already does it; calling it again does nothing new.
 inline void install() noexcept {
   detail::device_copy_hook().copy = &detail::cuda_copy_tensor;
   detail::device_copy_hook().write = &detail::cuda_write_tensor;
 }
-
-/// Progress of a streamed load: bytes on the device so far, and in all.
-using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
-
-/// Options of the streamed loads (cuda::load, cuda::from_file); designated initializers:
-/// `cuda::load(path, {.map_location = "cuda:0"}, {.ring_bytes = 64 << 20})`.
-struct CudaLoadOptions {
-  /// Pinned host memory of the ring in all: the host memory a load uses, whatever the file size.
-  std::size_t ring_bytes = std::size_t{256} << 20;
-  /// Reader threads (parallel pread).
-  std::size_t threads = 8;
-  /// O_DIRECT reads: true, false, or unset: for files of 256 MiB and more mostly not in the page cache
-  /// (filesystems that refuse O_DIRECT are read normally).
-  std::optional<bool> direct_io{};
-  /// Read straight to device memory with cuFile (GPUDirect Storage) when libcufile.so.0 loads and its
-  /// driver opens; else (and by default) the ring.
-  bool use_cufile = false;
-  /// Called as bytes reach the device, one call at a time; the last call has done == total ((0, 0) when
-  /// nothing is streamed).
-  Progress progress{};
-  /// One slot of the ring, the unit of reads and copies (at most ring_bytes).
-  std::size_t slot_bytes = std::size_t{16} << 20;
-  /// One device allocation per file and device that the storages slice (its memory is freed with the
-  /// last tensor); false: one allocation per storage.
-  bool single_allocation = true;
-  /// With use_cufile: throw DeviceError naming why cuFile cannot be used (no libcufile.so.0, its driver
-  /// does not open, the file is refused) rather than falling back to the ring.
-  bool require_cufile = false;
-  /// Keep the ring (its pinned buffers, streams and events) for the next load to the same device rather
-  /// than freeing it: repeated small loads then skip cudaHostAlloc and stream creation. Held until
-  /// cuda::release_ring().
-  bool keep_ring = false;
-};
 
 /// Frees the rings that loads with keep_ring left behind (pinned host memory, streams, events); loads in
 /// flight keep theirs until they return. Never throws.
@@ -109,23 +77,26 @@ inline void release_ring() noexcept { tensorfile::detail::CudaRingCache::get().r
 }  // namespace tensorfile::cuda
 
 namespace tensorfile::detail {
-/// The ring settings of `options`.
-inline RingOptions cuda_ring_options(const cuda::CudaLoadOptions& options) {
-  return {.ring_bytes = options.ring_bytes,
-          .slot_bytes = options.slot_bytes,
-          .threads = options.threads,
-          .direct_io = options.direct_io,
-          .single_allocation = options.single_allocation,
-          .keep_ring = options.keep_ring};
+/// The ring settings of `options`: LoadOptions::cuda, with the common `threads` (0: 8 readers) and `direct_reads`
+/// (automatic: O_DIRECT for files of 256 MiB and more mostly not in the page cache).
+inline RingOptions cuda_ring_options(const LoadOptions& options) {
+  std::optional<bool> direct_io;
+  if (options.direct_reads != DirectReads::automatic) direct_io = options.direct_reads == DirectReads::always;
+  return {.ring_bytes = options.cuda.ring_bytes,
+          .slot_bytes = options.cuda.slot_bytes,
+          .threads = options.threads != 0 ? options.threads : 8,
+          .direct_io = direct_io,
+          .single_allocation = options.cuda.single_allocation,
+          .keep_ring = options.cuda.keep_ring};
 }
 /// The stream path `options` ask for.
-inline CudaStreamPath cuda_stream_path(const cuda::CudaLoadOptions& options) {
-  if (!options.use_cufile) return CudaStreamPath::ring;
-  return options.require_cufile ? CudaStreamPath::cufile_required : CudaStreamPath::cufile_or_ring;
+inline CudaStreamPath cuda_stream_path(const LoadOptions& options) {
+  if (!options.cuda.use_cufile) return CudaStreamPath::ring;
+  return options.cuda.require_cufile ? CudaStreamPath::cufile_required : CudaStreamPath::cufile_or_ring;
 }
 /// The stream step of the streamed loads: a planned group of an open file to its device, by the path
 /// `options` ask for.
-inline auto cuda_streamer(const RingOptions& ring, const cuda::CudaLoadOptions& options) {
+inline auto cuda_streamer(const RingOptions& ring, const LoadOptions& options) {
   return [&ring, how = cuda_stream_path(options)](const FileHandle& file, const RingGroup& group,
                                                   RingProgressState& progress) {
     return cuda_stream(file, group, ring, how, progress);
@@ -141,102 +112,101 @@ auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(
     throw DeviceError(error.reason(), {.file = path, .member = error.member(), .offset = error.offset()});
   }
 }
-/// The frame of cuda::load and cuda::load_safetensors: opens `path` (read-write for a shared `mmap`) and
-/// returns `load(file, ring, stream)` with the ring `cuda_options` describe, a DeviceError naming the file.
+/// The frame of cuda::load_torch and cuda::load_safetensors: opens `path` (read-write for a shared `mmap`) and
+/// returns `load(file, ring, stream)` with the ring `options` describe, a DeviceError naming the file.
 template <class Load>
-Value cuda_stream_file(const std::filesystem::path& path, std::optional<MapMode> mmap,
-                       const cuda::CudaLoadOptions& cuda_options, Load&& load) {
+Value cuda_stream_file(const std::filesystem::path& path, const LoadOptions& options, Load&& load) {
   cuda::install();
-  const RingOptions ring = cuda_ring_options(cuda_options);
-  const FileHandle file = open_for_stream(path, mmap);
-  return with_file_location(path, [&] { return load(file, ring, cuda_streamer(ring, cuda_options)); });
+  const RingOptions ring = cuda_ring_options(options);
+  const FileHandle file = open_for_stream(path, options.mmap);
+  return with_file_location(path, [&] { return load(file, ring, cuda_streamer(ring, options)); });
 }
 }  // namespace tensorfile::detail
 
 namespace tensorfile::cuda {
 
-/// Loads a torch.save file as tensorfile::load does, with the storages that map_location sends to
-/// a CUDA device streamed there: reader threads pread the records into a ring of pinned host
-/// buffers (`ring_bytes` in all, whatever the file size) while cudaMemcpyAsync moves the filled
-/// ones to one device allocation per device (or, with use_cufile, cuFile reads straight to it).
-/// The tensors are complete on return. Storages mapped elsewhere, compressed or big-endian records,
-/// legacy files and the callable map_location form load as tensorfile::load does (through
-/// Tensor::to). Throws what tensorfile::load throws; DeviceError naming the CUDA error when a
-/// device is missing (cudaErrorNoDevice, cudaErrorInsufficientDriver) or out of memory.
-[[nodiscard]] inline Value load(const std::filesystem::path& path, const LoadOptions& options = {},
-                                const CudaLoadOptions& cuda_options = {}) {
-  return tensorfile::detail::cuda_stream_file(
-      path, options.mmap, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
-        return tensorfile::detail::stream_load_torch(file, path, options, ring, cuda_options.progress,
-                                                     tensorfile::detail::resolve_cuda_device, stream);
-      });
+/// Loads a torch.save file as tensorfile::load_torch does, with the storages that map_location sends to
+/// a CUDA device streamed there: `threads` reader threads (0: 8) pread the records into a ring of pinned host
+/// buffers (`cuda.ring_bytes` in all, whatever the file size) while cudaMemcpyAsync moves the filled
+/// ones to one device allocation per device (or, with `cuda.use_cufile`, cuFile reads straight to it); `direct_reads`
+/// says whether the ring reads with O_DIRECT. The tensors are complete on return. Storages mapped elsewhere,
+/// compressed or big-endian records, legacy files and the callable map_location form load as
+/// tensorfile::load_torch does (through Tensor::to). Throws what tensorfile::load_torch throws; DeviceError naming
+/// the CUDA error when a device is missing (cudaErrorNoDevice, cudaErrorInsufficientDriver) or out of memory.
+[[nodiscard]] inline Value load_torch(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  return tensorfile::detail::cuda_stream_file(path, options, [&](const auto& file, const auto& ring, auto&& stream) {
+    return tensorfile::detail::stream_load_torch(file, path, options, ring, options.cuda.progress,
+                                                 tensorfile::detail::resolve_cuda_device, stream);
+  });
 }
 
 /// Loads a .safetensors file as tensorfile::load_safetensors does, with its tensors streamed to the CUDA
 /// device map_location names ("cuda", "cuda:1", {{"cpu", "cuda:1"}}: every tensor's saved tag is "cpu")
-/// through the ring (or cuFile) as cuda::load streams torch records: one device allocation, host memory
-/// bounded by ring_bytes. Other targets, meta and the callable form load as load_safetensors does.
-/// Throws what load_safetensors throws; DeviceError as cuda::load.
-[[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path,
-                                            const SafetensorsLoadOptions& options = {},
-                                            const CudaLoadOptions& cuda_options = {}) {
-  return tensorfile::detail::cuda_stream_file(
-      path, options.mmap, cuda_options, [&](const auto& file, const auto& ring, auto&& stream) {
-        return tensorfile::detail::stream_load_safetensors(file, path, options, ring, cuda_options.progress,
-                                                           tensorfile::detail::resolve_cuda_device, stream);
-      });
+/// through the ring (or cuFile) as cuda::load_torch streams torch records: one device allocation, host memory
+/// bounded by `cuda.ring_bytes`. Other targets, meta and the callable form load as load_safetensors does.
+/// Throws what load_safetensors throws; DeviceError as cuda::load_torch.
+[[nodiscard]] inline Value load_safetensors(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  return tensorfile::detail::cuda_stream_file(path, options, [&](const auto& file, const auto& ring, auto&& stream) {
+    return tensorfile::detail::stream_load_safetensors(file, path, options, ring, options.cuda.progress,
+                                                       tensorfile::detail::resolve_cuda_device, stream);
+  });
 }
 
 /// Loads a model's weights as tensorfile::load_state_dict does (a file, a directory, an index and its
-/// shards), with the torch and safetensors files streamed to CUDA as cuda::load and
-/// cuda::load_safetensors stream them. Shards go one after another (each read by the ring's threads), so
-/// host memory stays at ring_bytes whatever `.threads` says; `progress` counts each file's bytes anew.
+/// shards), with the torch and safetensors files streamed to CUDA as cuda::load_torch and
+/// cuda::load_safetensors stream them. Shards go one after another (each read by the ring's `threads`), so
+/// host memory stays at `cuda.ring_bytes`; `cuda.progress` counts each file's bytes anew.
 /// Tensordict trees and .npz files load as load_state_dict loads them (through Tensor::to).
-[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options = {},
-                                           const CudaLoadOptions& cuda_options = {}) {
+[[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path, const LoadOptions& options = {}) {
   install();
-  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
-  StateDictLoadOptions one_at_a_time = options;
+  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(options);
+  LoadOptions one_at_a_time = options;  // `threads` are the ring's readers here, not shards at once
   one_at_a_time.threads = 1;
-  const LoadOptions file_options = tensorfile::detail::torch_file_options(options);
   return tensorfile::detail::load_state_dict_with(
       path, one_at_a_time,
       [&](const tensorfile::detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
         return tensorfile::detail::with_file_location(name, [&] {
-          return tensorfile::detail::stream_load_weights(file, name, format, file_options, ring, cuda_options.progress,
+          return tensorfile::detail::stream_load_weights(file, name, format, options, ring, options.cuda.progress,
                                                          tensorfile::detail::resolve_cuda_device,
-                                                         tensorfile::detail::cuda_streamer(ring, cuda_options));
+                                                         tensorfile::detail::cuda_streamer(ring, options));
         });
       });
 }
 
-/// A 1-d tensor of `options.size` elements of `path` (tensorfile::from_file's rules) on `device`,
-/// read through the ring (or cuFile) rather than mapped. A cpu or meta device gives from_file's
-/// tensor moved there. Throws ArgumentError for MapMode::shared (a device copy cannot write back to the
-/// file), and what from_file throws; DeviceError naming the CUDA error when the device is missing.
-[[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, FromFileOptions options = {},
-                                      Device device = Device::cuda(), const CudaLoadOptions& cuda_options = {}) {
+/// A 1-d tensor of `file_options.size` elements of `path` (tensorfile::from_file's rules) on the CUDA device
+/// `options.map_location` names (unset: "cuda"), read through the ring (or cuFile) as cuda::load_torch reads,
+/// rather than mapped. Throws ArgumentError for a map_location that is not one CUDA device and for
+/// MapMode::shared (a device copy cannot write back to the file), and what from_file throws; DeviceError naming
+/// the CUDA error when the device is missing.
+[[nodiscard]] inline Tensor from_file(const std::filesystem::path& path, const FromFileOptions& file_options = {},
+                                      const LoadOptions& options = {}) {
   install();
-  if (!device.is_cuda()) return tensorfile::from_file(path, options).to(device);
-  if (options.mode == MapMode::shared) {
-    throw ArgumentError("mode = MapMode::shared maps the file for writing; a tensor on " + device.str() +
+  const Device device = options.map_location.single_device("cuda::from_file").value_or(Device::cuda());
+  if (!device.is_cuda()) {
+    throw ArgumentError("map_location is " + device.str() +
+                            "; cuda::from_file expects a CUDA device (tensorfile::"
+                            "from_file maps the file on the host)",
+                        {.file = path});
+  }
+  if (file_options.mmap == MapMode::shared) {
+    throw ArgumentError("mmap = MapMode::shared maps the file for writing; a tensor on " + device.str() +
                             " cannot write back, expected copy_on_write or read_only",
                         {.file = path});
   }
-  const Tensor mapped = tensorfile::from_file(path, options);  // checks sizes; maps, reads nothing
-  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(cuda_options);
+  const Tensor mapped = tensorfile::from_file(path, file_options);  // checks sizes; maps, reads nothing
+  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(options);
   const tensorfile::detail::FileHandle file =
       tensorfile::detail::FileHandle::open(path, tensorfile::detail::OpenMode::read);
   Storage storage = tensorfile::detail::with_file_location(path, [&] {
     const Device target = tensorfile::detail::resolve_cuda_device(device);
-    const auto stream = tensorfile::detail::cuda_streamer(ring, cuda_options);
+    const auto stream = tensorfile::detail::cuda_streamer(ring, options);
     return tensorfile::detail::stream_read_file(
-        mapped.nbytes(), target, cuda_options.progress,
+        mapped.nbytes(), target, options.cuda.progress,
         [&](const tensorfile::detail::RingGroup& group, tensorfile::detail::RingProgressState& progress) {
           return stream(file, group, progress);
         });
   });
-  return {std::move(storage), options.dtype, mapped.sizes()};
+  return {std::move(storage), file_options.dtype, mapped.sizes()};
 }
 
 }  // namespace tensorfile::cuda

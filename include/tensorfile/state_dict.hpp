@@ -14,45 +14,17 @@
 #include <vector>
 
 #include "tensorfile/config.hpp"
+#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
-#include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/map_location.hpp"
-#include "tensorfile/formats/select.hpp"
+#include "tensorfile/formats/options.hpp"
 
 namespace tensorfile::detail {
 class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
 }  // namespace tensorfile::detail
 
 namespace tensorfile {
-
-class FormatError;  // core/error.hpp: the options hold a pointer to a vector of them
-
-/// Options of load_state_dict(); use designated initializers: `load_state_dict(dir, {.mmap =
-/// MapMode::read_only, .threads = 2})`.
-struct StateDictLoadOptions {
-  MapLocation map_location{};     ///< where tensors go, as load() takes it (tensordict trees: a device only)
-  std::optional<MapMode> mmap{};  ///< set: tensors are views into one mapping per file in this mode; unset: heap
-  std::size_t threads = 4;        ///< most shards read at once (at least 1); a callable map_location is then
-                                  ///< called from that many threads
-  bool allow_unlisted = false;    ///< a tensor in a shard that the index does not list: false: FormatError;
-                                  ///< true: left out (the index decides what the checkpoint holds)
-  bool strict = true;             ///< torch files: LoadOptions::strict
-  std::uint64_t max_index_bytes = std::uint64_t{1} << 28;  ///< a larger *.index.json is refused (LimitError)
-  /// Set: asked with each tensor's name (in a tensordict tree: its keys joined by "/"); each file's loader reads
-  /// only the kept tensors (see the formats' `select`), the others become meta tensors or with `select_drops` are left
-  /// out. With an index, a shard holding no kept tensor has its data never read: with `select_drops` it is never
-  /// opened; without, a safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left
-  /// out (their dtype and shape are known only by reading its pickle). select_paths() makes one.
-  TensorSelect select{};
-  bool select_drops = false;  ///< with `select`: unselected tensors are left out of the result (else: meta)
-  DirectReads direct_reads = DirectReads::automatic;  ///< heap loads of torch and safetensors files (load()'s)
-  /// Set: with an index, every disagreement between it and its shards (a listed name its shard lacks, a shard's
-  /// name it does not list, a name in two shards) is appended here as the FormatError it is, and the load returns
-  /// the tensors that agree; unset: the load throws them (one error listing all when several).
-  std::vector<FormatError>* mismatches = nullptr;
-};
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
 struct StateDictLayout {
@@ -94,12 +66,7 @@ inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.
                                                                   std::uint64_t max_index_bytes = std::uint64_t{1}
                                                                                                   << 28);
 
-struct LoadOptions;
-
 namespace detail {
-
-/// The load() options of each torch file (single, or a shard) of a state-dict load.
-[[nodiscard]] TENSORFILE_ENTRY LoadOptions torch_file_options(const StateDictLoadOptions& options);
 
 /// Loads one torch or safetensors file already open (named by the path in messages), by its format: load_state_dict
 /// reads each with load_one_file, cuda::load_state_dict streams each to the device.
@@ -107,20 +74,26 @@ using LoadWeightsFile = std::function<Value(const FileHandle&, const std::filesy
 
 /// load_state_dict() with the torch and safetensors files (single, or the shards) read by `load_file(const
 /// FileHandle&, const std::filesystem::path&, FileFormat) -> Value`; trees and .npz files load as usual.
-TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const LoadOptions& options,
                                             const LoadWeightsFile& load_file);
 
 }  // namespace detail
 
 /// Loads a model's weights from `path`, whatever their layout (see resolve_state_dict): a torch file
-/// (load()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree (load_memmap(),
-/// as to_value() turns it into dicts), or the shards an index lists. With an index, every shard is opened once, below
-/// the index's directory (a name that leaves it, by text or symbolic link, is a FormatError), read with
-/// up to `.threads` at once, and each must be a dict of name -> Tensor; the result is one ordered dict in
-/// the index's weight_map order. A name the index lists but its shard lacks, a name in two shards, and
-/// (unless `.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming the shard
-/// and the tensor; all of them are reported at once (in one error, or in `.mismatches`). Throws what the format's
-/// loader throws, the first shard's error when several fail.
+/// (load_torch()), a safetensors file (load_safetensors()), a NumPy .npz file (load_npz()), a tensordict tree
+/// (load_memmap(), as to_value() turns it into dicts), or the shards an index lists. Each file's loader gets
+/// `options` (a tree: the one device map_location sends "cpu" to, and mapped copy_on_write unless `mmap` says
+/// otherwise). With an index, every shard is opened once, below the index's directory (a name that leaves it, by
+/// text or symbolic link, is a FormatError), read with up to `.threads` at once (0: min(4, cores); a callable
+/// map_location is then called from that many threads), and each must be a dict of name -> Tensor; the result is
+/// one ordered dict in the index's weight_map order. A name the index lists but its shard lacks, a name in two
+/// shards, and (unless `.sharded.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming
+/// the shard and the tensor; all of them are reported at once (in one error, or in `.sharded.mismatches`). With
+/// `select`, a shard holding no kept tensor has its data never read: with `select_drops` it is never opened;
+/// without, a safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left out
+/// (their dtype and shape are known only by reading its pickle). An index longer than `limits.max_index_bytes` is a
+/// LimitError; `into` is refused (ArgumentError). Throws what the format's loader throws, the first shard's error
+/// when several fail.
 ///
 /// Beside a save: the index (or a directory's choice of file) is read and held open, every shard it names opened,
 /// and then the path is checked to name the same index (device, inode, size, times) and the directory to make the
@@ -129,7 +102,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 /// changed (a shard removed by the commit after the index was read), starts again on the new index, up to 100
 /// times, then throws the last error. A single file is opened once, and so read whole.
 [[nodiscard]] TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path,
-                                                     const StateDictLoadOptions& options = {});
+                                                     const LoadOptions& options = {});
 
 /// The hidden temporaries that crash-safe saves left in `directory` (not below it): files named
 /// `.<name>.tmp-<16 hex digits>`, as save(), save_safetensors() and save_safetensors_sharded() name a file while
@@ -155,6 +128,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
@@ -309,37 +283,21 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
   return FileHandle::adopt(named, path);
 }
 
-TENSORFILE_ENTRY LoadOptions torch_file_options(const StateDictLoadOptions& options) {
-  return {.map_location = options.map_location,
-          .mmap = options.mmap,
-          .strict = options.strict,
-          .select = options.select,
-          .select_drops = options.select_drops,
-          .direct_reads = options.direct_reads};
-}
-
-/// Loads one file already open, by its format; `format` unknown gets load()'s refusal.
+/// Loads one file already open, by its format; `format` unknown gets load_torch()'s refusal.
 inline Value load_one_file(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
-                           const StateDictLoadOptions& options) {
-  if (format == FileFormat::safetensors) {
-    return load_safetensors_file(file, path,
-                                 {.map_location = options.map_location,
-                                  .mmap = options.mmap,
-                                  .select = options.select,
-                                  .select_drops = options.select_drops,
-                                  .direct_reads = options.direct_reads});
-  }
-  return load_torch_file(file, path, torch_file_options(options));
+                           const LoadOptions& options) {
+  if (format == FileFormat::safetensors) return load_safetensors_file(file, path, options);
+  return load_torch_file(file, path, options);
 }
 
-/// A tensordict tree as a Value, the tree's device taken from a fixed map_location.
-inline Value load_tree(const std::filesystem::path& path, const StateDictLoadOptions& options) {
-  MemmapLoadOptions tree_options{.access = options.mmap.value_or(MapMode::copy_on_write),
-                                 .select = options.select,
-                                 .select_drops = options.select_drops};
+/// A tensordict tree as a Value, the tree's device the one map_location sends "cpu" to (none for a callable).
+inline Value load_tree(const std::filesystem::path& path, const LoadOptions& options) {
+  LoadOptions tree_options = options;
+  tree_options.mmap = options.mmap.value_or(MapMode::copy_on_write);
+  tree_options.map_location = MapLocation();
   if (options.map_location.function() == nullptr) {
     const Device device = Device::parse(options.map_location.target_tag("cpu"));
-    if (!device.is_cpu()) tree_options.device = device;
+    if (!device.is_cpu()) tree_options.map_location = device;
   }
   return to_value(load_memmap(path, tree_options), {.file = path});
 }
@@ -369,7 +327,7 @@ inline void report_mismatches(const std::vector<FormatError>& found, const std::
 /// Reads every shard (each opened once, at most options.threads at a time) with `load_file(const
 /// FileHandle&, const std::filesystem::path&, FileFormat) -> Value` and merges them in index order.
 template <class LoadFile>
-Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& options, LoadFile& load_file) {
+Value load_shards(const StateDictLayout& layout, const LoadOptions& options, LoadFile& load_file) {
   const std::filesystem::path root = layout.index.parent_path();
   const FileHandle root_dir =
       FileHandle::try_open_at(AT_FDCWD, root.empty() ? "." : root.c_str(), O_RDONLY | O_DIRECTORY);
@@ -399,14 +357,17 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
         if (wanted[k]) {
           loaded[k] = load_file(file, layout.files[k], format);
         } else if (format == FileFormat::safetensors) {  // the header alone gives the meta tensors
-          loaded[k] = load_safetensors_file(file, layout.files[k], {.map_location = "meta"});
+          LoadOptions header_only = options;
+          header_only.map_location = "meta";
+          loaded[k] = load_safetensors_file(file, layout.files[k], header_only);
         }
       } catch (...) {
         errors[k] = std::current_exception();
       }
     }
   };
-  const std::size_t helpers = std::min(std::max<std::size_t>(options.threads, 1), count) - (count == 0 ? 0 : 1);
+  const std::size_t threads_at_once = options.threads != 0 ? options.threads : default_read_threads();
+  const std::size_t helpers = std::min(threads_at_once, count) - (count == 0 ? 0 : 1);
   std::vector<std::thread> threads;
   threads.reserve(helpers);
   for (std::size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
@@ -441,7 +402,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
       }
       const auto it = listed.find(key.as_string());
       if (it == listed.end()) {
-        if (options.allow_unlisted) continue;
+        if (options.sharded.allow_unlisted) continue;
         mismatches.emplace_back("the shard holds tensor \"" + key.as_string() +
                                     "\", which the index does not list; expected only the index's names (or "
                                     ".allow_unlisted = true)",
@@ -469,7 +430,7 @@ Value load_shards(const StateDictLayout& layout, const StateDictLoadOptions& opt
     }
     merged.set(name, *tensor);
   }
-  report_mismatches(mismatches, layout.index, options.mismatches);
+  report_mismatches(mismatches, layout.index, options.sharded.mismatches);
   return Value(std::move(merged));
 }
 
@@ -561,45 +522,48 @@ TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path&
 namespace detail {
 
 /// A layout without an index: its one file (or tree) loaded.
-inline Value load_unsharded(const StateDictLayout& layout, const StateDictLoadOptions& options,
+inline Value load_unsharded(const StateDictLayout& layout, const LoadOptions& options,
                             const LoadWeightsFile& load_file) {
   if (layout.format == FileFormat::tensordict) return load_tree(layout.files.front(), options);
   if (layout.format == FileFormat::npz) {
-    return load_npz(layout.files.front(), {.map_location = options.map_location,
-                                           .mmap = options.mmap,
-                                           .select = options.select,
-                                           .select_drops = options.select_drops});
+    return load_npz(layout.files.front(), options);
   }
   const bool shared = options.mmap == MapMode::shared;
   const FileHandle file = FileHandle::open(layout.files.front(), shared ? OpenMode::read_write : OpenMode::read);
   return load_file(file, layout.files.front(), layout.format);
 }
 
-TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const StateDictLoadOptions& options,
+TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const LoadOptions& options,
                                             const LoadWeightsFile& load_file) {
   constexpr int max_attempts = 100;  // loads started again because a save replaced the index meanwhile
-  const std::size_t reported_before = options.mismatches != nullptr ? options.mismatches->size() : 0;
+  if (!options.into.empty()) {
+    throw ArgumentError(
+        "load_state_dict does not fill `into` buffers; expected an empty into (load the file with "
+        "load_torch to fill them)",
+        {.file = path});
+  }
+  std::vector<FormatError>* const mismatches = options.sharded.mismatches;
+  const std::size_t reported_before = mismatches != nullptr ? mismatches->size() : 0;
   for (int attempt = 1;; ++attempt) {
     const bool last_attempt = attempt == max_attempts;
     LayoutSource source;
     try {
-      const StateDictLayout layout = resolve_layout(path, options.max_index_bytes, source);
+      const StateDictLayout layout = resolve_layout(path, options.limits.max_index_bytes, source);
       if (!layout.sharded()) return load_unsharded(layout, options, load_file);  // one file, opened once
       Value merged = load_shards(layout, options, load_file);
       if (last_attempt || !layout_changed(path, source)) return merged;
     } catch (const Error&) {
       if (last_attempt || !layout_changed(path, source)) throw;
     }
-    if (options.mismatches != nullptr) {
-      options.mismatches->erase(options.mismatches->begin() + static_cast<std::ptrdiff_t>(reported_before),
-                                options.mismatches->end());
+    if (mismatches != nullptr) {
+      mismatches->erase(mismatches->begin() + static_cast<std::ptrdiff_t>(reported_before), mismatches->end());
     }
   }
 }
 
 }  // namespace detail
 
-TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path, const StateDictLoadOptions& options) {
+TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path, const LoadOptions& options) {
   return detail::load_state_dict_with(
       path, options, [&](const detail::FileHandle& file, const std::filesystem::path& name, FileFormat format) {
         return detail::load_one_file(file, name, format, options);

@@ -32,7 +32,6 @@
 
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
-#include "tensorfile/formats/safetensors/options.hpp"
 #include "tensorfile/formats/safetensors/save.hpp"
 #include "tensorfile/formats/safetensors/save_sharded.hpp"
 

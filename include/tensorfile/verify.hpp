@@ -43,7 +43,7 @@ struct VerifyReport {
 /// every data file's length. Safetensors files: the
 /// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
 /// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
-/// are not errors. A path of unknown format gets the error load() gives it. Torch zip records are read for their
+/// are not errors. A path of unknown format gets the error load_torch() gives it. Torch zip records are read for their
 /// CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only when a torch
 /// zip file cannot be opened; every other problem is in the report.
 [[nodiscard]] TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path,
@@ -99,7 +99,7 @@ inline void verify_torch_objects(VerifyReport& report, const std::filesystem::pa
       return std::optional<Storage>(meta_storage(bytes.size_bytes()));
     });
   }
-  verify_step(report, [&] { report.tensors = named_tensors(load(path, options)).size(); });
+  verify_step(report, [&] { report.tensors = named_tensors(load_torch(path, options)).size(); });
 }
 
 /// The zip index and every record's CRC-32, read with pread in bounded pieces: nothing mapped, so a file
@@ -122,7 +122,7 @@ inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& 
 inline void verify_tensordict(VerifyReport& report, const std::filesystem::path& path) {
   verify_step(report, [&] {
     // Mapped for real: every data file is opened and its length checked against meta.json.
-    const TensorDict td = load_memmap(path, {.access = MapMode::read_only});
+    const TensorDict td = load_memmap(path, {.mmap = MapMode::read_only});
     td.for_each_leaf([&](const NestedKey&, const Entry& leaf) {
       ++report.leaves;
       if (leaf.is_tensor()) report.leaf_bytes += leaf.as_tensor().nbytes();
@@ -155,7 +155,7 @@ TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path, const Ve
       });
       break;
     case FileFormat::unknown:
-      detail::verify_step(report, [&] { (void)load(path, {.mmap = MapMode::copy_on_write}); });
+      detail::verify_step(report, [&] { (void)load_torch(path, {.mmap = MapMode::copy_on_write}); });
       break;
   }
   return report;

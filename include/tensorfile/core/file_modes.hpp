@@ -12,7 +12,7 @@ enum class MapMode {
   shared,         ///< PROT_READ|PROT_WRITE, MAP_SHARED: writes reach the file (torch.from_file shared=True)
 };
 
-/// Whether a heap load reads its data around the page cache (O_DIRECT); public API, taken by load(),
+/// Whether a heap load reads its data around the page cache (O_DIRECT); public API, taken by load_torch(),
 /// load_safetensors(), load_npy() and load_state_dict(). On a cold cache direct reads are about twice as fast
 /// and leave the cache clean of what they read; on a warm one the cache is faster.
 enum class DirectReads {

@@ -137,7 +137,7 @@ namespace detail {
   } catch (const Error&) {  // unreadable: the first error stands
   }
   static constexpr std::array<std::string_view, 7> loaders{
-      "", "load()", "load()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
+      "", "load_torch()", "load_torch()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
   const auto index = static_cast<std::size_t>(found);
   if (found != FileFormat::unknown && found != expected && index < loaders.size()) {
     const std::string name(format_name(found));

@@ -45,6 +45,9 @@ class MapLocation {
   [[nodiscard]] const Function* function() const noexcept { return form_ == Form::function ? &function_ : nullptr; }
   /// Whether every storage is mapped to "meta" (then no storage bytes are read at all).
   [[nodiscard]] bool all_meta() const noexcept { return form_ == Form::fixed && fixed_ == "meta"; }
+  /// The one device of a Device or device string form; nullopt when unset (the saved tags). For loaders that take
+  /// one device (`reader` names the loader in the message): a tag map or a callable is an ArgumentError.
+  [[nodiscard]] std::optional<Device> single_device(std::string_view reader) const;
 
  private:
   // One member per form rather than a std::variant, which would cost every including TU its instantiations; the
@@ -89,6 +92,13 @@ TENSORFILE_ENTRY std::string MapLocation::target_tag(const std::string& saved) c
     return it == tags_.end() ? saved : it->second;
   }
   return saved;
+}
+
+TENSORFILE_ENTRY std::optional<Device> MapLocation::single_device(std::string_view reader) const {
+  if (form_ == Form::saved) return std::nullopt;
+  if (form_ == Form::fixed) return Device::parse(fixed_);
+  throw ArgumentError(std::string(reader) + " takes map_location as one device (a Device or a device string); got " +
+                      (form_ == Form::tags ? "a tag map" : "a callable"));
 }
 
 namespace detail {

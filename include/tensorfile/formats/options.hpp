@@ -51,9 +51,9 @@ struct LoadLimits {
   /// Most bytes of str values the pickle copies by reading the memo or DUP (a long str read back k times, 2 bytes a
   /// GET, is k copies: 120 KB of pickle asked for 1.9 GB).
   std::uint64_t max_copied_text = std::uint64_t{1} << 28;
-  std::uint64_t max_total_bytes = std::uint64_t{1} << 46;  ///< most storage bytes one file may declare (64 TiB)
-  std::uint64_t max_records = std::uint64_t{1} << 24;      ///< most members a zip archive may hold (torch, npz)
-  std::uint64_t max_index_bytes = std::uint64_t{1} << 28;  ///< longest sharded *.index.json
+  std::uint64_t max_total_bytes = std::uint64_t{1} << 46;      ///< most storage bytes one file may declare (64 TiB)
+  std::uint64_t max_records = std::uint64_t{1} << 24;          ///< most members a zip archive may hold (torch, npz)
+  std::uint64_t max_index_bytes = std::uint64_t{1} << 28;      ///< longest sharded *.index.json
   std::uint64_t max_meta_json_bytes = std::uint64_t{1} << 30;  ///< longest tensordict meta.json (or pickle sidecar)
   /// Most tensordict collections (directories) loaded, a directory counted each time a path reaches it: symbolic
   /// links to one sub-collection from two places double the tree at every level.
@@ -66,8 +66,8 @@ using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 /// Options of every load: load(), open(), load_torch(), load_safetensors(), load_npy(), load_npz(), load_memmap(),
 /// load_state_dict() and the cuda:: loads take this one struct. Designated initializers, common fields first:
 /// `load(path, {.map_location = "cuda:0", .mmap = MapMode::read_only, .select = select_paths({"encoder.*"})})`,
-/// a format's extras by its name: `{.strict = false, .torch = {.verify_crc = true}}`. A format ignores the extras of
-/// the others; a common field a format cannot honour is an ArgumentError naming the field.
+/// a format's extras by its name: `{.strict = false, .safetensors = {.max_header_bytes = 1 << 20}}`. A format ignores
+/// the extras of the others; a common field a format cannot honour is an ArgumentError naming the field.
 struct LoadOptions {
   /// Where tensors go, in any of torch.load's map_location forms (a device, a device string, a tag map, a callable;
   /// see MapLocation); unset: the saved tag (every format but torch saves "cpu"). "meta": dtypes and shapes only.
@@ -93,8 +93,9 @@ struct LoadOptions {
   DirectReads direct_reads = DirectReads::automatic;  ///< whether heap loads of a path read around the page cache
   /// Torch pickles: an unknown global is an error (false: kept as an opaque Object record).
   bool strict = true;
-  bool verify_crc = false;  ///< check the CRC-32 of every zip member read (torch and npz files; numpy checks, torch not)
-  LoadLimits limits{};      ///< what a file may claim
+  bool verify_crc =
+      false;            ///< check the CRC-32 of every zip member read (torch and npz files; numpy checks, torch not)
+  LoadLimits limits{};  ///< what a file may claim
 
   /// torch.save files (zip and legacy).
   struct Torch {
@@ -121,9 +122,9 @@ struct LoadOptions {
   } sharded{};
   /// tensordict memmap trees.
   struct Tensordict {
-    bool non_blocking = false;  ///< let device copies complete asynchronously (CUDA only)
-    TensorDict* out = nullptr;  ///< fill this TensorDict (as tensordict's out=); the result is a copy of it
-    bool skip_missing = false;  ///< drop leaves and declared sub-collections whose files are missing
+    bool non_blocking = false;     ///< let device copies complete asynchronously (CUDA only)
+    TensorDict* out = nullptr;     ///< fill this TensorDict (as tensordict's out=); the result is a copy of it
+    bool skip_missing = false;     ///< drop leaves and declared sub-collections whose files are missing
     bool skip_undeclared = false;  ///< ignore subdirectories that meta.json does not declare
     std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
     /// Map data files that have more than one hard link MAP_SHARED too; off: an unset `mmap` maps them
@@ -134,8 +135,8 @@ struct LoadOptions {
   struct Cuda {
     std::size_t ring_bytes = std::size_t{256} << 20;  ///< pinned host memory of the ring in all
     std::size_t slot_bytes = std::size_t{16} << 20;   ///< one slot of the ring, the unit of reads and copies
-    bool use_cufile = false;      ///< read straight to device memory with cuFile (GPUDirect Storage) when it loads
-    bool require_cufile = false;  ///< with use_cufile: a DeviceError naming why cuFile cannot be used, no fallback
+    bool use_cufile = false;        ///< read straight to device memory with cuFile (GPUDirect Storage) when it loads
+    bool require_cufile = false;    ///< with use_cufile: a DeviceError naming why cuFile cannot be used, no fallback
     bool single_allocation = true;  ///< one device allocation per file and device that the storages slice
     bool keep_ring = false;         ///< keep the ring for the next load to the device (until cuda::release_ring())
     Progress progress{};            ///< called as bytes reach the device, one call at a time

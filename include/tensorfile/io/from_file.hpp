@@ -13,9 +13,9 @@
 
 namespace tensorfile {
 
-/// Options of from_file; use designated initializers: `{.mode = MapMode::shared, .size = 10}`.
+/// Options of from_file; use designated initializers: `{.mmap = MapMode::shared, .size = 10}`.
 struct FromFileOptions {
-  MapMode mode =
+  MapMode mmap =
       MapMode::copy_on_write;  ///< shared: the file is created or grown and writes reach it (torch's shared=True);
                                ///< copy_on_write: writes stay in memory (shared=False); read_only: a read-only tensor
   std::optional<std::int64_t> size{};  ///< element count; unset maps the whole file (which must divide evenly); 0 gives
@@ -70,7 +70,7 @@ TENSORFILE_ENTRY Tensor from_file(const std::filesystem::path& path, FromFileOpt
         {.file = path});
   }
 
-  const bool shared = options.mode == MapMode::shared;
+  const bool shared = options.mmap == MapMode::shared;
   const auto file =
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write_create : detail::OpenMode::read);
   // A file made by this call is removed again when the call fails (never one that was there before).
@@ -109,7 +109,7 @@ TENSORFILE_ENTRY Tensor from_file(const std::filesystem::path& path, FromFileOpt
       bytes = file_size - skip;
     }
 
-    Storage storage(MmapBackend(file, static_cast<std::size_t>(skip + bytes), options.mode));
+    Storage storage(MmapBackend(file, static_cast<std::size_t>(skip + bytes), options.mmap));
     if (skip != 0) storage = storage.slice(static_cast<std::size_t>(skip), static_cast<std::size_t>(bytes));
     return {std::move(storage), options.dtype, Shape{bytes / elem}};
   } catch (...) {

@@ -104,7 +104,7 @@ inline void cuda_write_tensor(const Tensor& source, const Tensor& target) {
              "cudaMemcpy of " + std::to_string(bytes) + " bytes from the host to " + to.str());
 }
 
-/// Pinned buffers, streams and events that finished loads left for the next ones (CudaLoadOptions::keep_ring),
+/// Pinned buffers, streams and events that finished loads left for the next ones (LoadOptions::Cuda::keep_ring),
 /// per device; cuda::release_ring() frees them.
 struct CudaRingCache {
   struct Pinned {

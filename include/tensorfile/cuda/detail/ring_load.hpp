@@ -45,7 +45,7 @@ concept device_copy_engine = copy_engine<E> && std::constructible_from<E, Device
   { engine.allocate_device(n) } -> std::same_as<Storage>;
 };
 
-/// Ring settings (tensorfile::cuda::CudaLoadOptions forwards its own).
+/// Ring settings (the cuda:: loads take them from LoadOptions::cuda and the common `threads` and `direct_reads`).
 struct RingOptions {
   std::size_t ring_bytes = std::size_t{256} << 20;  ///< pinned host memory in all
   std::size_t slot_bytes = std::size_t{16} << 20;   ///< one slot (one read-and-copy unit)
@@ -139,7 +139,7 @@ template <class Allocate>
 
 /// One Storage per range of `group`: its slice of the allocations, or a fresh empty one from
 /// `allocate(0)` for an empty range. Slices of one allocation would give every empty range the same
-/// (address, 0) identity, and save() would take them for one storage viewed as several dtypes.
+/// (address, 0) identity, and save_torch() would take them for one storage viewed as several dtypes.
 template <class Allocate>
 [[nodiscard]] std::vector<Storage> group_storages(const RingGroup& group, const GroupAllocations& allocations,
                                                   Allocate&& allocate) {
@@ -218,7 +218,7 @@ template <class Resolve>
   try {
     device = Device::parse(map_location.target_tag(location));
   } catch (const ArgumentError&) {
-    return std::nullopt;  // the plain load reports the unknown tag as load() does
+    return std::nullopt;  // the plain load reports the unknown tag as load_torch() does
   }
   if (device.kind != Device::Kind::CUDA) return std::nullopt;
   try {
@@ -247,12 +247,12 @@ template <class Resolve, class Stream>
     return value;
   };
   check_ring_options(ring);
-  if (options.map_location.function() != nullptr || options.map_location.all_meta() || options.storage_source) {
+  if (options.map_location.function() != nullptr || options.map_location.all_meta() || options.torch.storage_source) {
     return plain();
   }
   {
     std::byte magic[4] = {};
-    if (file.size() < 4) return plain();  // load() reports what is wrong
+    if (file.size() < 4) return plain();  // load_torch() reports what is wrong
     file.read_exact(0, magic);
     if (std::memcmp(magic, "PK\x03\x04", 4) != 0) return plain();  // legacy and others: no zip records
   }
@@ -270,7 +270,7 @@ template <class Resolve, class Stream>
   scan.mmap = MapMode::copy_on_write;
   scan.verify_crc = false;
   scan.into.clear();  // checked below against where the records go, then in pass 2
-  scan.storage_source = [&found](const StorageRecord& record) -> std::optional<Storage> {
+  scan.torch.storage_source = [&found](const StorageRecord& record) -> std::optional<Storage> {
     found.push_back({std::string(record.key),
                      std::string(record.member),
                      std::string(record.location),
@@ -330,7 +330,7 @@ template <class Resolve, class Stream>
   if (placed.size() == found.size()) {  // nothing left to read: map the file rather than read it
     final_options.mmap = MapMode::copy_on_write;
   }
-  final_options.storage_source = [&placed](const StorageRecord& record) -> std::optional<Storage> {
+  final_options.torch.storage_source = [&placed](const StorageRecord& record) -> std::optional<Storage> {
     const auto it = placed.find(std::string(record.key));
     if (it == placed.end()) return std::nullopt;
     return it->second;
@@ -345,7 +345,7 @@ template <class Resolve, class Stream>
 /// the callable map_location form load as load_safetensors does.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_safetensors(const FileHandle& file, const std::filesystem::path& path,
-                                            const SafetensorsLoadOptions& options, const RingOptions& ring,
+                                            const LoadOptions& options, const RingOptions& ring,
                                             const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
   check_ring_options(ring);
   std::optional<Device> device;
@@ -358,8 +358,8 @@ template <class Resolve, class Stream>
     return value;
   }
   const std::uint64_t size = file.size();
-  const std::vector<std::byte> head = read_safetensors_head(file, size, options.max_header_bytes);
-  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
+  const std::vector<std::byte> head = read_safetensors_head(file, size, options.safetensors.max_header_bytes);
+  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.safetensors.max_header_bytes);
   RingGroup group;
   group.device = *device;
   group.ranges.reserve(header.tensors.size());
@@ -379,17 +379,13 @@ template <class Resolve, class Stream>
 }
 
 /// Loads one open torch or safetensors file (load_state_dict's single file or one of its shards) with
-/// stream_load_torch or stream_load_safetensors; any other format gets load()'s refusal.
+/// stream_load_torch or stream_load_safetensors; any other format gets load_torch()'s refusal.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_weights(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
                                         const LoadOptions& options, const RingOptions& ring,
                                         const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
   if (format == FileFormat::safetensors) {
-    const SafetensorsLoadOptions file_options{.map_location = options.map_location,
-                                              .mmap = options.mmap,
-                                              .select = options.select,
-                                              .select_drops = options.select_drops};
-    return stream_load_safetensors(file, path, file_options, ring, callback, resolve, stream);
+    return stream_load_safetensors(file, path, options, ring, callback, resolve, stream);
   }
   return stream_load_torch(file, path, options, ring, callback, resolve, stream);
 }
@@ -417,7 +413,7 @@ template <device_copy_engine Engine>
 
 /// stream_load_safetensors of `path` through the ring with `Engine`.
 template <device_copy_engine Engine>
-[[nodiscard]] Value ring_load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options,
+[[nodiscard]] Value ring_load_safetensors(const std::filesystem::path& path, const LoadOptions& options,
                                           const RingOptions& ring, const RingProgress& callback = {}) {
   return stream_load_safetensors(open_for_stream(path, options.mmap), path, options, ring, callback, Engine::resolve,
                                  ring_streamer<Engine>(ring));

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/core/file_modes.hpp"  // DirectReads
+#include "tensorfile/detail/posix/file.hpp"
 
 namespace tensorfile::detail {
 

@@ -28,7 +28,8 @@ namespace tensorfile::detail {
 
 /// Resource caps for ZipReader::open; the defaults suit any real torch file.
 struct ZipLimits {
-  std::uint64_t max_entries = std::uint64_t{1} << 24;         ///< most entries an archive may declare (as LoadOptions')
+  std::uint64_t max_entries = std::uint64_t{1}
+                              << 24;  ///< most entries an archive may declare (as LoadLimits::max_records)
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
   bool require_prefix = true;  ///< every entry under one top-level folder (torch); false: any plain names (.npz)
   /// Threads reading local headers through a HeaderReader when the archive has many entries: each header

@@ -11,59 +11,37 @@
 #include <vector>
 
 #include "tensorfile/config.hpp"
-#include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/core/tensor.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/select.hpp"
 
 namespace tensorfile {
-
-/// Options of load_npy() and load_npz(): `load_npy(path, {.mmap = MapMode::read_only})`.
-struct NpyLoadOptions {
-  MapLocation map_location{};  ///< where tensors go, as load() takes it (the saved tag is "cpu")
-  /// set: views into one mapping of the file, as np.load(mmap_mode=): read_only is 'r', shared 'r+',
-  /// copy_on_write 'c' (span input: read-only views of the caller's buffer); unset: heap memory
-  std::optional<MapMode> mmap{};
-  std::uint64_t max_header_bytes = 1 << 20;  ///< longest header accepted (NumPy 1.24 writes < 1 KiB for 32 dims)
-  bool verify_crc = false;  ///< load_npz: check every member's CRC-32 (as np.load does), reading all its bytes
-  /// load_npz: asked with each array's name (the member's without ".npy"); only the kept arrays' data is
-  /// read. The others become meta tensors of the same dtype and shape, for which only their .npy header is
-  /// read (a deflated member, np.savez_compressed, must be inflated whole for it), or with `select_drops` are
-  /// left out, nothing of them read. CRCs are checked for kept members only. load_npy (one array) refuses it
-  /// (ArgumentError). select_paths() makes one.
-  TensorSelect select{};
-  bool select_drops = false;     ///< with `select`: unselected arrays are left out of the dict (else: meta)
-  std::size_t read_threads = 0;  ///< load_npy of a path, heap: threads reading the data (0: min(4, cores))
-  DirectReads direct_reads = DirectReads::automatic;  ///< load_npy of a path, heap: whether around the page cache
-};
-
-/// Options of save_npy() (save_npz() takes NpzSaveOptions).
-struct NpySaveOptions {
-  bool sync = true;  ///< fsync the new file and its directory before it replaces the old one (paths only)
-};
 
 /// Loads a .npy file (format 1.0, 2.0 or 3.0) as one Tensor. Little-endian, native and byte-order-free
 /// data is used as is; big-endian data is converted on a heap load and refused (UnsupportedError) with
 /// `.mmap`, since swapping would need a copy. fortran_order arrays come back as a column-major view of
 /// the same bytes (no copy). With `.mmap` the tensor is a view into one mapping of the file in that
-/// mode; `.map_location = "meta"` reads the header only. Throws FormatError for a malformed or hostile
-/// file (naming the file and byte offset), UnsupportedError for object, structured and other dtypes
-/// tensorfile lacks (never unpickled), IoError when the file cannot be read.
-[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options = {});
+/// mode, as np.load(mmap_mode=): read_only is 'r', shared 'r+', copy_on_write 'c'; `.map_location = "meta"`
+/// reads the header only. `select` is refused (ArgumentError): a .npy file holds one array. Throws FormatError for a
+/// malformed or hostile file (naming the file and byte offset), UnsupportedError for object, structured and other
+/// dtypes tensorfile lacks (never unpickled), IoError when the file cannot be read.
+[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOptions& options = {});
 
 /// Loads .npy bytes in memory: copied to the heap, or with `.mmap` set (any mode) a read-only view of
 /// `bytes`, which the caller keeps alive as long as the tensor.
-[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const LoadOptions& options = {});
 
 /// Saves `tensor` to `path` as NumPy 1.24's np.save writes it, byte for byte: format 1.0 (2.0 when
 /// the header needs it), the dict literal padded so the data starts at a multiple of 64, little-endian
 /// data in C order (a column-major tensor is written as is with fortran_order True, as NumPy does).
 /// Written beside `path` and renamed over it when complete (fsync'd unless `.sync = false`). Throws
 /// DTypeError for dtypes NumPy lacks (bfloat16, float8, complex32, quantized), ArgumentError for an
-/// undefined or meta tensor, IoError.
+/// undefined or meta tensor, IoError. Of SaveOptions only `sync` applies.
 TENSORFILE_ENTRY void save_npy(const Tensor& tensor, const std::filesystem::path& path,
-                               const NpySaveOptions& options = {});
+                               const SaveOptions& options = {});
 
 /// Saves to a stream (see the path overload).
 TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
@@ -111,7 +89,7 @@ namespace detail {
 /// Places the data of a checked header: `read` gives the CPU bytes (heap or a view), byte-swapped here
 /// when the file is big-endian (a view of big-endian data is refused, since swapping would write the file).
 template <class Read>
-[[nodiscard]] Tensor place_npy(const NpyHeader& header, const NpyLoadOptions& options, bool zero_copy, Read&& read,
+[[nodiscard]] Tensor place_npy(const NpyHeader& header, const LoadOptions& options, bool zero_copy, Read&& read,
                                const std::filesystem::path& file, const std::string& member) {
   const auto where = [&] { return ErrorLocation{file, member, header.data_offset}; };
   if (header.swap_bytes && zero_copy && !options.map_location.all_meta()) {
@@ -159,7 +137,7 @@ template <class ReadAt>
 }
 
 /// load_npy reads one array: a `select` (which arrays of many) is a misuse, refused rather than ignored.
-inline void refuse_npy_select(const NpyLoadOptions& options) {
+inline void refuse_npy_select(const LoadOptions& options) {
   if (options.select || options.select_drops) {
     throw ArgumentError("load_npy reads one array; select and select_drops are for load_npz's archives");
   }
@@ -168,7 +146,7 @@ inline void refuse_npy_select(const NpyLoadOptions& options) {
 /// The one reader of in-memory .npy bytes; `views`, when defined, owns `bytes` and tensors view it
 /// (`in_place`: the views are the caller's memory or a file mapping, not a private heap copy).
 [[nodiscard]] inline Tensor load_npy_bytes(std::span<const std::byte> bytes, const Storage& views, bool in_place,
-                                           const NpyLoadOptions& options, const std::filesystem::path& file,
+                                           const LoadOptions& options, const std::filesystem::path& file,
                                            const std::string& member) {
   const NpyHeader header = parse_npy_header(bytes, bytes.size(), file, member);
   const auto offset = static_cast<std::size_t>(header.data_offset);
@@ -275,7 +253,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 
 }  // namespace detail
 
-TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoadOptions& options) {
+TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_npy_select(options);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
@@ -287,12 +265,12 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoa
     }
     const NpyHeader header =
         detail::read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
-                                size, options.max_header_bytes, path, {});
+                                size, options.npy.max_header_bytes, path, {});
     return detail::place_npy(header, options, false,
                              [&]() -> Storage {
-                               return detail::read_to_heap(
-                                   file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
-                                   options.read_threads, options.direct_reads, HeapBackend::alignment);
+                               return detail::read_to_heap(file, header.data_offset,
+                                                           static_cast<std::size_t>(header.data_bytes), options.threads,
+                                                           options.direct_reads, HeapBackend::alignment);
                              },
                              path, {});
   } catch (const FormatError&) {
@@ -300,13 +278,13 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const NpyLoa
   }
 }
 
-TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const NpyLoadOptions& options) {
+TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::refuse_npy_select(options);
   return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(),
                                 options.mmap.has_value(), options, {}, {});
 }
 
-TENSORFILE_ENTRY void save_npy(const Tensor& tensor, const std::filesystem::path& path, const NpySaveOptions& options) {
+TENSORFILE_ENTRY void save_npy(const Tensor& tensor, const std::filesystem::path& path, const SaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_npy(tensor, sink);
   sink.commit();

@@ -17,12 +17,6 @@
 
 namespace tensorfile {
 
-/// Options of save_npz(); use designated initializers: `save_npz(tensors, "a.npz", {.compress = true})`.
-struct NpzSaveOptions {
-  bool sync = true;       ///< fsync the new file and its directory before it replaces the old one (paths only)
-  bool compress = false;  ///< DEFLATE every member, as np.savez_compressed does (read back into the heap, not mapped)
-};
-
 /// Loads a .npz archive (np.savez or np.savez_compressed) as an OrderedDict of name -> Tensor in
 /// archive order, names without their ".npy" (as np.load's keys), the shape load_safetensors gives.
 /// Default: every array in its own heap buffer. With `.mmap` the archive is mapped once in that mode and
@@ -30,31 +24,35 @@ struct NpzSaveOptions {
 /// deflated members (np.savez_compressed) are inflated to the heap. The zip is checked as the torch
 /// reader checks it (no overlapping, repeated or escaping members; inflation bounded by the declared
 /// size). Throws FormatError naming the file, member and byte offset for malformed input,
-/// UnsupportedError for members that are not plain numeric .npy arrays, IoError.
-[[nodiscard]] TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options = {});
+/// UnsupportedError for members that are not plain numeric .npy arrays, IoError. `select` is asked with each
+/// array's name (the member's without ".npy"); only the kept arrays' data is read. The others become meta
+/// tensors, for which only their .npy header is read (a deflated member must be inflated whole for it), or with
+/// `select_drops` are left out, nothing of them read. `verify_crc` checks every kept member's CRC-32 (as
+/// np.load does), reading all its bytes; `limits.max_records` bounds the members.
+[[nodiscard]] TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOptions& options = {});
 
 /// Loads a .npz archive held in memory: arrays copied to the heap, or with `.mmap` set (any mode) stored
 /// members as read-only views of `bytes`, which the caller keeps alive as long as the tensors.
-[[nodiscard]] TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const LoadOptions& options = {});
 
 /// Saves named tensors to `path` as an np.savez archive: one stored `NAME.npy` member each, written as
 /// save_npy writes it, in the given order (np.load reads it; member data is 64-byte aligned for views);
-/// with `.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
+/// with `.npz.compress` as np.savez_compressed: each member deflated (members under 4 GiB).
 /// Written beside `path` and renamed over it when complete. Throws ArgumentError for duplicate names
 /// or names that cannot be zip members, DTypeError and ArgumentError as save_npy, IoError.
 TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, const std::filesystem::path& path,
-                               const NpzSaveOptions& options = {});
+                               const SaveOptions& options = {});
 
 /// Saves every tensor of `tensors` (a state dict, a load_npz() result...) under its named_tensors() path.
 TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path,
-                               const NpzSaveOptions& options = {});
+                               const SaveOptions& options = {});
 
 /// Saves to a stream (see the path overload).
-TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const NpzSaveOptions& options = {});
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const SaveOptions& options = {});
 
 /// Saves to a new byte vector (see the path overload).
 [[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& tensors,
-                                                                        const NpzSaveOptions& options = {});
+                                                                        const SaveOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -82,15 +80,15 @@ namespace detail {
 
 /// The meta tensor of a member (dtype and shape, no data) from its .npy header alone: read in place or
 /// from the file for a stored member; a deflated one is inflated whole, as its header cannot be found otherwise.
-[[nodiscard]] inline Tensor npz_member_meta(const ZipReader& zip, const ZipEntry& entry, const NpyLoadOptions& options,
+[[nodiscard]] inline Tensor npz_member_meta(const ZipReader& zip, const ZipEntry& entry, const LoadOptions& options,
                                             const std::string& member) {
-  NpyLoadOptions meta = options;
+  LoadOptions meta = options;
   meta.map_location = "meta";
   if (entry.method == 0) {
     const auto read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
       zip.read_stored_range(entry, offset, out);
     };
-    const NpyHeader header = read_npy_header(read_at, entry.size, options.max_header_bytes, zip.file(), member);
+    const NpyHeader header = read_npy_header(read_at, entry.size, options.npy.max_header_bytes, zip.file(), member);
     return place_npy(
         header, meta, false, [] { return Storage(); }, zip.file(), member);
   }
@@ -101,8 +99,7 @@ namespace detail {
 /// Reads every member of an open archive into the dict. `mapping`, when defined, holds the whole
 /// archive (a file mapping or the caller's buffer): stored members become views of it; deflated members,
 /// and every member when it is undefined, are read into their own heap buffers.
-[[nodiscard]] inline Value load_npz_archive(const ZipReader& zip, const Storage& mapping,
-                                            const NpyLoadOptions& options) {
+[[nodiscard]] inline Value load_npz_archive(const ZipReader& zip, const Storage& mapping, const LoadOptions& options) {
   Dict dict;
   dict.ordered = true;
   ValueAccess::reserve_more(dict, zip.entries().size());  // the table sized once, not at each doubling
@@ -139,8 +136,9 @@ namespace detail {
 }
 
 /// Zip checks for .npz: names at the top level (no torch-style prefix); the torch reader's other checks.
-[[nodiscard]] inline ZipLimits npz_zip_limits() {
+[[nodiscard]] inline ZipLimits npz_zip_limits(const LoadOptions& options) {
   ZipLimits limits;
+  limits.max_entries = options.limits.max_records;
   limits.require_prefix = false;
   return limits;
 }
@@ -189,50 +187,51 @@ inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress
 
 }  // namespace detail
 
-TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const NpyLoadOptions& options) {
+TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   try {
     const std::uint64_t size = file.size();
     if (options.mmap && size > 0) {
       Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
-      const auto zip = detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits());
+      const auto zip =
+          detail::ZipReader::open({mapping.data(), mapping.size_bytes()}, path, detail::npz_zip_limits(options));
       return detail::load_npz_archive(zip, mapping, options);
     }
     const auto zip = detail::ZipReader::open_file(
         size, path, [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
-        detail::npz_zip_limits());
+        detail::npz_zip_limits(options));
     return detail::load_npz_archive(zip, Storage(), options);
   } catch (const FormatError&) {
     detail::rethrow_naming_format(file, path, FileFormat::npz, "a zip archive of .npy members");
   }
 }
 
-TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const NpyLoadOptions& options) {
-  const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits());
+TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const LoadOptions& options) {
+  const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits(options));
   return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
 }
 
 TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, const std::filesystem::path& path,
-                               const NpzSaveOptions& options) {
+                               const SaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
-  detail::write_npz(tensors, sink, options.compress);
+  detail::write_npz(tensors, sink, options.npz.compress);
   sink.commit();
 }
 
-TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path, const NpzSaveOptions& options) {
+TENSORFILE_ENTRY void save_npz(const Value& tensors, const std::filesystem::path& path, const SaveOptions& options) {
   save_npz(named_tensors(tensors), path, options);
 }
 
-TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const NpzSaveOptions& options) {
+TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, const SaveOptions& options) {
   detail::StreamSink sink(out);
-  detail::write_npz(tensors, sink, options.compress);
+  detail::write_npz(tensors, sink, options.npz.compress);
 }
 
-TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& tensors, const NpzSaveOptions& options) {
+TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& tensors, const SaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
-  detail::write_npz(tensors, sink, options.compress);
+  detail::write_npz(tensors, sink, options.npz.compress);
   return out;
 }
 

@@ -14,9 +14,9 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/metadata.hpp"
-#include "tensorfile/formats/safetensors/options.hpp"
 
 namespace tensorfile::detail {
 class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
@@ -57,7 +57,7 @@ Value build_safetensors_dict(const SafetensorsHeader& header, const TensorSelect
 /// load_safetensors(path) of a file already open for reading (read-write for MapMode::shared); `path`
 /// names it in messages. load_state_dict opens shards below their directory and comes here.
 TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
-                                             const SafetensorsLoadOptions& options);
+                                             const LoadOptions& options);
 
 }  // namespace detail
 
@@ -70,17 +70,18 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 /// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
 /// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
 /// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
-/// read, DeviceError when map_location names a missing device.
+/// read, DeviceError when map_location names a missing device. With `select`, only the kept tensors' bytes are
+/// read (heap: one pread each; mmap: only they become views); the header is still validated whole.
 [[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path,
-                                                      const SafetensorsLoadOptions& options = {});
+                                                      const LoadOptions& options = {});
 
 /// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
 /// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
 [[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes,
-                                                      const SafetensorsLoadOptions& options = {});
+                                                      const LoadOptions& options = {});
 
 /// Loads from a stream, read to its end into one heap buffer the tensors then share.
-[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -105,7 +106,7 @@ namespace detail {
 /// The dict of a validated header with its selected tensors placed by map_location, tensor i's host bytes
 /// coming from `read(info) -> Storage` (asked only when it is placed on a device that needs them).
 template <class ReadTensor>
-Value place_safetensors_dict(const SafetensorsHeader& header, const SafetensorsLoadOptions& options,
+Value place_safetensors_dict(const SafetensorsHeader& header, const LoadOptions& options,
                              const std::filesystem::path& file, ReadTensor&& read) {
   return build_safetensors_dict(header, options.select, options.select_drops, [&](std::size_t i) {
     const SafetensorsTensorInfo& info = header.tensors[i];
@@ -120,7 +121,7 @@ Value place_safetensors_dict(const SafetensorsHeader& header, const SafetensorsL
 /// The dict of a validated header whose selected tensors are each read alone into heap memory by
 /// `read_at(offset in the file, out)`: a load with `select` reads no byte of the other tensors.
 template <class ReadAt>
-Value read_selected_safetensors(const SafetensorsHeader& header, const SafetensorsLoadOptions& options,
+Value read_selected_safetensors(const SafetensorsHeader& header, const LoadOptions& options,
                                 const std::filesystem::path& file, ReadAt&& read_at) {
   return place_safetensors_dict(header, options, file, [&](const SafetensorsTensorInfo& info) {
     Storage bytes = heap_storage(static_cast<std::size_t>(info.end - info.begin), false);
@@ -133,7 +134,7 @@ Value read_selected_safetensors(const SafetensorsHeader& header, const Safetenso
 /// (undefined when every tensor goes to meta); tensors are slices of it, or copies when `data` is heap
 /// memory and a tensor's bytes are not aligned to its element size (files written unsorted).
 inline Value build_safetensors_dict(const SafetensorsHeader& header, const Storage& data, bool copy_misaligned,
-                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
+                                    const LoadOptions& options, const std::filesystem::path& file) {
   return place_safetensors_dict(header, options, file, [&](const SafetensorsTensorInfo& info) -> Storage {
     const auto bytes = static_cast<std::size_t>(info.end - info.begin);
     Storage slice = data.slice(static_cast<std::size_t>(info.begin), bytes);
@@ -147,8 +148,9 @@ inline Value build_safetensors_dict(const SafetensorsHeader& header, const Stora
 
 /// The one reader of in-memory input: `bytes` is the whole file; `views`, when defined, owns it.
 inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Storage& views, bool copy_misaligned,
-                                    const SafetensorsLoadOptions& options, const std::filesystem::path& file) {
-  const SafetensorsHeader header = parse_safetensors_header(bytes, bytes.size(), file, options.max_header_bytes);
+                                    const LoadOptions& options, const std::filesystem::path& file) {
+  const SafetensorsHeader header =
+      parse_safetensors_header(bytes, bytes.size(), file, options.safetensors.max_header_bytes);
   const auto offset = static_cast<std::size_t>(header.data_offset);
   const auto size = static_cast<std::size_t>(header.data_bytes);
   if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, file);
@@ -167,14 +169,14 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
 
 /// load_safetensors_file() without the check of what another format's bytes are.
 inline Value read_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
-                                   const SafetensorsLoadOptions& options) {
+                                   const LoadOptions& options) {
   const std::uint64_t size = file.size();
   if (options.mmap && !options.map_location.all_meta() && size >= 8) {
     Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
     return load_safetensors_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
   }
-  const std::vector<std::byte> head = read_safetensors_head(file, size, options.max_header_bytes);
-  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.max_header_bytes);
+  const std::vector<std::byte> head = read_safetensors_head(file, size, options.safetensors.max_header_bytes);
+  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.safetensors.max_header_bytes);
   if (options.map_location.all_meta()) return build_safetensors_dict(header, Storage(), false, options, path);
   if (options.select) {
     return read_selected_safetensors(header, options, path,
@@ -182,12 +184,12 @@ inline Value read_safetensors_file(const FileHandle& file, const std::filesystem
   }
   // Tensors need their element size's alignment at most (8; a 16-byte complex128 is copied if need be).
   const Storage data = read_to_heap(file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
-                                    options.read_threads, options.direct_reads, 8);
+                                    options.threads, options.direct_reads, 8);
   return build_safetensors_dict(header, data, true, options, path);
 }
 
 TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::filesystem::path& path,
-                                             const SafetensorsLoadOptions& options) {
+                                             const LoadOptions& options) {
   try {
     return read_safetensors_file(file, path, options);
   } catch (const FormatError&) {
@@ -197,18 +199,18 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 
 }  // namespace detail
 
-TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options) {
+TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const LoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_safetensors_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
-TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes, const SafetensorsLoadOptions& options) {
+TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes, const LoadOptions& options) {
   return detail::load_safetensors_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), false,
                                         options, {});
 }
 
-TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const SafetensorsLoadOptions& options) {
+TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options) {
   const Storage whole = detail::read_stream_to_heap(in);
   return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
 }

@@ -13,38 +13,37 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/safetensors/metadata.hpp"
-#include "tensorfile/formats/safetensors/options.hpp"
 
 namespace tensorfile {
 
-/// Saves named tensors (in any order; see `.sort`) to `path` as a .safetensors file with the
+/// Saves named tensors (in any order; see `.safetensors.sort`) to `path` as a .safetensors file with the
 /// reference writer's layout: 8-byte little-endian header length, the JSON header (`__metadata__`
 /// first, then each tensor's dtype, shape and data_offsets) padded with spaces to a multiple of 8,
 /// then every tensor's bytes contiguously (strided tensors are written in C order, device tensors
 /// copied to the host first). Written beside `path` and renamed over it when complete (fsync'd unless
 /// `.sync = false`). Throws ArgumentError for duplicate names, tensors that share memory (save clones
 /// instead), meta tensors and text that is not UTF-8; DTypeError for dtypes the format lacks
-/// (complex32, complex128, quantized); IoError.
+/// (complex32, complex128, quantized); IoError. SaveOptions::format is ignored.
 TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, const std::filesystem::path& path,
-                                       const SafetensorsSaveOptions& options = {});
+                                       const SaveOptions& options = {});
 
 /// Saves to a stream.
-TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out,
-                                       const SafetensorsSaveOptions& options = {});
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out, const SaveOptions& options = {});
 
 /// Saves to a new byte vector.
-[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
-    const NamedTensors& tensors, const SafetensorsSaveOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const NamedTensors& tensors,
+                                                                                const SaveOptions& options = {});
 
 /// Saves every tensor of `tensors` (a state dict, a load_safetensors() result...) under its
-/// named_tensors() path, with the `__metadata__` a safetensors load kept unless `.metadata` is given.
+/// named_tensors() path, with the `__metadata__` a safetensors load kept unless `.safetensors.metadata` is given.
 TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesystem::path& path,
-                                       const SafetensorsSaveOptions& options = {});
+                                       const SaveOptions& options = {});
 
 /// Saves a Value's tensors to a new byte vector (see the path overload).
-[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(
-    const Value& tensors, const SafetensorsSaveOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors,
+                                                                                const SaveOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -118,7 +117,7 @@ inline void refuse_shared_tensors(const NamedTensors& tensors) {
 
 /// Writes the whole file into `sink`. `metadata_kept`: the tensors came from a load that kept a `__metadata__`,
 /// written back even when empty (`"__metadata__":{}` and none differ in the reference's metadata()).
-inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const SafetensorsSaveOptions& options,
+inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const SaveOptions& options,
                               bool metadata_kept = false) {
   struct Entry {
     const std::string* name;
@@ -142,7 +141,7 @@ inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const
     entries.push_back({&name, tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu()), dtype});
   }
   refuse_shared_tensors(tensors);
-  if (options.sort) {
+  if (options.safetensors.sort) {
     std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
       if (a.dtype->rank != b.dtype->rank) return a.dtype->rank > b.dtype->rank;
       return *a.name < *b.name;
@@ -150,10 +149,10 @@ inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const
   }
 
   std::string header = "{";
-  if (!options.metadata.empty() || metadata_kept) {
+  if (!options.safetensors.metadata.empty() || metadata_kept) {
     header += "\"__metadata__\":{";
-    for (std::size_t i = 0; i < options.metadata.size(); ++i) {
-      const auto& [key, value] = options.metadata[i];
+    for (std::size_t i = 0; i < options.safetensors.metadata.size(); ++i) {
+      const auto& [key, value] = options.safetensors.metadata[i];
       if (i != 0) header += ',';
       append_safetensors_string(header, key, "metadata key \"" + key + "\"");
       header += ':';
@@ -177,7 +176,7 @@ inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const
     offset = end;
   }
   header += '}';
-  if (options.pad_header) header.resize((header.size() + 7) / 8 * 8, ' ');
+  if (options.safetensors.pad_header) header.resize((header.size() + 7) / 8 * 8, ' ');
   if (header.size() > 100'000'000) {
     throw ArgumentError("the header takes " + std::to_string(header.size()) +
                         " bytes; expected at most 100000000 (the format's limit)");
@@ -198,14 +197,14 @@ inline void write_safetensors(const NamedTensors& tensors, ByteSink& sink, const
 }
 
 /// Writes a Value's named tensors with the `__metadata__` it kept, unless `options` gives metadata.
-inline void write_safetensors(const Value& tensors, ByteSink& sink, SafetensorsSaveOptions options) {
-  const Dict* kept = options.metadata.empty() ? safetensors_metadata(tensors) : nullptr;
+inline void write_safetensors(const Value& tensors, ByteSink& sink, SaveOptions options) {
+  const Dict* kept = options.safetensors.metadata.empty() ? safetensors_metadata(tensors) : nullptr;
   if (kept != nullptr) {
     for (const auto& [key, value] : *kept) {
       if (!key.is_string() || !value.is_string()) {
         throw ArgumentError("__metadata__ holds a value that is not a str; expected a dict of str to str");
       }
-      options.metadata.emplace_back(key.as_string(), value.as_string());
+      options.safetensors.metadata.emplace_back(key.as_string(), value.as_string());
     }
   }
   write_safetensors(named_tensors(tensors), sink, options, kept != nullptr);
@@ -214,20 +213,19 @@ inline void write_safetensors(const Value& tensors, ByteSink& sink, SafetensorsS
 }  // namespace detail
 
 TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, const std::filesystem::path& path,
-                                       const SafetensorsSaveOptions& options) {
+                                       const SaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_safetensors(tensors, sink, options);
   sink.commit();
 }
 
-TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out,
-                                       const SafetensorsSaveOptions& options) {
+TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, std::ostream& out, const SaveOptions& options) {
   detail::StreamSink sink(out);
   detail::write_safetensors(tensors, sink, options);
 }
 
 TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const NamedTensors& tensors,
-                                                                  const SafetensorsSaveOptions& options) {
+                                                                  const SaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_safetensors(tensors, sink, options);
@@ -235,14 +233,13 @@ TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const NamedTen
 }
 
 TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesystem::path& path,
-                                       const SafetensorsSaveOptions& options) {
+                                       const SaveOptions& options) {
   detail::AtomicFileSink sink(path, options.sync);
   detail::write_safetensors(tensors, sink, options);
   sink.commit();
 }
 
-TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors,
-                                                                  const SafetensorsSaveOptions& options) {
+TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& tensors, const SaveOptions& options) {
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_safetensors(tensors, sink, options);

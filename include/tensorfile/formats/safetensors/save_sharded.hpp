@@ -12,20 +12,10 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/safetensors/save.hpp"
 
 namespace tensorfile {
-
-/// Options of save_safetensors_sharded(); use designated initializers:
-/// `save_safetensors_sharded(tensors, "out", {.max_shard_size = 2'000'000'000})`.
-struct SafetensorsShardedSaveOptions {
-  std::uint64_t max_shard_size = 5'000'000'000;  ///< most tensor bytes per shard (huggingface_hub's default, 5 GB);
-                                                 ///< a larger tensor gets a shard of its own
-  /// Every shard's `__metadata__` (transformers writes {"format": "pt"}).
-  std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};
-  bool sync = true;              ///< fsync each file and the directory before it replaces the old one
-  std::string prefix = "model";  ///< names: <prefix>-00001-of-00003.safetensors, <prefix>.safetensors.index.json
-};
 
 /// What save_safetensors_sharded() wrote.
 struct SafetensorsShards {
@@ -35,11 +25,13 @@ struct SafetensorsShards {
 };
 
 /// Saves named tensors to the directory `directory` (created if missing) the way the Hugging Face tools
-/// shard a model: tensors in the given order fill shards of at most `.max_shard_size` tensor bytes (one
+/// shard a model: tensors in the given order fill shards of at most `.sharded.max_shard_size` tensor bytes (one
 /// larger tensor gets a shard of its own), each with the reference layout (see save_safetensors), and
 /// `<prefix>.safetensors.index.json` ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}, keys
 /// sorted, two-space indent, as transformers writes it). Everything in one shard is `<prefix>.safetensors`
-/// with no index, as those tools write it.
+/// with no index, as those tools write it. Every shard is written with `.safetensors` (`sort`, `pad_header`) and
+/// its `metadata` as `__metadata__`; empty metadata writes {"format": "pt"}, as transformers does.
+/// SaveOptions::format is ignored.
 ///
 /// The save is one commit. Shard files are never written in place: the shards are named
 /// `<prefix>-0000K-of-0000N.safetensors` when no file has those names, else the same names with a
@@ -59,17 +51,17 @@ struct SafetensorsShards {
 /// first removes the temporaries that killed saves of this prefix left (leftover_save_temporaries() in
 /// state_dict.hpp lists them). A failure before the commit (disk full, EIO, a tensor refused) removes this
 /// save's temporaries and leaves the directory's files as they were. Throws ArgumentError for duplicate names,
-/// tensors that share memory, a zero `.max_shard_size` or a prefix with '/', IoError for a directory where the
-/// index or single file goes, and what save_safetensors throws.
+/// tensors that share memory, a zero `.sharded.max_shard_size` or a `.sharded.prefix` with '/', IoError for a directory
+/// where the index or single file goes, and what save_safetensors throws.
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
-                                                            const SafetensorsShardedSaveOptions& options = {});
+                                                            const SaveOptions& options = {});
 
 /// Saves every tensor of `tensors` (a state dict, a load_state_dict() result...) under its named_tensors()
 /// path (see the vector overload).
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors,
                                                             const std::filesystem::path& directory,
-                                                            const SafetensorsShardedSaveOptions& options = {});
+                                                            const SaveOptions& options = {});
 
 namespace detail {
 
@@ -327,11 +319,11 @@ inline std::unique_ptr<AtomicFileSink> finished_file(const std::filesystem::path
 
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
-                                                            const SafetensorsShardedSaveOptions& options) {
-  if (options.max_shard_size == 0) throw ArgumentError("max_shard_size is 0; expected at least 1 byte");
-  if (options.prefix.empty() || options.prefix.find('/') != std::string::npos || options.prefix == "." ||
-      options.prefix == "..") {
-    throw ArgumentError("file name prefix \"" + options.prefix + "\" is not a plain file name");
+                                                            const SaveOptions& options) {
+  if (options.sharded.max_shard_size == 0) throw ArgumentError("max_shard_size is 0; expected at least 1 byte");
+  if (options.sharded.prefix.empty() || options.sharded.prefix.find('/') != std::string::npos ||
+      options.sharded.prefix == "." || options.sharded.prefix == "..") {
+    throw ArgumentError("file name prefix \"" + options.sharded.prefix + "\" is not a plain file name");
   }
   std::unordered_set<std::string_view> names;
   std::vector<std::uint64_t> sizes;
@@ -345,16 +337,16 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
   }
   detail::refuse_shared_tensors(tensors);  // before any file is written
   std::size_t count = 0;
-  const std::vector<std::size_t> shard_of = detail::assign_shards(sizes, options.max_shard_size, count);
+  const std::vector<std::size_t> shard_of = detail::assign_shards(sizes, options.sharded.max_shard_size, count);
   count = std::max<std::size_t>(count, 1);
 
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) throw IoError("cannot create the directory", error.value(), {.file = directory});
   const detail::SaveDirectory dir(directory);  // locked until the save returns
-  detail::remove_leftover_temporaries(dir, options.prefix);
-  const std::string index_name = options.prefix + ".safetensors.index.json";
-  const std::string single_name = options.prefix + ".safetensors";
+  detail::remove_leftover_temporaries(dir, options.sharded.prefix);
+  const std::string index_name = options.sharded.prefix + ".safetensors.index.json";
+  const std::string single_name = options.sharded.prefix + ".safetensors";
   const bool has_index = dir.taken(index_name);
   detail::refuse_directory_target(directory / index_name);
 
@@ -376,7 +368,7 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
       }
       bool free = true;
       for (std::size_t k = 0; k < count && free; ++k) {
-        file_names[k] = detail::shard_file_name(options.prefix, k + 1, count, generation);
+        file_names[k] = detail::shard_file_name(options.sharded.prefix, k + 1, count, generation);
         free = !dir.taken(file_names[k]);
       }
       if (free) break;
@@ -386,7 +378,8 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
   // Every file is written and synced under a temporary name before any is renamed, so a failure while
   // writing (a full disk, EIO, a refused tensor in shard k) removes the temporaries and leaves whatever
   // was in the directory untouched.
-  const SafetensorsSaveOptions shard_options{.metadata = options.metadata, .sync = options.sync};
+  SaveOptions shard_options = options;
+  if (shard_options.safetensors.metadata.empty()) shard_options.safetensors.metadata = {{"format", "pt"}};
   std::vector<std::pair<std::string, std::string>> weight_map;
   weight_map.reserve(tensors.size());
   std::vector<std::unique_ptr<detail::AtomicFileSink>> files;  // the shards, then the index
@@ -423,7 +416,7 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
     if (options.sync) dir.sync();
     detail::sharded_save_step("removed", index_name);
   }
-  detail::remove_earlier_files(dir, options.prefix, file_names, options.sync);
+  detail::remove_earlier_files(dir, options.sharded.prefix, file_names, options.sync);
   if (count == 1 && !plain_single) {
     // One shard committed under a free name beside the index naming it, the old files gone: it becomes the
     // single file by a second name, then the index and the shard's own name go. A file system that refuses
@@ -445,7 +438,7 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& 
 
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors,
                                                             const std::filesystem::path& directory,
-                                                            const SafetensorsShardedSaveOptions& options) {
+                                                            const SaveOptions& options) {
   return save_safetensors_sharded(named_tensors(tensors), directory, options);
 }
 

@@ -10,69 +10,44 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/select.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
 
-/// Options of load_memmap.
-struct MemmapLoadOptions {
-  std::optional<Device>
-      device{};  ///< none: CPU tensors mapping the files; meta: shapes and dtypes only, no .memmap file opened; cuda:N:
-                 ///< mapped, then copied there (needs <tensorfile/cuda.hpp>, else DeviceError)
-  bool non_blocking = false;  ///< let device copies complete asynchronously (CUDA only; no effect on CPU and meta)
-  TensorDict* out = nullptr;  ///< fill this TensorDict (entries replaced, sub-TensorDicts filled in place, as
-                              ///< tensordict's out=); the result is a copy of it
-  std::optional<MapMode> access{};  ///< how data files are mapped; unset: as tensordict, files this process may write
-                                    ///< MapMode::shared, others copy_on_write; shared: a file that cannot be opened
-                                    ///< for writing is an IoError
-  bool skip_missing = false;  ///< drop leaves and declared sub-collections whose files are missing instead of throwing
-  bool skip_undeclared = false;  ///< ignore subdirectories that meta.json does not declare instead of throwing
-  std::vector<std::filesystem::path>* skipped = nullptr;  ///< when set, receives the path of everything skipped
-  std::uint64_t max_meta_json_bytes = std::uint64_t{1}
-                                      << 30;  ///< a larger meta.json (or pickle sidecar) is refused (LimitError)
-  bool allow_shared_hard_links = false;       ///< map data files that have more than one hard link MAP_SHARED too; off:
-                                              ///< unset access maps them copy_on_write, access shared refuses them
-                                              ///< (FormatError), as another name of the file may lie outside the tree
-  /// Most collections (directories) loaded, a directory counted each time a path reaches it: symbolic links
-  /// to one sub-collection from two places double the tree at every level, so a few dozen directories could
-  /// otherwise stand for billions; more is a LimitError.
-  std::uint64_t max_collections = 100'000;
-  /// Which tensor leaves to read: asked with each leaf's path from the loaded directory, its keys joined by "/"
-  /// as named_tensors(to_value(td)) names them ("nested/deeper/c"; a lazy stack's children are "0", "1"...; a
-  /// tensorclass's and a lazy view's leaves go by their own keys, without "_tensordict" or "_source"); unset:
-  /// all. An unselected leaf's data file is never opened, stat'ed or mapped: it becomes a meta tensor of its
-  /// dtype and shape (as a device = meta load), is not copied to a device, and a missing file of it is no error
-  /// (nor listed in `skipped`). Non-tensor data (NonTensorData, NonTensorStack, pickle sidecars) is always kept.
-  /// select_paths() makes one from names and glob patterns.
-  TensorSelect select{};
-  /// With `select`: unselected leaves are left out of their TensorDict, and so is a sub-collection that ends up
-  /// empty for it (a lazy stack keeps its children); with `out`, out's entries of those keys stay as they were.
-  bool select_drops = false;
-};
-
 /// Loads a directory written by tensordict's `td.memmap(prefix)` (tensordict 0.4 to 0.14, either JSON
 /// backend): leaves map their files (MAP_SHARED when writable, MAP_PRIVATE otherwise, as tensordict; see
-/// options.access), zero-element leaves need no file, sub-collections load recursively (any subdirectory
-/// of a tree also loads alone). Nothing is ever created, grown or written. Every file is opened below the
+/// `mmap`: shared makes a file that cannot be opened for writing an IoError), zero-element leaves need no file,
+/// sub-collections load recursively (any subdirectory of a tree also loads alone). `map_location` takes one
+/// device: unset, CPU tensors mapping the files; "meta", shapes and dtypes only, no .memmap file opened; cuda:N,
+/// mapped, then copied there (needs <tensorfile/cuda.hpp>, else DeviceError); a tag map or a callable is an
+/// ArgumentError. `select` is asked with each leaf's path from the loaded directory, its keys joined by "/" as
+/// named_tensors(to_value(td)) names them ("nested/deeper/c"; a lazy stack's children are "0", "1"...; a
+/// tensorclass's and a lazy view's leaves go by their own keys, without "_tensordict" or "_source"): an
+/// unselected leaf's data file is never opened, stat'ed or mapped, it becomes a meta tensor (not copied to a
+/// device; a missing file of it is no error, nor listed in `tensordict.skipped`); non-tensor data (NonTensorData,
+/// NonTensorStack, pickle sidecars) is always kept. With `select_drops` a sub-collection that ends up empty is
+/// left out too (a lazy stack keeps its children); with `tensordict.out`, out's entries of those keys stay as they
+/// were. Nothing is ever created, grown or written. Every file is opened below the
 /// tree's directory: symbolic links are followed only where they stay inside the tree (resolved by the
 /// kernel, openat2 RESOLVE_BENEATH, or a walk of its own that a concurrent swap cannot lead out), and a
 /// sub-collection that leads back to one of its ancestors is refused. A hard link is a name like any other,
 /// so a file of the tree may also have a name outside it: a file with more than one link is never mapped
-/// shared unless options.allow_shared_hard_links says so. A load concurrent with save_memmap over the same
-/// prefix reads the old or the new tree whole. Throws FormatError for a
+/// shared unless `tensordict.allow_shared_hard_links` says so (with `mmap` = shared: FormatError). A load
+/// concurrent with save_memmap over the same prefix reads the old or the new tree whole. Throws FormatError for a
 /// malformed tree (missing meta.json, bad JSON, short file, missing file, undeclared subdirectory, a symlink
-/// leaving the tree, a directory cycle), LimitError past max_depth levels or options.max_collections
-/// collections, DTypeError for an unknown dtype, IoError when the system refuses, UnsupportedError for lazy classes or
-/// ops it does not know, and ArgumentError when the prefix holds non-tensor data (use load_memmap_entry) or `out` has
-/// another batch size.
+/// leaving the tree, a directory cycle), LimitError past max_depth levels, `limits.max_collections` collections or
+/// a meta.json longer than `limits.max_meta_json_bytes`, DTypeError for an unknown dtype, IoError when the system
+/// refuses, UnsupportedError for lazy classes or ops it does not know, and ArgumentError when the prefix holds
+/// non-tensor data (use load_memmap_entry) or `out` has another batch size.
 [[nodiscard]] TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix,
-                                                      MemmapLoadOptions options = {});
+                                                      const LoadOptions& options = {});
 
 /// Loads any node of a tensordict tree, including a NonTensorData or NonTensorStack directory on its own.
-/// Same options and errors as load_memmap, except `out` (ignored here).
+/// Same options and errors as load_memmap, except `tensordict.out` (ignored here).
 [[nodiscard]] TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix,
-                                                       MemmapLoadOptions options = {});
+                                                       const LoadOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -110,11 +85,11 @@ namespace tensorfile::detail::td {
 /// save_memmap stays the one this load reads.
 class MemmapLoader {
  public:
-  MemmapLoader(std::filesystem::path prefix, const MemmapLoadOptions& options)
-      : options_(options), prefix_(std::move(prefix)) {
-    if (options.device) {
-      meta_ = options.device->is_meta();
-      copy_to_device_ = !options.device->is_cpu() && !meta_;
+  MemmapLoader(std::filesystem::path prefix, const LoadOptions& options)
+      : options_(options), device_(options.map_location.single_device("load_memmap")), prefix_(std::move(prefix)) {
+    if (device_) {
+      meta_ = device_->is_meta();
+      copy_to_device_ = !device_->is_cpu() && !meta_;
     }
   }
 
@@ -127,7 +102,7 @@ class MemmapLoader {
     }
     std::optional<TensorDict> out_before;
     if (out != nullptr) out_before = *out;
-    const std::size_t skipped_before = options_.skipped != nullptr ? options_.skipped->size() : 0;
+    const std::size_t skipped_before = options_.tensordict.skipped != nullptr ? options_.tensordict.skipped->size() : 0;
     for (int attempt = 1;; ++attempt) {
       const bool last_attempt = attempt == max_attempts;
       Dir root{FileHandle::try_open_at(AT_FDCWD, prefix_.c_str(), O_RDONLY | O_DIRECTORY), prefix_, {}};
@@ -154,7 +129,7 @@ class MemmapLoader {
         if (last_attempt || !replaced(root_info)) throw;
       }
       if (out != nullptr) *out = *out_before;
-      if (options_.skipped != nullptr) options_.skipped->resize(skipped_before);
+      if (options_.tensordict.skipped != nullptr) options_.tensordict.skipped->resize(skipped_before);
     }
   }
 
@@ -229,7 +204,7 @@ class MemmapLoader {
   FileHandle open_data(const Dir& dir, const std::string& name, MapMode& mode) {
     constexpr int base = O_NOFOLLOW | O_NONBLOCK;
     FileHandle fd;
-    if (!options_.access) {  // as tensordict: shared where this process may write, else copy-on-write
+    if (!options_.mmap) {  // as tensordict: shared where this process may write, else copy-on-write
       fd = open_in(dir, name, O_RDWR | base);
       mode = MapMode::shared;
       if (!fd.valid() && (errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)) {
@@ -237,7 +212,7 @@ class MemmapLoader {
         mode = MapMode::copy_on_write;
       }
     } else {
-      mode = *options_.access;
+      mode = *options_.mmap;
       fd = open_in(dir, name, (mode == MapMode::shared ? O_RDWR : O_RDONLY) | base);
     }
     if (fd.valid()) return fd;
@@ -263,7 +238,7 @@ class MemmapLoader {
   std::optional<Bytes> read_side_bytes(const Dir& dir, const std::string& name) {
     const FileHandle fd = open_side_file(dir, name);
     if (!fd.valid()) return std::nullopt;
-    const std::string text = read_whole_file(fd, dir.path / name, options_.max_meta_json_bytes);
+    const std::string text = read_whole_file(fd, dir.path / name, options_.limits.max_meta_json_bytes);
     Bytes bytes;
     bytes.data.resize(text.size());
     std::memcpy(bytes.data.data(), text.data(), text.size());
@@ -271,7 +246,7 @@ class MemmapLoader {
   }
 
   void report_skipped(const std::filesystem::path& path) {
-    if (options_.skipped != nullptr) options_.skipped->push_back(path);
+    if (options_.tensordict.skipped != nullptr) options_.tensordict.skipped->push_back(path);
   }
 
   // ---- selection ----------------------------------------------------------------------------
@@ -313,8 +288,8 @@ class MemmapLoader {
       throw LimitError("tree is nested too deeply; expected at most " + std::to_string(max_depth) + " levels",
                        {.file = dir.path});
     }
-    if (++collections_ > options_.max_collections) {  // symlinked sub-collections can expand a small tree
-      throw LimitError("tree holds more than " + std::to_string(options_.max_collections) +
+    if (++collections_ > options_.limits.max_collections) {  // symlinked sub-collections can expand a small tree
+      throw LimitError("tree holds more than " + std::to_string(options_.limits.max_collections) +
                            " collections (symbolic links to shared sub-collections count each time they are "
                            "reached); expected at most max_collections",
                        {.file = dir.path});
@@ -347,7 +322,7 @@ class MemmapLoader {
                         {.file = dir.path / meta_name_});
     }
     const std::filesystem::path meta_path = dir.path / meta_name_;
-    const std::string text = read_whole_file(meta_fd, meta_path, options_.max_meta_json_bytes);
+    const std::string text = read_whole_file(meta_fd, meta_path, options_.limits.max_meta_json_bytes);
     DirMeta meta = read_dir_meta(text, meta_path);
     JsonReader reader(text, meta_path);
     if (!meta.type_at) {
@@ -401,7 +376,7 @@ class MemmapLoader {
       batch = std::move(*shape);
     }
     std::optional<Device> device = read_device(reader, meta.device_at);
-    if (options_.device) device = options_.device;
+    if (device_) device = device_;
 
     if (out != nullptr) check_out_batch(*out, batch, dir.path);
     TensorDict td(std::move(batch), device);
@@ -553,7 +528,7 @@ class MemmapLoader {
 
   /// Reports a missing file or directory: an error unless skip_missing (then listed in `skipped`).
   void missing(const std::filesystem::path& path, const std::string& key, const std::string& what) {
-    if (options_.skip_missing) {
+    if (options_.tensordict.skip_missing) {
       report_skipped(path);
       return;
     }
@@ -562,14 +537,14 @@ class MemmapLoader {
 
   /// Throws (or reports) subdirectories of `dir` that meta.json does not declare.
   void check_undeclared(const Dir& dir, std::vector<std::string>& declared) {
-    if (options_.skip_undeclared && options_.skipped == nullptr) return;
+    if (options_.tensordict.skip_undeclared && options_.tensordict.skipped == nullptr) return;
     std::sort(declared.begin(), declared.end());
     declared.erase(std::unique(declared.begin(), declared.end()), declared.end());
     // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
     if (dir.links == 2 + declared.size()) return;
     for (const std::string& name : list_subdirectories(dir.handle, dir.path)) {
       if (std::binary_search(declared.begin(), declared.end(), name)) continue;
-      if (options_.skip_undeclared) {
+      if (options_.tensordict.skip_undeclared) {
         report_skipped(dir.path / name);
         continue;
       }
@@ -638,7 +613,7 @@ class MemmapLoader {
 
   Tensor on_device(Tensor tensor) const {
     if (!copy_to_device_) return tensor;
-    return tensor.to(*options_.device);
+    return tensor.to(*device_);
   }
 
   /// Maps the first `bytes` of the data file of `key` (suffix "" or ".shape"); nullopt when missing and skipped.
@@ -674,8 +649,8 @@ class MemmapLoader {
     if (!S_ISREG(info.st_mode)) {
       throw FormatError("is not a regular file; expected a data file", {.file = dir.path / name_, .member = key});
     }
-    if (mode == MapMode::shared && info.st_nlink > 1 && !options_.allow_shared_hard_links) {
-      if (options_.access) {
+    if (mode == MapMode::shared && info.st_nlink > 1 && !options_.tensordict.allow_shared_hard_links) {
+      if (options_.mmap) {
         throw FormatError("data file has " + std::to_string(info.st_nlink) +
                               " hard links; expected 1 for a shared writable mapping (another name of the file may "
                               "lie outside the tree; allow_shared_hard_links maps it anyway)",
@@ -843,7 +818,7 @@ class MemmapLoader {
     }
     check_undeclared(dir, declared);
     TensorDictAccess::set_batch_unchecked(td, TensorDictAccess::stacked_batch_size(td));
-    if (options_.device) td.set_device(options_.device);
+    if (device_) td.set_device(device_);
     if (out == nullptr) return Entry(std::move(td));
     check_out_batch(*out, td.batch_size(), dir.path);
     merge_into(*out, std::move(td));
@@ -931,7 +906,8 @@ class MemmapLoader {
     std::filesystem::path path;
   };
 
-  const MemmapLoadOptions& options_;
+  const LoadOptions& options_;
+  std::optional<Device> device_;  // map_location's one device; unset: the saved one
   std::filesystem::path prefix_;
   int root_fd_ = -1;
   std::optional<std::filesystem::path> root_canonical_;
@@ -955,10 +931,10 @@ class MemmapLoader {
 
 namespace tensorfile {
 
-TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, MemmapLoadOptions options) {
+TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, const LoadOptions& options) {
   detail::td::MemmapLoader loader(prefix, options);
-  std::optional<Entry> entry = loader.load_root(options.out);
-  if (!entry) return *options.out;
+  std::optional<Entry> entry = loader.load_root(options.tensordict.out);
+  if (!entry) return *options.tensordict.out;
   if (!entry->is_tensordict()) {
     throw ArgumentError("holds a " + std::string(Entry::kind_name(entry->kind())) +
                             "; expected a TensorDict directory (load_memmap_entry reads any node)",
@@ -967,8 +943,7 @@ TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, Mem
   return std::move(entry->as_tensordict());
 }
 
-TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, MemmapLoadOptions options) {
-  options.out = nullptr;
+TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, const LoadOptions& options) {
   detail::td::MemmapLoader loader(prefix, options);
   return std::move(*loader.load_root(nullptr));
 }

@@ -5,22 +5,10 @@
 #include <filesystem>
 
 #include "tensorfile/config.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_json_style.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile {
-
-/// Options of save_memmap and memmap.
-struct MemmapSaveOptions {
-  MetaJsonStyle json =
-      MetaJsonStyle::stdlib;  ///< meta.json text: Python's json module (as tensordict without orjson) or orjson's
-  bool overwrite =
-      true;  ///< replace an existing tree at the prefix (a directory holding meta.json, or empty); false: ArgumentError
-  bool encode_keys = true;  ///< %XX-encode file names (tensordict >= 0.13); false writes raw keys for older readers and
-                            ///< refuses unsafe ones
-  bool sync = true;         ///< fsync every file and directory before the tree is renamed into place; on by default, as
-                            ///< save, so that a finished save survives power loss (false: faster, not durable)
-};
 
 /// Writes `td` as tensordict 0.14's `td.memmap(prefix)` does: a directory per collection holding meta.json,
 /// one raw C-order file per tensor leaf (`<%XX-encoded key>.memmap`; none for zero elements), nested tensors
@@ -33,13 +21,16 @@ struct MemmapSaveOptions {
 /// torch_container_member, file-name collisions, non-UTF-8 keys, meta tensors and an existing prefix that is not a
 /// tree; DTypeError for dtypes tensordict cannot load (float8); UnsupportedError for non-JSON data; IoError when the
 /// system refuses; DeviceError for device tensors without CUDA support. Nothing is left behind on failure.
+/// `tensordict.json` picks the meta.json text, `tensordict.overwrite` false refuses (ArgumentError) an existing tree
+/// at the prefix, `tensordict.encode_keys` false writes raw keys for older readers (refusing unsafe ones), `sync`
+/// fsyncs every file and directory before the tree is renamed into place. SaveOptions::format is ignored.
 TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::path& prefix,
-                                  MemmapSaveOptions options = {});
+                                  const SaveOptions& options = {});
 
 /// save_memmap, returning a TensorDict whose tensors are shared (MAP_SHARED) mappings of the new files, as
 /// tensordict's memmap()/memmap_(): writes to them reach the files. Same options and errors.
 [[nodiscard]] TENSORFILE_ENTRY TensorDict memmap(const TensorDict& td, const std::filesystem::path& prefix,
-                                                 MemmapSaveOptions options = {});
+                                                 const SaveOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -80,7 +71,7 @@ namespace tensorfile::detail::td {
 /// Writes one tree into a fresh sibling directory of the prefix, then renames it into place.
 class MemmapWriter {
  public:
-  MemmapWriter(const MemmapSaveOptions& options, bool remap) : options_(options), remap_(remap) {}
+  MemmapWriter(const SaveOptions& options, bool remap) : options_(options), remap_(remap) {}
 
   /// Writes `td` at `prefix`; returns the TensorDict of shared mappings when remapping.
   std::optional<TensorDict> write(const TensorDict& td, std::filesystem::path prefix) {
@@ -133,7 +124,7 @@ class MemmapWriter {
     if (!S_ISDIR(info.st_mode)) {
       throw ArgumentError("exists and is not a directory; expected a new path or a tensordict tree", {.file = prefix});
     }
-    if (!options_.overwrite) {
+    if (!options_.tensordict.overwrite) {
       throw ArgumentError("exists; expected a new path (overwrite is off)", {.file = prefix});
     }
     std::error_code ec;
@@ -196,7 +187,7 @@ class MemmapWriter {
   /// The file-system name of `key` (without ".memmap"), or ArgumentError when raw names are asked for
   /// and the key is unsafe as one.
   std::string name_of(const std::string& key, bool directory, const std::filesystem::path& shown) const {
-    if (options_.encode_keys) return encode_key(key);
+    if (options_.tensordict.encode_keys) return encode_key(key);
     if (!is_safe_legacy_key(key, directory)) {
       throw ArgumentError("key is not a safe file name; expected no '/', '\\', NUL or drive prefix" +
                               std::string(directory ? ", and not \"\", \".\" or \"..\"" : "") +
@@ -330,7 +321,7 @@ class MemmapWriter {
         write_plain(td, inner.fd(), shown / "_tensordict", mapped, tensordict_type);
         if (td.class_pickle()) write_small_file(dir, "other.pickle", as_chars(*td.class_pickle()), shown);
         std::string meta;
-        JsonWriter json(meta, options_.json, false);
+        JsonWriter json(meta, options_.tensordict.json, false);
         json.where = {.file = shown / "meta.json"};
         meta += '{';
         json.key("_type");
@@ -358,7 +349,7 @@ class MemmapWriter {
           if (mapped != nullptr) TensorDictAccess::set_unchecked(*mapped, item.key, std::move(written));
         }
         std::string meta;
-        JsonWriter json(meta, options_.json, false);
+        JsonWriter json(meta, options_.tensordict.json, false);
         json.where = {.file = shown / "meta.json"};
         meta += '{';
         json.key("_type");
@@ -398,7 +389,7 @@ class MemmapWriter {
                    std::string_view type_name) {
     std::string meta;
     meta.reserve(64 + td.size() * 96);
-    JsonWriter json(meta, options_.json, false);
+    JsonWriter json(meta, options_.tensordict.json, false);
     json.where.file = shown / "meta.json";
     meta += '{';
     bool first = true;
@@ -527,7 +518,7 @@ class MemmapWriter {
     const bool stack = data.is_stack();
     if (data.pickle) write_small_file(dir, stack ? "pickle.pkl" : "other.pickle", as_chars(*data.pickle), shown);
     std::string meta;
-    JsonWriter json(meta, options_.json, stack);  // tensordict writes stacks compact with either backend
+    JsonWriter json(meta, options_.tensordict.json, stack);  // tensordict writes stacks compact with either backend
     json.where = {.file = shown / "meta.json"};
     meta += '{';
     json.key("_type");
@@ -560,7 +551,7 @@ class MemmapWriter {
     return out;
   }
 
-  const MemmapSaveOptions& options_;
+  const SaveOptions& options_;
   bool remap_;
   std::unique_ptr<std::byte[]> scratch_;
   std::size_t scratch_size_ = 0;
@@ -571,13 +562,13 @@ class MemmapWriter {
 namespace tensorfile {
 
 TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::path& prefix,
-                                  MemmapSaveOptions options) {
+                                  const SaveOptions& options) {
   detail::td::MemmapWriter writer(options, false);
   (void)writer.write(td, prefix);
 }
 
 TENSORFILE_ENTRY TensorDict memmap(const TensorDict& td, const std::filesystem::path& prefix,
-                                   MemmapSaveOptions options) {
+                                   const SaveOptions& options) {
   detail::td::MemmapWriter writer(options, true);
   return std::move(*writer.write(td, prefix));
 }

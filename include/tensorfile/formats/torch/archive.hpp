@@ -48,7 +48,7 @@ struct ArchiveInfo {
 
 /// The prefix, version, byte order and records of a torch zip file in memory. Reads the index and the
 /// version and byteorder records only. Throws like list_records, and FormatError for a missing or
-/// unsupported version or a bad byteorder (as load() does).
+/// unsupported version or a bad byteorder (as load_torch() does).
 [[nodiscard]] TENSORFILE_ENTRY ArchiveInfo read_archive_info(std::span<const std::byte> archive);
 
 /// The prefix, version, byte order and records of the torch zip file at `path`; throws as above.
@@ -73,7 +73,7 @@ namespace tensorfile {
 
 namespace detail {
 
-/// The version and byteorder records of a torch zip file, checked as load() checks them.
+/// The version and byteorder records of a torch zip file, checked as load_torch() checks them.
 struct TorchZipHeader {
   int version = 0;
   bool big_endian = false;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// load(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
+// load_torch(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
-#include "tensorfile/formats/torch/options.hpp"
+#include "tensorfile/formats/options.hpp"
 
 namespace tensorfile::detail {
 class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
@@ -27,7 +27,7 @@ namespace detail {
 
 // Used outside this header's definitions: by load_state_dict and by <tensorfile/cuda.hpp>'s streamed loads.
 
-/// load(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
+/// load_torch(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
 /// messages. load_state_dict opens shards below their directory and comes here.
 TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
                                        const LoadOptions& options);
@@ -51,21 +51,28 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
 /// memory (a zip file's stored records into one arena they share, neighbours gathered into one preadv
 /// each; legacy files whole into one buffer), or with `.mmap` set become views into one mapping
-/// of the file in that MapMode. With `read_threads` of 2 or more, a full heap load reads the zip's
+/// of the file in that MapMode. With `threads` of 2 or more, a full heap load reads the zip's
 /// local headers on other threads while the pickle runs, and copies the small records that lie among
 /// them from what it read there.
 /// A heap load maps nothing: a file truncated meanwhile gives FormatError or IoError. A mapped load
 /// of a file that another process truncates can die of SIGBUS (as any mapping can).
+/// `select`: in zip files the records of unselected tensors are not read (those stored uncompressed,
+/// little-endian and bound for the host: all that torch.save writes); a legacy file is one stream read whole, so
+/// there it saves the copies only. A storage that a selected tensor shares is read whole. `into`: read straight
+/// into the buffer where the tensor is a whole stored record (every tensor of a torch.save state dict, in heap
+/// loads of zip files and cuda::load_torch's streamed records); the result holds a tensor over the buffer at that
+/// path (for a view of a larger storage: its own copy). Paths named in `into` are read even when `select` leaves
+/// them out.
 /// Throws FormatError for corrupt or hostile input, UnsupportedError for valid constructs tensorfile
 /// does not read, IoError when the file cannot be read, DeviceError when map_location names a missing device.
-[[nodiscard]] TENSORFILE_ENTRY Value load(const std::filesystem::path& path, const LoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Value load_torch(const std::filesystem::path& path, const LoadOptions& options = {});
 
 /// Loads from bytes in memory. Storages are copied to the heap, or with `.mmap` set (any mode) are
 /// zero-copy views into `bytes` (read-only; the caller keeps the bytes alive as long as the tensors).
-[[nodiscard]] TENSORFILE_ENTRY Value load(std::span<const std::byte> bytes, const LoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Value load_torch(std::span<const std::byte> bytes, const LoadOptions& options = {});
 
 /// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
-[[nodiscard]] TENSORFILE_ENTRY Value load(std::istream& in, const LoadOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options = {});
 
 }  // namespace tensorfile
 
@@ -104,11 +111,11 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/heap_reads.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/stream_input.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
 #include "tensorfile/formats/torch/detail/torch_hooks.hpp"
-#include "tensorfile/formats/torch/options.hpp"
 
 namespace tensorfile {
 
@@ -194,11 +201,11 @@ std::int64_t checked_record_bytes(std::int64_t numel, DType dtype, Where&& where
 
 inline PickleLimits pickle_limits(const LoadOptions& options) {
   PickleLimits limits;
-  limits.max_depth = options.max_depth;
-  limits.max_memo = options.max_memo;
-  limits.max_container = options.max_container;
-  limits.max_tree_size = options.max_tree_size;
-  limits.max_copied_text = options.max_copied_text;
+  limits.max_depth = options.limits.max_depth;
+  limits.max_memo = options.limits.max_memo;
+  limits.max_container = options.limits.max_container;
+  limits.max_tree_size = options.limits.max_tree_size;
+  limits.max_copied_text = options.limits.max_copied_text;
   return limits;
 }
 
@@ -473,8 +480,8 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   if (archive.file != nullptr) {
     read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
   }
-  const std::size_t read_threads = options.read_threads != 0 ? options.read_threads : default_read_threads();
-  const ZipLimits limits{.max_entries = options.max_records, .header_threads = read_threads};
+  const std::size_t read_threads = options.threads != 0 ? options.threads : default_read_threads();
+  const ZipLimits limits{.max_entries = options.limits.max_records, .header_threads = read_threads};
   // A file read with pread is indexed without its local headers: those of the few records read first are read
   // now, the rest by header_pass below (with the pickle running meanwhile where it can) or before the pickle.
   ZipReader zip = archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
@@ -581,7 +588,7 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
   };
   constexpr std::size_t min_records_beside = 256;
   const bool headers_may_go_beside =
-      !headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && !options.storage_source;
+      !headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && !options.torch.storage_source;
   // `prepare` runs first on that thread; `sink` gets each window it reads.
   const auto read_headers_beside = [&](std::function<void()> prepare, ZipReader::WindowSink sink) {
     try {
@@ -682,13 +689,13 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
                         in_pickle());
     }
     total_bytes += record->size;
-    if (total_bytes > options.max_total_bytes) {
-      throw LimitError("storages exceed " + std::to_string(options.max_total_bytes) + " bytes", in_pickle());
+    if (total_bytes > options.limits.max_total_bytes) {
+      throw LimitError("storages exceed " + std::to_string(options.limits.max_total_bytes) + " bytes", in_pickle());
     }
-    if (options.storage_source) {
+    if (options.torch.storage_source) {
       const StorageRecord info{
           key, record->name, location, dtype, record->data_offset, record->size, record->method == 0 && !big_endian};
-      if (std::optional<Storage> given = options.storage_source(info)) {
+      if (std::optional<Storage> given = options.torch.storage_source(info)) {
         if (given->size_bytes() != record->size) {
           throw ArgumentError("storage_source gave " + std::to_string(given->size_bytes()) + " bytes for storage " +
                                   key + "; expected " + std::to_string(record->size),
@@ -922,7 +929,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
   return result;
 }
 
-/// The one reader every load() overload funnels into.
+/// The one reader every load_torch() overload funnels into.
 inline Value load_archive(const TorchArchive& archive, const LoadOptions& options) {
   const FileFormat format = detect_format(archive.bytes);
   // The tar magic sits at byte 257, after a member name that may start like a pickle.
@@ -969,10 +976,10 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
       return load_archive(archive, options);
     }
     if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
-    // Legacy files: read whole into one buffer the tensors share (by read_threads threads, around the page
+    // Legacy files: read whole into one buffer the tensors share (by `threads` threads, around the page
     // cache as direct_reads says); no call per record.
     const Storage whole =
-        read_to_heap(file, 0, static_cast<std::size_t>(size), options.read_threads, options.direct_reads, 1);
+        read_to_heap(file, 0, static_cast<std::size_t>(size), options.threads, options.direct_reads, 1);
     archive.bytes = {whole.data(), whole.size_bytes()};
     archive.views = whole;
     return load_archive(archive, options);
@@ -986,20 +993,20 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 
 }  // namespace detail
 
-TENSORFILE_ENTRY Value load(const std::filesystem::path& path, const LoadOptions& options) {
+TENSORFILE_ENTRY Value load_torch(const std::filesystem::path& path, const LoadOptions& options) {
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_torch_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
-TENSORFILE_ENTRY Value load(std::span<const std::byte> bytes, const LoadOptions& options) {
+TENSORFILE_ENTRY Value load_torch(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::TorchArchive archive;
   archive.bytes = bytes;
   if (options.mmap) archive.views = Storage(BorrowedBackend(bytes));
   return detail::load_archive(archive, options);
 }
 
-TENSORFILE_ENTRY Value load(std::istream& in, const LoadOptions& options) {
+TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options) {
   const Storage whole = detail::read_stream_to_heap(in);
   detail::TorchArchive archive;
   archive.bytes = {whole.data(), whole.size_bytes()};

@@ -1,4 +1,4 @@
 // SPDX-License-Identifier: MIT
-// Forwarding header: moved to <tensorfile/formats/torch/options.hpp>; this path goes away in the next minor release.
+// Forwarding header: moved to <tensorfile/formats/options.hpp>; this path goes away in the next minor release.
 #pragma once
-#include "tensorfile/formats/torch/options.hpp"
+#include "tensorfile/formats/options.hpp"

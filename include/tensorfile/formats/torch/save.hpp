@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// save(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
+// save_torch(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
 #pragma once
 
 #include <cstddef>
@@ -13,42 +13,29 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/options.hpp"
 
 namespace tensorfile {
-
-/// Options of save(); use designated initializers: `save(v, path, {.sync = false})`.
-struct SaveOptions {
-  std::uint64_t alignment =
-      64;                ///< record data alignment in bytes: 64 as torch, or more (4096 for direct I/O); a power of two
-  bool sync = true;      ///< fsync the new file and its directory before it replaces the old one (paths only);
-                         ///< on by default, as save_memmap, so that a finished save survives power loss
-  std::string prefix{};  ///< archive folder name; empty: the file stem for paths, "archive" for streams
-  // The limits below match LoadOptions' fields and defaults: a value past one is refused (ArgumentError,
-  // nothing written) because load() with the same setting would refuse the file.
-  std::size_t max_depth = 5000;                        ///< most nesting of containers (torch loads at least 5,000)
-  std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most archive records: one per storage, plus 6
-  std::size_t max_memo = 1u << 22;       ///< most pickle memo entries (about one per tensor and container)
-  std::size_t max_container = 1u << 26;  ///< most items in one container
-};
 
 /// Saves `value` to `path` as torch.save does (zip format, pickle protocol 2, one record per
 /// distinct storage, so views saved together stay views after torch.load). The file is written
 /// beside `path` and renamed over it only when complete (fsync'd unless `.sync = false`): on any
 /// error the old file is untouched and no temporary is left. Throws IoError, ArgumentError for
 /// values torch cannot hold (one storage seen as two dtypes), DeviceError for device tensors
-/// without CUDA support. Refuses with ArgumentError, before anything is written, what load() could
-/// not read back: an undefined tensor, a container inside itself, a breach of the limits (which
-/// match LoadOptions'). A symbolic link `path` is written through (the file it leads to is
-/// replaced, the link stays); the new file keeps the replaced file's permission bits, or gets 0666
-/// less the umask.
-TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options = {});
+/// without CUDA support. Refuses with ArgumentError, before anything is written, what load_torch()
+/// could not read back: an undefined tensor, a container inside itself, a breach of the limits in
+/// SaveOptions::torch (which match LoadLimits'). SaveOptions::format is ignored. A symbolic link `path` is written
+/// through (the file it leads to is replaced, the link stays); the new file keeps the replaced file's permission bits,
+/// or gets 0666 less the umask.
+TENSORFILE_ENTRY void save_torch(const Value& value, const std::filesystem::path& path,
+                                 const SaveOptions& options = {});
 
 /// Saves to a stream (archive prefix "archive", as torch.save to a buffer).
-TENSORFILE_ENTRY void save(const Value& value, std::ostream& out, const SaveOptions& options = {});
+TENSORFILE_ENTRY void save_torch(const Value& value, std::ostream& out, const SaveOptions& options = {});
 
 /// Saves to a new byte vector (archive prefix "archive").
-[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_to_bytes(const Value& value,
-                                                                    const SaveOptions& options = {});
+[[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_torch_to_bytes(const Value& value,
+                                                                          const SaveOptions& options = {});
 
 /// An ordered name -> tensor map as a state_dict: an OrderedDict, with `metadata` (the
 /// `_metadata` a loaded state_dict carries in Dict::attributes) kept when given.
@@ -134,23 +121,24 @@ struct PreparedArchive {
   std::string pickle;    ///< data.pkl
 };
 
-/// Pickles `root` and refuses (ArgumentError) what load() with the same limits would refuse.
+/// Pickles `root` and refuses (ArgumentError) what load_torch() with the same limits would refuse.
 inline PreparedArchive prepare_torch_archive(const Value& root, const SaveOptions& options) {
-  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 || options.alignment > 32768) {
-    throw ArgumentError("alignment must be a power of two up to 32768; got " + std::to_string(options.alignment));
+  if (options.torch.alignment == 0 || (options.torch.alignment & (options.torch.alignment - 1)) != 0 ||
+      options.torch.alignment > 32768) {
+    throw ArgumentError("alignment must be a power of two up to 32768; got " + std::to_string(options.torch.alignment));
   }
-  PreparedArchive prepared{
-      PickleWriter(
-          {.max_depth = options.max_depth, .max_memo = options.max_memo, .max_container = options.max_container}),
-      {}};
+  PreparedArchive prepared{PickleWriter({.max_depth = options.torch.max_depth,
+                                         .max_memo = options.torch.max_memo,
+                                         .max_container = options.torch.max_container}),
+                           {}};
   prepared.pickle = prepared.pickler.dump(root);
   constexpr std::uint64_t fixed_records = 6;  // data.pkl, the four small ones and .data/serialization_id
   const std::uint64_t records = prepared.pickler.storages().size() + fixed_records;
-  if (records > options.max_records) {
-    throw ArgumentError("cannot save " + std::to_string(records) + " records (" +
-                        std::to_string(prepared.pickler.storages().size()) +
-                        " storages); expected at most max_records = " + std::to_string(options.max_records) +
-                        "; raise SaveOptions::max_records and LoadOptions::max_records together to save and load it");
+  if (records > options.torch.max_records) {
+    throw ArgumentError(
+        "cannot save " + std::to_string(records) + " records (" + std::to_string(prepared.pickler.storages().size()) +
+        " storages); expected at most max_records = " + std::to_string(options.torch.max_records) +
+        "; raise SaveOptions::torch.max_records and LoadOptions::limits.max_records together to save and load it");
   }
   return prepared;
 }
@@ -158,10 +146,10 @@ inline PreparedArchive prepare_torch_archive(const Value& root, const SaveOption
 /// Writes the whole archive of a prepared value into `sink`.
 inline void write_torch_archive(const PreparedArchive& prepared, ByteSink& sink, const std::string& prefix,
                                 const SaveOptions& options) {
-  ZipWriter zip(sink, prefix, options.alignment);
+  ZipWriter zip(sink, prefix, options.torch.alignment);
   zip.add("data.pkl", prepared.pickle);
   zip.add(".format_version", "1");
-  zip.add(".storage_alignment", std::to_string(options.alignment));
+  zip.add(".storage_alignment", std::to_string(options.torch.alignment));
   zip.add("byteorder", "little");
   write_storage_records(zip, prepared.pickler.storages());
   zip.add("version", "3\n");
@@ -177,24 +165,25 @@ inline void write_torch_archive(const PreparedArchive& prepared, ByteSink& sink,
 
 }  // namespace detail
 
-TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& path, const SaveOptions& options) {
+TENSORFILE_ENTRY void save_torch(const Value& value, const std::filesystem::path& path, const SaveOptions& options) {
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::AtomicFileSink sink(path, options.sync);
-  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? path.stem().string() : options.prefix, options);
+  detail::write_torch_archive(prepared, sink,
+                              options.torch.prefix.empty() ? path.stem().string() : options.torch.prefix, options);
   sink.commit();
 }
 
-TENSORFILE_ENTRY void save(const Value& value, std::ostream& out, const SaveOptions& options) {
+TENSORFILE_ENTRY void save_torch(const Value& value, std::ostream& out, const SaveOptions& options) {
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::StreamSink sink(out);
-  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+  detail::write_torch_archive(prepared, sink, options.torch.prefix.empty() ? "archive" : options.torch.prefix, options);
 }
 
-TENSORFILE_ENTRY std::vector<std::byte> save_to_bytes(const Value& value, const SaveOptions& options) {
+TENSORFILE_ENTRY std::vector<std::byte> save_torch_to_bytes(const Value& value, const SaveOptions& options) {
   std::vector<std::byte> out;
   const detail::PreparedArchive prepared = detail::prepare_torch_archive(value, options);
   detail::VectorSink sink(out);
-  detail::write_torch_archive(prepared, sink, options.prefix.empty() ? "archive" : options.prefix, options);
+  detail::write_torch_archive(prepared, sink, options.torch.prefix.empty() ? "archive" : options.torch.prefix, options);
   return out;
 }
 

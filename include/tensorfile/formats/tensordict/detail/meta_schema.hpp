@@ -25,8 +25,8 @@
 #include "tensorfile/detail/bytes/twos_complement.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/text/json_writer.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
-#include "tensorfile/formats/tensordict/detail/meta_json_style.hpp"
 #include "tensorfile/formats/tensordict/tensordict.hpp"
 
 namespace tensorfile::detail::td {

@@ -26,8 +26,8 @@ struct SavedStorage {
   std::string key;  ///< record name under data/
 };
 
-/// The bounds load() puts on a pickle (PickleLimits), which the writer keeps so that it never
-/// writes what load() would refuse.
+/// The bounds load_torch() puts on a pickle (PickleLimits), which the writer keeps so that it never
+/// writes what load_torch() would refuse.
 struct PickleWriteLimits {
   std::size_t max_depth = 5000;          ///< nesting of containers, counted as the loader counts it
   std::size_t max_memo = 1u << 22;       ///< memo entries
@@ -36,7 +36,7 @@ struct PickleWriteLimits {
 
 /// Emits protocol-2 opcodes for a Value tree. Tensors that share a storage share one record;
 /// a tensor or container reached twice is written once and referenced from the memo after that.
-/// Throws ArgumentError, before the caller writes anything, for what load() could not read back:
+/// Throws ArgumentError, before the caller writes anything, for what load_torch() could not read back:
 /// an undefined tensor, a container inside itself, a breach of `limits`.
 class PickleWriter {
  public:
@@ -54,7 +54,7 @@ class PickleWriter {
     if (memo_.size() > limits_.max_memo) {
       throw ArgumentError("cannot save a value that needs " + std::to_string(memo_.size()) +
                           " pickle memo entries; expected at most max_memo = " + std::to_string(limits_.max_memo) +
-                          " (load() refuses more)");
+                          " (load_torch() refuses more)");
     }
     return std::move(out_);
   }
@@ -221,7 +221,8 @@ class PickleWriter {
   }
 
   std::string storage_key(const Tensor& t) {
-    if (!t.defined()) throw ArgumentError("cannot save an undefined tensor (Tensor()); load() could not rebuild it");
+    if (!t.defined())
+      throw ArgumentError("cannot save an undefined tensor (Tensor()); load_torch() could not rebuild it");
     const Storage& s = t.storage();
     // Views of one storage share its data pointer; empty storages have none, so their owner decides.
     const void* identity = s.data() != nullptr ? static_cast<const void*>(s.data()) : s.owner();
@@ -269,7 +270,8 @@ class PickleWriter {
   }
 
   void tensor(const Tensor& t) {
-    if (!t.defined()) throw ArgumentError("cannot save an undefined tensor (Tensor()); load() could not rebuild it");
+    if (!t.defined())
+      throw ArgumentError("cannot save an undefined tensor (Tensor()); load_torch() could not rebuild it");
     if (t.device().is_meta()) {
       global("torch._utils", "_rebuild_meta_tensor_no_storage");
       op(Op::mark);
@@ -298,15 +300,16 @@ class PickleWriter {
   }
 
   [[noreturn]] void too_deep() const {
-    throw ArgumentError("cannot save a value nested more than " + std::to_string(limits_.max_depth) +
-                        " levels deep; raise SaveOptions::max_depth and LoadOptions::max_depth together to save and "
-                        "load it");
+    throw ArgumentError(
+        "cannot save a value nested more than " + std::to_string(limits_.max_depth) +
+        " levels deep; raise SaveOptions::torch.max_depth and LoadOptions::limits.max_depth together to save and "
+        "load it");
   }
   [[noreturn]] static void cycle(const Value& v) {
     throw ArgumentError("cannot save a " + std::string(Value::kind_name(v.kind())) +
-                        " that contains itself; load() refuses cycles");
+                        " that contains itself; load_torch() refuses cycles");
   }
-  // A container or call that load() builds on its own (a tensor's argument tuple): only its nesting counts.
+  // A container or call that load_torch() builds on its own (a tensor's argument tuple): only its nesting counts.
   void transient(std::size_t nesting) const {
     if (nesting > limits_.max_depth) too_deep();
   }
@@ -314,7 +317,7 @@ class PickleWriter {
     if (n > limits_.max_container) {
       throw ArgumentError("cannot save a container of " + std::to_string(n) +
                           " items; expected at most max_container = " + std::to_string(limits_.max_container) +
-                          " (load() refuses more)");
+                          " (load_torch() refuses more)");
     }
   }
   static bool is_container(Value::Kind kind) noexcept {
@@ -322,7 +325,7 @@ class PickleWriter {
            kind == Value::Kind::set || kind == Value::Kind::object;
   }
 
-  // Writes `v`, which sits inside `depth` containers, and returns its nesting as load() counts it:
+  // Writes `v`, which sits inside `depth` containers, and returns its nesting as load_torch() counts it:
   // 0 for a non-container, else 1 + its deepest item's. Recursion stops at max_depth (the stack
   // holds that: a test saves the default depth under ASan).
   std::size_t value(const Value& v, std::size_t depth) {
@@ -387,7 +390,7 @@ class PickleWriter {
         deepest = batched(v.as_set().items, Op::append, Op::appends, depth);
         op(Op::tuple1);
         op(Op::reduce);
-        transient(deepest + 2);  // load() builds the set from a tuple holding a list of the items
+        transient(deepest + 2);  // load_torch() builds the set from a tuple holding a list of the items
         memo_put(identity);
         break;
       case Value::Kind::object: {

@@ -20,9 +20,9 @@
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
+#include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/torch/detail/storage_types.hpp"
 #include "tensorfile/formats/torch/detail/tensor_call_matcher.hpp"
-#include "tensorfile/formats/torch/options.hpp"
 
 namespace tensorfile::detail {
 
