@@ -25,6 +25,7 @@
 #include "tensorfile/io/from_file.hpp"
 
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/source.hpp"
 
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/load.hpp"
@@ -44,6 +45,7 @@
 #include "tensorfile/formats/numpy/npy_header.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 
+#include "tensorfile/checkpoint.hpp"
 #include "tensorfile/scan.hpp"
 #include "tensorfile/state_dict.hpp"
 #include "tensorfile/verify.hpp"

@@ -11,7 +11,7 @@ Layers, low to high (a header may include its own layer and the layers below it)
                                   (formats/<X>/detail/ counts as formats/<X>/; formats/format.hpp, if present,
                                   is shared by every format and includes only core/ and detail/)
   cuda/                           the device backend and streaming loader
-  tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp and state_dict.hpp,
+  tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp, state_dict.hpp and checkpoint.hpp,
                                   which span every format
   version.hpp, config.hpp         include nothing, included by anyone
 
@@ -49,7 +49,7 @@ def classify(header):
     if len(rest) == 1:
         if rest[0] in ("version.hpp", "config.hpp"):
             return (None, "version")
-        if rest[0] in ("tensorfile.hpp", "cuda.hpp", "verify.hpp", "state_dict.hpp", "scan.hpp"):
+        if rest[0] in ("tensorfile.hpp", "cuda.hpp", "verify.hpp", "state_dict.hpp", "scan.hpp", "checkpoint.hpp"):
             return (UMBRELLA, rest[0])
         return None
     top = rest[0]

@@ -1,0 +1,869 @@
+// SPDX-License-Identifier: MIT
+// The front door: open() / load() / save() for every format tensorfile reads and writes, over any byte source
+// (formats/source.hpp); the per-format functions are the long form. Above the formats, as state_dict.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorfile/config.hpp"
+#include "tensorfile/core/dtype.hpp"
+#include "tensorfile/core/shape.hpp"
+#include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
+#include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/options.hpp"
+#include "tensorfile/formats/select.hpp"
+#include "tensorfile/formats/source.hpp"
+
+namespace tensorfile {
+
+/// Where a tensor's bytes lie, for the formats that keep them in one place: the file (a shard's for a sharded
+/// checkpoint, a leaf's data file in a tensordict tree; the source's name for memory, a stream or a reader), the
+/// zip member holding them (torch zip records, .npz members; empty otherwise) and the offset of the tensor's first
+/// byte in the file. The bytes are the tensor's C-order elements, `nbytes` of them.
+struct TensorLocation {
+  std::filesystem::path file{};  ///< the file the bytes are in
+  std::string member{};          ///< the zip member ("archive/data/0", "w.npy"); empty for other formats
+  std::uint64_t offset = 0;      ///< the tensor's first byte, counted from the start of `file`
+};
+
+/// One tensor of an opened checkpoint, as its index describes it.
+struct CheckpointEntry {
+  std::string path{};                        ///< as named_tensors() spells it ("layers.0.weight", "optim/state/0/m")
+  DType dtype = DType::UInt8;                ///< element type
+  Shape shape{};                             ///< extents
+  std::uint64_t nbytes = 0;                  ///< bytes of its elements
+  std::optional<TensorLocation> location{};  ///< where its bytes lie in one place: see TensorLocation; else nullopt
+};
+
+namespace detail {
+struct CheckpointState;  // defined below, in the definitions block
+}  // namespace detail
+
+/// A checkpoint opened by open(): its index read (headers, the zip directory, the pickle with storages as
+/// stand-ins, meta.json), no tensor data. Copies are cheap and share the one opened state (the file handle, the
+/// mapping with `mmap`). Every member is const and may be called from several threads at once, reading the same
+/// or different entries: reads are pread calls or views of the one mapping, and loads are independent (a
+/// RangeReader source must allow concurrent reads, as RangeReader says). Borrows the Source's memory, stream or
+/// reader: the caller keeps them alive as long as the handle and the tensors it gives.
+class Checkpoint {
+ public:
+  /// Made by open(); not for direct use.
+  TENSORFILE_ENTRY explicit Checkpoint(std::shared_ptr<const detail::CheckpointState> state);
+
+  /// The format found from the content (a sharded checkpoint's: its shards'; tensordict for a tree).
+  [[nodiscard]] TENSORFILE_ENTRY FileFormat format() const noexcept;
+  /// Whether a Hugging Face *.index.json lists the tensors' shards.
+  [[nodiscard]] TENSORFILE_ENTRY bool sharded() const noexcept;
+  /// The source's name, as messages give it (for a model folder: the file or index chosen in it).
+  [[nodiscard]] TENSORFILE_ENTRY const std::string& name() const noexcept;
+  /// The options the handle reads with (those given to open()).
+  [[nodiscard]] TENSORFILE_ENTRY const LoadOptions& options() const noexcept;
+  /// Every tensor in the order the format lists them (a sharded checkpoint: the index's weight_map order).
+  [[nodiscard]] TENSORFILE_ENTRY const std::vector<CheckpointEntry>& entries() const noexcept;
+  /// The entry at `path`; null when there is none.
+  [[nodiscard]] TENSORFILE_ENTRY const CheckpointEntry* find(std::string_view path) const;
+  /// The loaded tree with every tensor a meta tensor (dtype and shape, no bytes), and every non-tensor value as the
+  /// format's loader gives it: what load_all() returns, without the data.
+  [[nodiscard]] TENSORFILE_ENTRY const Value& values() const noexcept;
+  /// The format's metadata: safetensors' `__metadata__` (a dict of str), an index's "metadata" object; None when the
+  /// format or the file has none.
+  [[nodiscard]] TENSORFILE_ENTRY const Value& metadata() const noexcept;
+
+  /// The tensor at `path`, on the heap, as a view of the handle's one mapping (`mmap`), or placed by map_location
+  /// (a device, meta). Where its entry has a location and the bytes are raw little-endian C-order elements, just that
+  /// range is read (one read of the source, or a view of the mapping); a tensor sharing a torch storage then gets
+  /// its own bytes. Otherwise the format's loader reads it with a select of that path. A path that entries() does not
+  /// hold is an ArgumentError naming the source; the loader's errors otherwise.
+  [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path) const;
+  /// Reads the tensor at `path` into `buffer` (as LoadOptions::into): a contiguous writable tensor of the entry's
+  /// dtype and shape. A host buffer is read into straight from the source where tensor() would read a range;
+  /// otherwise the tensor is loaded and copied in. An unknown path or a mismatched buffer is an ArgumentError.
+  TENSORFILE_ENTRY void read_into(std::string_view path, const Tensor& buffer) const;
+  /// The format's loader with the handle's options and `select` (and the handle's `select_drops`): a Value shaped as
+  /// the per-format function gives it.
+  [[nodiscard]] TENSORFILE_ENTRY Value load(const TensorSelect& select) const;
+  /// Everything, with the handle's options: what the format's loader gives.
+  [[nodiscard]] TENSORFILE_ENTRY Value load_all() const;
+
+ private:
+  std::shared_ptr<const detail::CheckpointState> state_;
+};
+
+/// Opens the checkpoint `source` names, in any format tensorfile reads, told from the content and never the name
+/// (detect_format's order, as torch.load: a zip, then a legacy pickle; a path through resolve_state_dict: a
+/// directory's model files or its meta.json, an index). Reads only the index: the safetensors or .npy header, the
+/// zip directory, a torch pickle with storages as stand-ins (a meta load), meta.json, an index and each shard's own
+/// index. `options` are those of every later read (map_location, mmap, threads, the format's extras; `select` and
+/// `into` apply to load_all() and load()).
+///
+/// Sources: a path reads with pread (or maps once with `mmap`); memory and a stream are read in place (a stream is
+/// first read to its end into one heap buffer); a RangeReader is read by ranges for safetensors and .npy (8 bytes,
+/// the header, then each tensor's range as it is asked for), and whole into one heap buffer for torch zip and legacy
+/// files and .npz archives (parsed then as memory; a reader whose mapped() holds the bytes is parsed in place).
+/// Sharded checkpoints and tensordict trees need a path (ArgumentError otherwise). Throws FormatError for a source
+/// that is no format tensorfile reads, or whose index is corrupt or truncated, naming the source and the byte
+/// offset; the format's loader's errors otherwise.
+[[nodiscard]] TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options = {});
+
+/// Loads everything `source` holds, in any format (see open()): the Value the format's loader gives (torch: the
+/// pickled tree; safetensors, .npz, shards: an ordered name -> Tensor dict; .npy: one Tensor; a tensordict tree:
+/// to_value()'s dicts). Goes straight to the format's loader where the source allows.
+[[nodiscard]] TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options = {});
+
+/// Saves `value` to `destination` in the format `options.format` names, else the one its name ends in: .pt, .pth,
+/// .bin: torch zip (save_torch); .safetensors (save_safetensors); .npy (one tensor: `value` a tensor, or a tree
+/// holding exactly one); .npz; a name ending in `.safetensors.index.json`: a sharded safetensors checkpoint in its
+/// directory, its prefix the name before that suffix (save_safetensors_sharded, `sharded.max_shard_size`); a
+/// path without an extension or ending in '/': a tensordict tree (to_tensordict then save_memmap). With
+/// `options.format` safetensors, a destination that is a directory or ends in '/' is sharded into it. Another
+/// extension, and the torch-legacy format, are ArgumentErrors listing the choices. Throws what the format's saver
+/// throws.
+TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& destination,
+                           const SaveOptions& options = {});
+
+/// Saves named tensors (see the Value overload): as an ordered dict of name -> tensor.
+TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::path& destination,
+                           const SaveOptions& options = {});
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+#include "tensorfile/backends/borrowed.hpp"
+#include "tensorfile/backends/mmap.hpp"
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/meta_backend.hpp"
+#include "tensorfile/core/value_print.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/text/json_reader.hpp"
+#include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/map_location.hpp"
+#include "tensorfile/formats/numpy/npy.hpp"
+#include "tensorfile/formats/numpy/npz.hpp"
+#include "tensorfile/formats/safetensors/detail/header_parser.hpp"
+#include "tensorfile/formats/safetensors/header.hpp"
+#include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/safetensors/save.hpp"
+#include "tensorfile/formats/safetensors/save_sharded.hpp"
+#include "tensorfile/formats/tensordict/detail/keys.hpp"
+#include "tensorfile/formats/tensordict/detail/meta_schema.hpp"
+#include "tensorfile/formats/tensordict/load_memmap.hpp"
+#include "tensorfile/formats/tensordict/save_memmap.hpp"
+#include "tensorfile/formats/tensordict/value_tree.hpp"
+#include "tensorfile/formats/torch/load.hpp"
+#include "tensorfile/formats/torch/save.hpp"
+#include "tensorfile/state_dict.hpp"
+
+namespace tensorfile {
+
+namespace detail {
+
+/// What open() read, shared by every copy of the handle and never changed after open().
+struct CheckpointState {
+  FileFormat format = FileFormat::unknown;
+  bool sharded = false;
+  std::string name;
+  LoadOptions options;
+  Source source{std::filesystem::path()};
+  std::filesystem::path path;  // path sources: the file, tree or index read (a folder's choice)
+  std::vector<CheckpointEntry> entries;
+  std::unordered_map<std::string, std::size_t, KeyedStringHash> by_path;  // the first entry of each path
+  std::vector<Tensor> meta;             // per entry: its meta tensor (strides, requires_grad)
+  std::vector<std::string> saved_tags;  // per entry: the device tag saved with it ("cpu" but in torch files)
+  std::vector<std::uint8_t> direct;     // per entry: its location's bytes are the tensor's as is
+  Value values;
+  Value metadata;
+  std::unique_ptr<SourceBytes> bytes;   // the opened source; null for trees and sharded checkpoints
+  std::span<const std::byte> memory{};  // the whole source in memory, when the loaders take it as a span
+  bool owns_memory = false;             // `memory` is a heap buffer of the handle's (a stream, a reader read whole)
+  Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
+  std::vector<Checkpoint> shards;       // sharded: each shard opened
+  std::vector<std::size_t> shard_of;    // sharded: per entry, its shard
+};
+
+/// Called while an Error of a loader given the source as memory is in flight: the same error, naming the source
+/// (memory input has no file name of its own), or the error itself when it names a file.
+[[noreturn]] inline void rethrow_naming_source(const std::string& name) {
+  try {
+    throw;
+  } catch (const IoError&) {
+    throw;
+  } catch (const Error& error) {
+    if (!error.path().empty()) throw;
+    ErrorLocation where{.file = name, .member = error.member(), .offset = error.offset()};
+    switch (error.code()) {
+      case ErrorCode::format: throw FormatError(error.reason(), std::move(where));
+      case ErrorCode::unsupported: throw UnsupportedError(error.reason(), std::move(where));
+      case ErrorCode::dtype: throw DTypeError(error.reason(), std::move(where));
+      case ErrorCode::invalid_argument: throw ArgumentError(error.reason(), std::move(where));
+      case ErrorCode::limit: throw LimitError(error.reason(), std::move(where));
+      case ErrorCode::device: throw DeviceError(error.reason(), std::move(where));
+      case ErrorCode::io: break;
+    }
+    throw;
+  }
+}
+
+/// A select of the one path `path`.
+[[nodiscard]] inline TensorSelect select_one(std::string_view path) {
+  return [wanted = std::string(path)](std::string_view p) { return p == wanted; };
+}
+
+/// Adds the tensors of the meta tree `tree` as entries (no locations yet).
+inline void add_entries(CheckpointState& state, const Value& tree) {
+  for (auto& [path, tensor] : named_tensors(tree)) {
+    state.by_path.emplace(path, state.entries.size());
+    state.entries.push_back({path, tensor.dtype(), tensor.sizes(), tensor.nbytes(), std::nullopt});
+    state.meta.push_back(tensor);
+    state.saved_tags.emplace_back("cpu");
+    state.direct.push_back(0);
+  }
+}
+
+/// The ArgumentError of a path the checkpoint does not hold.
+[[noreturn]] inline void refuse_unknown_path(const CheckpointState& state, std::string_view path) {
+  std::string what = "the checkpoint holds no tensor \"" + std::string(path) + "\"; expected one of entries()'s " +
+                     std::to_string(state.entries.size()) + " paths";
+  if (!state.entries.empty()) what += " (the first: \"" + state.entries.front().path + "\")";
+  throw ArgumentError(what, {.file = state.name});
+}
+
+/// The options a format's loader gets for a source that is not a path: a heap buffer of the handle's (a stream's, a
+/// reader's read whole) is not the caller's, so views of it (which would not keep it alive) become copies.
+[[nodiscard]] inline LoadOptions span_options(const CheckpointState& state, LoadOptions options) {
+  if (state.owns_memory) options.mmap.reset();
+  return options;
+}
+
+/// A .npy loaded with `options`, its one tensor (path "") kept, made meta or dropped as `select` says.
+[[nodiscard]] inline Value load_npy_value(const CheckpointState& state, LoadOptions options) {
+  if (options.select) {
+    const bool kept = options.select("");
+    const bool drops = std::exchange(options.select_drops, false);
+    options.select = {};
+    if (!kept && drops) return Value();
+    if (!kept) options.map_location = "meta";
+  }
+  if (state.bytes == nullptr || state.memory.empty()) return Value(load_npy(state.path, options));
+  return Value(load_npy(state.memory, span_options(state, std::move(options))));
+}
+
+inline Tensor read_direct(const CheckpointState& state, std::size_t i);
+inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer);
+
+/// safetensors or .npy over a RangeReader: the tree of the meta load, each kept tensor read by its range.
+[[nodiscard]] inline Value load_by_ranges(const CheckpointState& state, const LoadOptions& options) {
+  const auto kept = [&](const std::string& path) {
+    return options.into.contains(path) || !options.select || options.select(path);
+  };
+  const auto tensor_of = [&](std::size_t i) -> Tensor {
+    const std::string& path = state.entries[i].path;
+    if (const auto buffer = options.into.find(path); buffer != options.into.end()) {
+      read_into_buffer(state, path, buffer->second);
+      return buffer->second;
+    }
+    return read_direct(state, i);
+  };
+  if (state.format == FileFormat::npy) {
+    if (!kept("")) return options.select_drops ? Value() : Value(state.meta.front());
+    return Value(tensor_of(0));
+  }
+  Dict dict;
+  dict.ordered = true;
+  for (std::size_t i = 0; i < state.entries.size(); ++i) {
+    const std::string& path = state.entries[i].path;
+    if (kept(path)) {
+      dict.set(path, tensor_of(i));
+    } else if (!options.select_drops) {
+      dict.set(path, state.meta[i]);
+    }
+  }
+  if (state.values.is_dict()) dict.set_attributes(state.values.as_dict().attributes());
+  return Value(std::move(dict));
+}
+
+/// The format's loader over the handle's source, with `options`.
+[[nodiscard]] inline Value load_format(const CheckpointState& state, const LoadOptions& options) {
+  if (state.sharded) return load_state_dict(state.path, options);
+  const bool by_path = state.source.kind() == Source::Kind::path;
+  switch (state.format) {
+    case FileFormat::torch_zip:
+    case FileFormat::torch_legacy:
+      return by_path ? load_torch(state.path, options) : load_torch(state.memory, span_options(state, options));
+    case FileFormat::safetensors:
+      if (by_path) return load_safetensors(state.path, options);
+      if (state.memory.empty() && state.bytes->reader() != nullptr) return load_by_ranges(state, options);
+      return load_safetensors(state.memory, span_options(state, options));
+    case FileFormat::npy:
+      if (!by_path && state.memory.empty() && state.bytes->reader() != nullptr) return load_by_ranges(state, options);
+      return load_npy_value(state, options);
+    case FileFormat::npz:
+      return by_path ? load_npz(state.path, options) : load_npz(state.memory, span_options(state, options));
+    case FileFormat::tensordict: {
+      std::vector<LeftOut> left_out;
+      return to_value(load_memmap(state.path, options), {.file = state.path, .left_out = &left_out});
+    }
+    case FileFormat::unknown: break;
+  }
+  throw FormatError("not a format tensorfile reads", {.file = state.name, .offset = 0});
+}
+
+/// load_format(), its errors naming the source.
+[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
+  try {
+    return load_format(state, options);
+  } catch (const Error&) {
+    rethrow_naming_source(state.name);
+  }
+}
+
+/// The tensor of entry `i` read from its location: a view of the mapping, or one read of the range, then placed
+/// as map_location says.
+inline Tensor read_direct(const CheckpointState& state, std::size_t i) {
+  const CheckpointEntry& entry = state.entries[i];
+  const auto bytes = static_cast<std::size_t>(entry.nbytes);
+  const std::uint64_t offset = entry.location->offset;
+  const auto read = [&]() -> Storage {
+    if (state.views.defined()) return state.views.slice(static_cast<std::size_t>(offset), bytes);
+    Storage out = heap_storage(bytes, false);
+    state.bytes->read_exact(offset, {out.mutable_data(), bytes});
+    return out;
+  };
+  Storage storage = place_storage(state.options.map_location, bytes, state.saved_tags[i], read, [&] {
+    return ErrorLocation{.file = state.name, .member = entry.path, .offset = offset};
+  });
+  const Tensor& meta = state.meta[i];
+  return Tensor(std::move(storage), entry.dtype, entry.shape, meta.strides(), 0, meta.requires_grad());
+}
+
+/// Whether entry `i` is read by its range: a location whose bytes are the tensor's, a C-order tensor.
+[[nodiscard]] inline bool reads_directly(const CheckpointState& state, std::size_t i) {
+  return state.direct[i] != 0 && state.entries[i].location && state.meta[i].is_contiguous();
+}
+
+/// The index of entry `path`, or the ArgumentError naming the source.
+[[nodiscard]] inline std::size_t entry_index(const CheckpointState& state, std::string_view path) {
+  const auto it = state.by_path.find(std::string(path));
+  if (it == state.by_path.end()) refuse_unknown_path(state, path);
+  return it->second;
+}
+
+/// safetensors: the header read by ranges (8 bytes, then the header), the meta dict, and each tensor's location.
+inline void open_safetensors(CheckpointState& state) {
+  const SourceBytes& source = *state.bytes;
+  const std::uint64_t max = state.options.safetensors.max_header_bytes;
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(source.size(), 8)));
+  source.read_exact(0, head);
+  const std::uint64_t n = safetensors_header_length(head, source.size(), state.name, max);
+  head.resize(static_cast<std::size_t>(8 + n));
+  source.read_exact(8, std::span<std::byte>(head).subspan(8));
+  const SafetensorsHeader header = parse_safetensors_header(head, source.size(), state.name, max);
+  state.values = build_safetensors_dict(
+      header, [](std::string_view) { return false; }, false, [](std::size_t) { return Storage(); });
+  add_entries(state, state.values);
+  for (std::size_t i = 0; i < header.tensors.size(); ++i) {
+    const SafetensorsTensorInfo& info = header.tensors[i];
+    const std::size_t at = state.by_path.at(info.name);
+    state.entries[at].location = TensorLocation{state.name, {}, header.data_offset + info.begin};
+    state.direct[at] = 1;
+  }
+  if (header.metadata) {
+    Dict metadata;
+    for (const auto& [key, value] : *header.metadata) metadata.set(key, value);
+    state.metadata = Value(std::move(metadata));
+  }
+}
+
+/// .npy: the header read by ranges, the meta tensor, and its location.
+inline void open_npy(CheckpointState& state) {
+  const SourceBytes& source = *state.bytes;
+  const NpyHeader header =
+      read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
+                      source.size(), state.options.npy.max_header_bytes, state.name, {});
+  const Storage meta = meta_storage(static_cast<std::size_t>(header.data_bytes));
+  Tensor tensor(meta, header.dtype, header.shape);
+  if (header.fortran_order && header.shape.size() >= 2) {  // column-major: the strides of the reversed shape
+    Shape strides = header.shape;
+    std::int64_t step = 1;
+    for (std::size_t d = 0; d < header.shape.size(); ++d) {
+      strides[d] = step;
+      step *= header.shape[d];
+    }
+    tensor = Tensor(meta, header.dtype, header.shape, strides);
+  }
+  state.values = Value(tensor);
+  add_entries(state, state.values);
+  state.entries.front().location = TensorLocation{state.name, {}, header.data_offset};
+  state.direct.front() = header.swap_bytes ? 0 : 1;
+}
+
+/// A torch file: the meta load, each storage record a meta stand-in whose owner finds its record again.
+inline void open_torch(CheckpointState& state) {
+  struct Record {
+    std::string member;
+    std::string location;
+    std::uint64_t offset = 0;
+    bool raw = false;
+  };
+  std::unordered_map<const void*, Record> records;
+  LoadOptions meta = state.options;
+  meta.map_location = "meta";
+  meta.select = {};
+  meta.into.clear();
+  meta.torch.storage_source = [&](const StorageRecord& record) -> std::optional<Storage> {
+    Storage stand_in = meta_storage(static_cast<std::size_t>(record.size));
+    records.emplace(stand_in.owner(),
+                    Record{std::string(record.member), std::string(record.location), record.file_offset, record.raw});
+    return stand_in;
+  };
+  state.values =
+      state.source.kind() == Source::Kind::path ? load_torch(state.path, meta) : load_torch(state.memory, meta);
+  add_entries(state, state.values);
+  for (std::size_t i = 0; i < state.entries.size(); ++i) {
+    const Tensor& tensor = state.meta[i];
+    const auto record = records.find(tensor.storage().owner());
+    if (record == records.end()) continue;  // a legacy file's storage
+    state.saved_tags[i] = record->second.location;
+    if (!record->second.raw || !tensor.is_contiguous()) continue;  // deflated: its bytes are not in one place
+    state.entries[i].location = TensorLocation{
+        state.name, record->second.member,
+        record->second.offset + static_cast<std::uint64_t>(tensor.storage_offset()) * tensor.element_size()};
+    state.direct[i] = 1;
+  }
+}
+
+/// .npz: the meta load, then each stored member's .npy header for its location.
+inline void open_npz(CheckpointState& state) {
+  LoadOptions meta = state.options;
+  meta.map_location = "meta";
+  meta.select = {};
+  meta.into.clear();
+  state.values = state.source.kind() == Source::Kind::path ? load_npz(state.path, meta) : load_npz(state.memory, meta);
+  add_entries(state, state.values);
+  const SourceBytes& source = *state.bytes;
+  const ZipReader zip = ZipReader::open_file(
+      source.size(), state.name,
+      [&](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
+      npz_zip_limits(state.options));
+  for (const ZipEntry& entry : zip.entries()) {
+    if (entry.method != 0 || !entry.name.ends_with(".npy")) continue;
+    const auto found = state.by_path.find(std::string(entry.name.substr(0, entry.name.size() - 4)));
+    if (found == state.by_path.end()) continue;
+    const std::string member(entry.name);
+    const NpyHeader header = read_npy_header(
+        [&](std::uint64_t offset, std::span<std::byte> out) { zip.read_stored_range(entry, offset, out); }, entry.size,
+        state.options.npy.max_header_bytes, state.name, member);
+    state.entries[found->second].location = TensorLocation{state.name, member, entry.data_offset + header.data_offset};
+    state.direct[found->second] = header.swap_bytes ? 0 : 1;
+  }
+}
+
+/// A tensordict tree: the meta load; a leaf's location is its data file where one lies at its key path.
+inline void open_tree(CheckpointState& state) {
+  LoadOptions meta = state.options;
+  meta.map_location = "meta";
+  meta.select = {};
+  meta.into.clear();
+  std::vector<LeftOut> left_out;
+  state.values = to_value(load_memmap(state.path, meta), {.file = state.path, .left_out = &left_out});
+  add_entries(state, state.values);
+  for (CheckpointEntry& entry : state.entries) {
+    std::filesystem::path file = state.path;
+    std::string_view rest = entry.path;
+    while (true) {
+      const std::size_t slash = rest.find('/');
+      const std::string_view key = rest.substr(0, slash);
+      if (slash == std::string_view::npos) {
+        file /= td::encode_key(key) + ".memmap";
+        break;
+      }
+      file /= td::encode_key(key);
+      rest.remove_prefix(slash + 1);
+    }
+    std::error_code error;
+    if (std::filesystem::is_regular_file(file, error) && std::filesystem::file_size(file, error) >= entry.nbytes &&
+        !error) {
+      entry.location = TensorLocation{file, {}, 0};
+    }
+  }
+}
+
+/// The "metadata" member of the index at `index`, as a Value (None when it has none).
+[[nodiscard]] inline Value index_metadata(const std::filesystem::path& index, std::uint64_t max_bytes) {
+  const FileHandle file = FileHandle::open(index, OpenMode::read);
+  const std::uint64_t size = file.size();
+  if (size > max_bytes) {
+    throw LimitError(
+        "the index takes " + std::to_string(size) + " bytes; expected at most " + std::to_string(max_bytes),
+        {.file = index});
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  file.read_exact(0, std::as_writable_bytes(std::span(text)));
+  JsonReader json(text, index);
+  const Value document = td::parse_json_document(json);
+  if (!document.is_dict()) return Value();
+  const Value* metadata = document.as_dict().find(std::string_view("metadata"));
+  return metadata != nullptr ? *metadata : Value();
+}
+
+inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions& options);
+
+/// A sharded checkpoint: every shard opened, the entries in the index's order with their shards' locations.
+inline void open_shards(CheckpointState& state, const StateDictLayout& layout) {
+  for (const std::filesystem::path& file : layout.files) state.shards.push_back(open_path(file, state.options));
+  state.metadata = index_metadata(layout.index, state.options.limits.max_index_bytes);
+  Dict values;
+  values.ordered = true;
+  std::vector<FormatError> mismatches;
+  std::vector<std::unordered_map<std::string, bool, KeyedStringHash>> listed(layout.files.size());
+  for (const auto& [name, shard] : layout.weight_map) listed[shard].emplace(name, true);
+  for (const auto& [name, shard] : layout.weight_map) {
+    const Checkpoint& opened = state.shards[shard];
+    const CheckpointEntry* entry = opened.find(name);
+    if (entry == nullptr) {
+      mismatches.emplace_back("tensor \"" + name + "\" is listed in the index but missing from its shard",
+                              ErrorLocation{.file = layout.files[shard], .member = name});
+      continue;
+    }
+    state.by_path.emplace(name, state.entries.size());
+    state.entries.push_back(*entry);
+    state.shard_of.push_back(shard);
+    const Tensor meta(meta_storage(static_cast<std::size_t>(entry->nbytes)), entry->dtype, entry->shape);
+    state.meta.push_back(meta);
+    state.saved_tags.emplace_back("cpu");
+    state.direct.push_back(0);
+    values.set(name, meta);
+  }
+  if (!state.options.sharded.allow_unlisted) {
+    for (std::size_t k = 0; k < state.shards.size(); ++k) {
+      for (const CheckpointEntry& entry : state.shards[k].entries()) {
+        if (listed[k].contains(entry.path)) continue;
+        mismatches.emplace_back("the shard holds tensor \"" + entry.path +
+                                    "\", which the index does not list; expected only the index's names (or "
+                                    ".sharded.allow_unlisted = true)",
+                                ErrorLocation{.file = layout.files[k], .member = entry.path});
+      }
+    }
+  }
+  report_mismatches(mismatches, layout.index, state.options.sharded.mismatches);
+  state.values = Value(std::move(values));
+}
+
+/// Opens the format-specific index of a state whose source bytes (when any) are open.
+inline void open_index(CheckpointState& state) {
+  switch (state.format) {
+    case FileFormat::safetensors: open_safetensors(state); break;
+    case FileFormat::npy: open_npy(state); break;
+    case FileFormat::torch_zip:
+    case FileFormat::torch_legacy: open_torch(state); break;
+    case FileFormat::npz: open_npz(state); break;
+    case FileFormat::tensordict: open_tree(state); break;
+    case FileFormat::unknown:
+      throw FormatError("not a format tensorfile reads; expected a torch, safetensors, .npy or .npz file",
+                        {.file = state.name, .offset = 0});
+  }
+}
+
+/// open_index(), its errors naming the source.
+inline void open_format(CheckpointState& state) {
+  try {
+    open_index(state);
+  } catch (const Error&) {
+    rethrow_naming_source(state.name);
+  }
+}
+
+/// With `mmap`: the one mapping (or borrowed bytes) that tensors read by range view.
+inline void map_views(CheckpointState& state) {
+  if (!state.options.mmap || state.bytes == nullptr) return;
+  const SourceBytes& source = *state.bytes;
+  if (source.file().valid()) {
+    if (source.size() != 0) {
+      state.views = Storage(MmapBackend(source.file(), static_cast<std::size_t>(source.size()), *state.options.mmap));
+    }
+  } else if (source.held().defined()) {
+    state.views = source.held();
+  } else if (!state.memory.empty() || source.reader() == nullptr) {
+    state.views = Storage(BorrowedBackend(state.memory));
+  } else if (const auto mapped = source.reader()->mapped()) {
+    state.views = Storage(BorrowedBackend(*mapped));
+  }
+}
+
+/// The first bytes of an opened source, for detect_format.
+[[nodiscard]] inline std::vector<std::byte> source_head(const SourceBytes& source) {
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(source.size(), format_sniff_bytes)));
+  source.read_exact(0, head);
+  return head;
+}
+
+/// open() of a state whose source is set.
+[[nodiscard]] inline Checkpoint open_state(std::shared_ptr<CheckpointState> state) {
+  open_format(*state);
+  map_views(*state);
+  return Checkpoint(std::move(state));
+}
+
+inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions& options) {
+  auto state = std::make_shared<CheckpointState>();
+  state->options = options;
+  const StateDictLayout layout = resolve_state_dict(path, options.limits.max_index_bytes);
+  state->format = layout.format;
+  if (layout.sharded()) {
+    state->sharded = true;
+    state->path = layout.index;
+    state->name = layout.index.string();
+    state->source = Source(layout.index);
+    open_shards(*state, layout);
+    return Checkpoint(std::move(state));
+  }
+  state->path = layout.files.empty() ? path : layout.files.front();
+  state->name = state->path.string();
+  state->source = Source(state->path);
+  if (layout.format != FileFormat::tensordict) {
+    state->bytes = std::make_unique<SourceBytes>(state->source, options.mmap == MapMode::shared);
+  }
+  return open_state(std::move(state));
+}
+
+/// Checkpoint::tensor().
+inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
+  const std::size_t i = entry_index(state, path);
+  if (state.sharded) return state.shards[state.shard_of[i]].tensor(path);
+  if (reads_directly(state, i)) return read_direct(state, i);
+  LoadOptions options = state.options;
+  options.select = select_one(path);
+  options.select_drops = true;
+  options.into.clear();
+  const Value loaded = load_with(state, options);
+  for (const auto& [name, tensor] : named_tensors(loaded)) {
+    if (name == path) return tensor;
+  }
+  refuse_unknown_path(state, path);
+}
+
+/// Checkpoint::read_into().
+inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer) {
+  const std::size_t i = entry_index(state, path);
+  if (state.sharded) return state.shards[state.shard_of[i]].read_into(path, buffer);
+  const CheckpointEntry& entry = state.entries[i];
+  const auto refuse = [&](const std::string& why) {
+    throw ArgumentError("the buffer for \"" + std::string(path) + "\" " + why, {.file = state.name});
+  };
+  if (!buffer.defined()) refuse("is undefined; expected a tensor");
+  if (buffer.dtype() != entry.dtype || buffer.sizes() != entry.shape) {
+    refuse("is " + std::string(dtype_name(buffer.dtype())) + " " + shape_string(buffer.sizes()) + "; expected " +
+           std::string(dtype_name(entry.dtype)) + " " + shape_string(entry.shape));
+  }
+  if (!buffer.is_contiguous() || !buffer.is_writable()) refuse("is not contiguous and writable");
+  if (buffer.device().is_cpu()) {
+    const bool to_host = state.options.map_location.function() == nullptr &&
+                         Device::parse(state.options.map_location.target_tag(state.saved_tags[i])).is_cpu();
+    if (to_host && reads_directly(state, i)) {
+      const std::span<std::byte> out(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes));
+      if (state.views.defined()) {
+        if (!out.empty()) std::memcpy(out.data(), state.views.data() + entry.location->offset, out.size());
+      } else {
+        state.bytes->read_exact(entry.location->offset, out);
+      }
+      return;
+    }
+    const Tensor loaded = read_tensor(state, path);
+    if (!loaded.device().is_cpu()) refuse("is on the host; expected it on " + loaded.device().str());
+    loaded.copy_into(std::span<std::byte>(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes)));
+    return;
+  }
+  LoadOptions options = state.options;  // a device buffer: the loader's `into`
+  options.select = select_one(path);
+  options.select_drops = true;
+  options.into = {{std::string(path), buffer}};
+  (void)load_with(state, options);
+}
+
+}  // namespace detail
+
+TENSORFILE_ENTRY Checkpoint::Checkpoint(std::shared_ptr<const detail::CheckpointState> state)
+    : state_(std::move(state)) {}
+TENSORFILE_ENTRY FileFormat Checkpoint::format() const noexcept { return state_->format; }
+TENSORFILE_ENTRY bool Checkpoint::sharded() const noexcept { return state_->sharded; }
+TENSORFILE_ENTRY const std::string& Checkpoint::name() const noexcept { return state_->name; }
+TENSORFILE_ENTRY const LoadOptions& Checkpoint::options() const noexcept { return state_->options; }
+TENSORFILE_ENTRY const std::vector<CheckpointEntry>& Checkpoint::entries() const noexcept { return state_->entries; }
+TENSORFILE_ENTRY const Value& Checkpoint::values() const noexcept { return state_->values; }
+TENSORFILE_ENTRY const Value& Checkpoint::metadata() const noexcept { return state_->metadata; }
+
+TENSORFILE_ENTRY const CheckpointEntry* Checkpoint::find(std::string_view path) const {
+  const auto it = state_->by_path.find(std::string(path));
+  return it == state_->by_path.end() ? nullptr : &state_->entries[it->second];
+}
+
+TENSORFILE_ENTRY Tensor Checkpoint::tensor(std::string_view path) const { return detail::read_tensor(*state_, path); }
+
+TENSORFILE_ENTRY void Checkpoint::read_into(std::string_view path, const Tensor& buffer) const {
+  detail::read_into_buffer(*state_, path, buffer);
+}
+
+TENSORFILE_ENTRY Value Checkpoint::load(const TensorSelect& select) const {
+  LoadOptions options = state_->options;
+  options.select = select;
+  return detail::load_with(*state_, options);
+}
+
+TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*state_, state_->options); }
+
+TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
+  if (source.kind() == Source::Kind::path) return detail::open_path(source.path(), options);
+  auto state = std::make_shared<detail::CheckpointState>();
+  state->options = options;
+  state->source = source;
+  state->name = source.name();
+  state->bytes = std::make_unique<detail::SourceBytes>(source, false);
+  const detail::SourceBytes& bytes = *state->bytes;
+  state->memory = bytes.memory();
+  state->owns_memory = bytes.held().defined();
+  const std::vector<std::byte> head = detail::source_head(bytes);
+  state->format = detect_format(head);
+  if (state->format == FileFormat::unknown && detail::looks_like_json_object(head)) {
+    throw ArgumentError("a sharded checkpoint's index needs a path (its shards are files beside it); expected a path",
+                        {.file = state->name});
+  }
+  const bool ranged = state->format == FileFormat::safetensors || state->format == FileFormat::npy;
+  RangeReader* reader = bytes.reader();
+  if (reader != nullptr) {
+    const std::optional<std::span<const std::byte>> mapped = reader->mapped();
+    if (options.mmap && !mapped) {
+      throw ArgumentError("the reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
+                          {.file = state->name});
+    }
+    if (!ranged && state->format != FileFormat::unknown) {  // zip and pickle formats: parsed as memory
+      if (mapped) {
+        state->memory = *mapped;
+      } else {
+        const Storage whole = bytes.whole();  // the handle's views keep it alive
+        state->memory = {whole.data(), whole.size_bytes()};
+        state->owns_memory = true;
+        state->bytes = std::make_unique<detail::SourceBytes>(Source::memory(state->memory, state->name), false);
+        detail::open_format(*state);
+        state->views = whole;
+        return Checkpoint(std::move(state));
+      }
+    }
+  }
+  return detail::open_state(std::move(state));
+}
+
+TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
+  if (source.kind() == Source::Kind::path) {
+    const std::filesystem::path& path = source.path();
+    std::error_code error;
+    if (!std::filesystem::is_directory(path, error)) {
+      switch (detect_format(path)) {
+        case FileFormat::torch_zip:
+        case FileFormat::torch_legacy: return load_torch(path, options);
+        case FileFormat::safetensors: return load_safetensors(path, options);
+        case FileFormat::npz: return load_npz(path, options);
+        default: break;  // .npy (select) and indexes: through open()
+      }
+    }
+  }
+  return open(source, options).load_all();
+}
+
+namespace detail {
+
+/// What save() writes for `destination` and `options`, and for a sharded save the prefix.
+struct SaveTarget {
+  FileFormat format = FileFormat::unknown;
+  bool sharded = false;
+  std::filesystem::path directory{};  // sharded: where the shards go
+  std::string prefix{};               // sharded: the files' prefix
+};
+
+[[nodiscard]] inline SaveTarget save_target(const std::filesystem::path& destination, const SaveOptions& options) {
+  const std::string name = destination.filename().string();
+  const bool ends_in_slash = !destination.empty() && destination.native().back() == '/';
+  constexpr std::string_view index_suffix = ".safetensors.index.json";
+  if (name.size() > index_suffix.size() && name.ends_with(index_suffix) &&
+      (!options.format || options.format == FileFormat::safetensors)) {
+    return {FileFormat::safetensors, true, destination.parent_path(),
+            name.substr(0, name.size() - index_suffix.size())};
+  }
+  std::error_code error;
+  const bool directory = ends_in_slash || std::filesystem::is_directory(destination, error);
+  if (options.format) {
+    if (*options.format == FileFormat::safetensors && directory) {
+      return {FileFormat::safetensors, true, destination, options.sharded.prefix};
+    }
+    return {*options.format, false, {}, {}};
+  }
+  const std::string extension = destination.extension().string();
+  if (extension == ".pt" || extension == ".pth" || extension == ".bin") return {FileFormat::torch_zip};
+  if (extension == ".safetensors") return {FileFormat::safetensors};
+  if (extension == ".npy") return {FileFormat::npy};
+  if (extension == ".npz") return {FileFormat::npz};
+  if (extension.empty() || ends_in_slash) return {FileFormat::tensordict};
+  throw ArgumentError("save() does not know the extension \"" + extension +
+                          "\"; expected .pt, .pth or .bin (torch zip), .safetensors, .safetensors.index.json "
+                          "(sharded), .npy, .npz, no extension or a trailing '/' (a tensordict tree), or "
+                          "SaveOptions::format",
+                      {.file = destination});
+}
+
+}  // namespace detail
+
+TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& destination, const SaveOptions& options) {
+  const detail::SaveTarget target = detail::save_target(destination, options);
+  switch (target.format) {
+    case FileFormat::torch_zip: return save_torch(value, destination, options);
+    case FileFormat::safetensors:
+      if (target.sharded) {
+        SaveOptions sharded = options;
+        sharded.sharded.prefix = target.prefix;
+        (void)save_safetensors_sharded(value, target.directory.empty() ? "." : target.directory, sharded);
+        return;
+      }
+      return save_safetensors(value, destination, options);
+    case FileFormat::npy: {
+      if (value.is_tensor()) return save_npy(value.as_tensor(), destination, options);
+      const NamedTensors tensors = named_tensors(value);
+      if (tensors.size() != 1) {
+        throw ArgumentError(
+            "a .npy holds one tensor; expected a tensor, got a tree of " + std::to_string(tensors.size()) + " tensors",
+            {.file = destination});
+      }
+      return save_npy(tensors.front().second, destination, options);
+    }
+    case FileFormat::npz: return save_npz(value, destination, options);
+    case FileFormat::tensordict: return save_memmap(to_tensordict(value, {.file = destination}), destination, options);
+    case FileFormat::torch_legacy:
+    case FileFormat::unknown: break;
+  }
+  throw ArgumentError("save() does not write " + std::string(format_name(target.format)) +
+                          " files; expected SaveOptions::format torch_zip, safetensors, npy, npz or tensordict",
+                      {.file = destination});
+}
+
+TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::path& destination,
+                           const SaveOptions& options) {
+  Dict dict;
+  dict.ordered = true;
+  for (const auto& [name, tensor] : tensors) dict.set(name, tensor);
+  save(Value(std::move(dict)), destination, options);
+}
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS

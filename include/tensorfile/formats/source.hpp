@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+// Where a load's bytes come from: a path, a memory span, a std::istream or a ranged reader (remote storage plugs
+// in there), one Source value every front-door entry point takes, and the one internal reader they funnel into.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tensorfile/config.hpp"
+
+namespace tensorfile {
+
+/// A reader of byte ranges that the caller implements: a file on remote storage, a cache, a custom container.
+/// open() and load() read it by ranges where the format allows (safetensors, .npy), else whole (see open()).
+/// `read` is called from several threads at once (different entries read together), so it must be thread-safe.
+class RangeReader {
+ public:
+  RangeReader() = default;
+  RangeReader(const RangeReader&) = default;
+  RangeReader& operator=(const RangeReader&) = default;
+  virtual ~RangeReader() = default;
+
+  /// Reads up to `out.size()` bytes starting at `offset` into `out` and returns how many it read: fewer is
+  /// allowed (a short read is retried from where it stopped), 0 only at the end of the bytes. Throws what it
+  /// likes (a tensorfile::Error naming name() is best); the error reaches the caller unchanged.
+  [[nodiscard]] virtual std::size_t read(std::uint64_t offset, std::span<std::byte> out) = 0;
+  /// The number of bytes, when known without reading them; nullopt: the reader is read to its end once, into
+  /// one heap buffer, before anything is parsed.
+  [[nodiscard]] virtual std::optional<std::uint64_t> size() const { return std::nullopt; }
+  /// What messages call the source (a URL, a path): errors name it where they would name a file.
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// Memory that already holds every byte (size() of them) and lives as long as the reader: `mmap` loads then
+  /// give read-only views of it, no copy. nullopt (the default): the reader cannot be mapped, and `mmap` set
+  /// is an ArgumentError.
+  [[nodiscard]] virtual std::optional<std::span<const std::byte>> mapped() const { return std::nullopt; }
+};
+
+/// The bytes open(), load() and the other front-door functions read: a file path (read with pread, or mapped
+/// when `mmap` is set), a span of memory (the caller keeps it alive as long as the tensors; `mmap` gives
+/// read-only views of it), a std::istream (read to its end into one heap buffer) or a RangeReader (borrowed:
+/// the caller keeps it alive as long as what was opened from it). Converts implicitly from a path, so that
+/// `open("model.pt")` reads naturally; the other kinds have named factories. Copies are cheap and borrow the
+/// same bytes.
+class Source {
+ public:
+  /// Which bytes a Source names.
+  enum class Kind : std::uint8_t {
+    path,    ///< a file or directory
+    memory,  ///< a span the caller owns
+    stream,  ///< a std::istream the caller owns
+    reader,  ///< a RangeReader the caller owns
+  };
+
+  /// A path: a file, or a directory (a tensordict tree, a model folder).
+  TENSORFILE_ENTRY Source(std::filesystem::path path);  // NOLINT(google-explicit-constructor): reads as a path
+  TENSORFILE_ENTRY Source(const char* path);            // NOLINT(google-explicit-constructor)
+  TENSORFILE_ENTRY Source(const std::string& path);     // NOLINT(google-explicit-constructor)
+
+  /// Bytes in memory, borrowed; `name` stands for them in messages (default "<memory>").
+  [[nodiscard]] TENSORFILE_ENTRY static Source memory(std::span<const std::byte> bytes, std::string name = {});
+  /// A stream, borrowed and read to its end when first used; `name` stands for it in messages (default
+  /// "<stream>").
+  [[nodiscard]] TENSORFILE_ENTRY static Source stream(std::istream& in, std::string name = {});
+  /// A ranged reader, borrowed; messages name it by reader.name().
+  [[nodiscard]] TENSORFILE_ENTRY static Source reader(RangeReader& reader);
+
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }                          ///< which bytes
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }  ///< Kind::path: the path
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }  ///< Kind::memory: the bytes
+  [[nodiscard]] std::istream* stream() const noexcept { return stream_; }             ///< Kind::stream: the stream
+  [[nodiscard]] RangeReader* reader() const noexcept { return reader_; }              ///< Kind::reader: the reader
+  /// What messages call the source: the path, the reader's name(), or the name given to memory() / stream().
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+ private:
+  Source() = default;
+
+  Kind kind_ = Kind::path;
+  std::filesystem::path path_{};
+  std::span<const std::byte> bytes_{};
+  std::istream* stream_ = nullptr;
+  RangeReader* reader_ = nullptr;
+  std::string name_{};
+};
+
+}  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS
+#include <algorithm>
+#include <cstring>
+#include <istream>
+#include <utility>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
+#include "tensorfile/core/storage.hpp"
+#include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/stream_input.hpp"
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY Source::Source(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
+TENSORFILE_ENTRY Source::Source(const char* path) : Source(std::filesystem::path(path)) {}
+TENSORFILE_ENTRY Source::Source(const std::string& path) : Source(std::filesystem::path(path)) {}
+
+TENSORFILE_ENTRY Source Source::memory(std::span<const std::byte> bytes, std::string name) {
+  Source source;
+  source.kind_ = Kind::memory;
+  source.bytes_ = bytes;
+  source.name_ = name.empty() ? "<memory>" : std::move(name);
+  return source;
+}
+
+TENSORFILE_ENTRY Source Source::stream(std::istream& in, std::string name) {
+  Source source;
+  source.kind_ = Kind::stream;
+  source.stream_ = &in;
+  source.name_ = name.empty() ? "<stream>" : std::move(name);
+  return source;
+}
+
+TENSORFILE_ENTRY Source Source::reader(RangeReader& reader) {
+  Source source;
+  source.kind_ = Kind::reader;
+  source.reader_ = &reader;
+  source.name_ = reader.name();
+  return source;
+}
+
+namespace detail {
+
+/// The one reader every Source funnels into: ranges of a file (pread), of memory, or of a RangeReader, each
+/// range read whole or refused with a FormatError naming the source and the offset. A stream, and a reader
+/// without a size, are read whole into one heap storage first and then read as memory. Reads are thread-safe
+/// (pread, memcpy, or the RangeReader's own contract).
+class SourceBytes {
+ public:
+  /// Opens `source` (a path read-write when `writable`, for MapMode::shared); a directory is not opened.
+  SourceBytes(const Source& source, bool writable) : name_(source.name()) {
+    switch (source.kind()) {
+      case Source::Kind::path:
+        file_ = FileHandle::open(source.path(), writable ? OpenMode::read_write : OpenMode::read);
+        size_ = file_.size();
+        break;
+      case Source::Kind::memory:
+        memory_ = source.bytes();
+        size_ = memory_.size();
+        break;
+      case Source::Kind::stream: hold(read_stream_to_heap(*source.stream())); break;
+      case Source::Kind::reader:
+        reader_ = source.reader();
+        if (const std::optional<std::uint64_t> size = reader_->size()) {
+          size_ = *size;
+        } else {
+          hold(read_all(*reader_));
+          reader_ = nullptr;
+        }
+        break;
+    }
+  }
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }  ///< the source's name
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }       ///< bytes in all
+  /// The open file (a path source); invalid otherwise.
+  [[nodiscard]] const FileHandle& file() const noexcept { return file_; }
+  /// Bytes in memory that hold the whole source (memory, stream, a reader read whole); empty for a file or a
+  /// reader read by ranges.
+  [[nodiscard]] std::span<const std::byte> memory() const noexcept { return memory_; }
+  /// The heap storage a stream or unsized reader was read into; undefined otherwise.
+  [[nodiscard]] const Storage& held() const noexcept { return held_; }
+  /// The reader read by ranges; null otherwise.
+  [[nodiscard]] RangeReader* reader() const noexcept { return reader_; }
+
+  /// Reads exactly `out.size()` bytes at `offset`; a source that ends first is a FormatError naming it.
+  void read_exact(std::uint64_t offset, std::span<std::byte> out) const {
+    if (offset > size_ || out.size() > size_ - offset) {
+      throw FormatError("the source is truncated; expected " + std::to_string(out.size()) + " bytes, got " +
+                            std::to_string(offset > size_ ? 0 : size_ - offset),
+                        {.file = name_, .offset = offset});
+    }
+    if (file_.valid()) {
+      file_.read_exact(offset, out);
+    } else if (reader_ != nullptr) {
+      std::size_t done = 0;
+      while (done < out.size()) {
+        const std::size_t n = reader_->read(offset + done, out.subspan(done));
+        if (n == 0 || n > out.size() - done) {
+          throw FormatError(
+              "the reader ended early; expected " + std::to_string(out.size()) + " bytes, got " + std::to_string(done),
+              {.file = name_, .offset = offset + done});
+        }
+        done += n;
+      }
+    } else if (!out.empty()) {
+      std::memcpy(out.data(), memory_.data() + offset, out.size());
+    }
+  }
+
+  /// The whole source in memory: the bytes it already has, else one new heap storage read with read_exact.
+  [[nodiscard]] Storage whole() const {
+    if (held_.defined()) return held_;
+    Storage all = heap_storage(static_cast<std::size_t>(size_), false);
+    read_exact(0, {all.mutable_data(), all.size_bytes()});
+    return all;
+  }
+
+ private:
+  void hold(Storage storage) {
+    held_ = std::move(storage);
+    memory_ = {held_.data(), held_.size_bytes()};
+    size_ = memory_.size();
+  }
+
+  // A reader without a size, read to its end in doubling chunks.
+  [[nodiscard]] static Storage read_all(RangeReader& reader) {
+    std::vector<std::byte> bytes(std::size_t{1} << 16);
+    std::size_t done = 0;
+    while (true) {
+      if (done == bytes.size()) bytes.resize(bytes.size() * 2);
+      const std::size_t n = reader.read(done, std::span(bytes).subspan(done));
+      if (n == 0) break;
+      done += std::min(n, bytes.size() - done);
+    }
+    Storage all = heap_storage(done, false);
+    if (done != 0) std::memcpy(all.mutable_data(), bytes.data(), done);
+    return all;
+  }
+
+  std::string name_;
+  FileHandle file_;
+  std::span<const std::byte> memory_{};
+  Storage held_{};
+  RangeReader* reader_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace detail
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
