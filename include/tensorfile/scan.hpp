@@ -14,7 +14,7 @@
 #include "tensorfile/config.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/torch/detail/verdict.hpp"
+#include "tensorfile/formats/torch/verdict.hpp"
 
 namespace tensorfile {
 

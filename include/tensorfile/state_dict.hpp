@@ -20,10 +20,6 @@
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/options.hpp"
 
-namespace tensorfile::detail {
-class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
-}  // namespace tensorfile::detail
-
 namespace tensorfile {
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
@@ -67,6 +63,7 @@ inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.
                                                                                                   << 28);
 
 namespace detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
 
 /// Loads one torch or safetensors file already open (named by the path in messages), by its format: load_state_dict
 /// reads each with load_one_file, cuda::load_state_dict streams each to the device.

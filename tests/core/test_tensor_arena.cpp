@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <tensorfile/core/detail/tensor_arena.hpp>
 #include <tensorfile/core/heap_backend.hpp>
-#include <tensorfile/core/tensor_arena.hpp>
 
 #include <cstdint>
 #include <memory>

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Fails when a header under include/tensorfile includes a tensorfile header of a higher layer or of another format.
-"""Check the layering of tensorfile's public headers.
+# Fails when a header under include/tensorfile includes a tensorfile header of a higher layer or of another format,
+# or when a header's namespaces do not match its folder.
+"""Check the layering of tensorfile's headers, and that their folders say what is public.
 
 Layers, low to high (a header may include its own layer and the layers below it):
   detail/**                       the leaf layer: only detail/**, core/error.hpp and core/file_modes.hpp
   core/                           dtype, device, storage, tensor, value, print
   backends/                       storage owners (mmap, borrowed)
   io/, formats/<X>/, interop/     siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
-                                  (formats/<X>/detail/ counts as formats/<X>/; formats/format.hpp, if present,
-                                  is shared by every format and includes only core/ and detail/)
+                                  (formats/<X>/detail/ counts as formats/<X>/; formats/*.hpp and formats/detail/
+                                  are shared by every format and include only core/, detail/ and each other)
   cuda/                           the device backend and streaming loader
-  tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp, state_dict.hpp and checkpoint.hpp,
-                                  which span every format
+  tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp,
+                                  state_dict.hpp and checkpoint.hpp, which span every format
   version.hpp, config.hpp         include nothing, included by anyone
 
-Forwarding headers (kept at moved public paths for one release) are exempt as includers.
+Namespaces match folders: a header in a detail/ folder declares only in a `detail` namespace (outside its
+`#if TENSORFILE_DEFINITIONS` block, where the bodies of public functions may stand); any other header is public and
+opens on its API, so the first namespace it opens is not a `detail` one.
 
 Usage: check_layers.py [INCLUDE_DIR]      check the tree (default: include/ next to tests/)
        check_layers.py --self-test        check a temporary tree with known good and bad includes
@@ -27,7 +30,9 @@ import sys
 import tempfile
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](tensorfile/[^">]+)[">]')
-FORWARDING_MARK = "Forwarding header"
+NAMESPACE_RE = re.compile(r"^namespace ([A-Za-z_:]+) \{")
+CLOSE_RE = re.compile(r"^\}  // namespace\b")
+DEFINITIONS_RE = re.compile(r"^#if TENSORFILE_DEFINITIONS\b")
 
 DETAIL, CORE, BACKENDS, SIBLINGS, CUDA, UMBRELLA = range(6)
 LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/, formats/ and interop/",
@@ -64,7 +69,7 @@ def classify(header):
     if top == "interop":  # exchange with other frameworks (DLPack): core/ and backends/ only
         return (SIBLINGS, "interop")
     if top == "formats":
-        if len(rest) == 2:
+        if len(rest) == 2 or rest[1] == "detail":
             return (SIBLINGS, "formats-root")
         return (SIBLINGS, "formats/" + rest[1])
     if top == "cuda":
@@ -105,6 +110,35 @@ def rule_broken(includer, included):
     return None
 
 
+def namespace_rules_broken(header, text):
+    """(line, rule) for each namespace of `header` (its text) that does not match its folder."""
+    in_detail_folder = "detail" in header.split("/")[:-1]
+    broken = []
+    opened = []  # the namespaces open at each line, outermost first (closed by clang-format's "}  // namespace")
+    first = True
+    in_definitions = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if DEFINITIONS_RE.match(line):
+            in_definitions = True
+        if CLOSE_RE.match(line) and opened:
+            opened.pop()
+            continue
+        match = NAMESPACE_RE.match(line)
+        if not match:
+            continue
+        name = match.group(1)
+        is_detail = any("detail" in outer.split("::") for outer in opened + [name])
+        opened.append(name)
+        if in_detail_folder and not is_detail and not in_definitions:
+            broken.append((number, f"namespace {name} in a detail/ folder: its declarations belong in a detail "
+                                   "namespace (or the header in a public folder)"))
+        if not in_detail_folder and first and is_detail:
+            broken.append((number, f"a public header opens on namespace {name}: its API comes first (or the header "
+                                   "belongs in a detail/ folder)"))
+        first = False
+    return broken
+
+
 def check(include_dir):
     """Print each violation as file:line: rule and a summary line; return the includers, one per violation."""
     include_dir = pathlib.Path(include_dir)
@@ -114,8 +148,9 @@ def check(include_dir):
     for path in headers:
         includer = path.relative_to(include_dir).as_posix()
         text = path.read_text(encoding="utf-8")
-        if FORWARDING_MARK in "\n".join(text.splitlines()[:5]):
-            continue
+        for number, broken in namespace_rules_broken(includer, text):
+            violations.append(includer)
+            print(f"{path}:{number}: {broken}")
         for number, line in enumerate(text.splitlines(), start=1):
             match = INCLUDE_RE.match(line)
             if not match:
@@ -144,15 +179,33 @@ SELF_TEST_TREE = {
     "tensorfile/io/from_file.hpp": (["tensorfile/backends/mmap.hpp", "tensorfile/formats/x/load.hpp"], 1),
     "tensorfile/formats/format.hpp": (["tensorfile/core/tensor.hpp", "tensorfile/backends/mmap.hpp"], 1),
     "tensorfile/formats/x/load.hpp": (["tensorfile/formats/format.hpp", "tensorfile/formats/x/detail/p.hpp",
-                                       "tensorfile/formats/y/load.hpp", "tensorfile/version.hpp"], 1),
+                                       "tensorfile/formats/y/load.hpp", "tensorfile/version.hpp"], 2),
     "tensorfile/formats/x/detail/p.hpp": (["tensorfile/formats/x/load.hpp", "tensorfile/cuda/backend.hpp",
                                            "tensorfile/formats/x/missing.hpp"], 2),
     "tensorfile/formats/y/load.hpp": (["tensorfile/io/from_file.hpp"], 1),
-    "tensorfile/formats/y/old.hpp": (["tensorfile/cuda/backend.hpp"], 0),  # a forwarding header
+    "tensorfile/formats/y/detail/d.hpp": (["tensorfile/formats/y/load.hpp"], 0),
+    "tensorfile/formats/detail/shared.hpp": (["tensorfile/core/error.hpp"], 0),
+    "tensorfile/formats/y/uses_shared.hpp": (["tensorfile/formats/detail/shared.hpp"], 0),
     "tensorfile/cuda/backend.hpp": (["tensorfile/formats/x/load.hpp", "tensorfile/tensorfile.hpp"], 1),
     "tensorfile/tensorfile.hpp": (["tensorfile/formats/y/load.hpp", "tensorfile/cuda/backend.hpp"], 1),
     "tensorfile/cuda.hpp": (["tensorfile/tensorfile.hpp", "tensorfile/cuda/backend.hpp"], 0),
     "tensorfile/misc/z.hpp": (["tensorfile/core/error.hpp"], 1),
+    "tensorfile/detail/bytes/c.hpp": ([], 1),
+}
+
+
+# Namespaces planted in the self-test tree: each header's count in SELF_TEST_TREE includes these.
+NAMESPACE_PLANTS = {
+    # a public header opening on detail (1), and one whose detail part follows its API (0)
+    "tensorfile/formats/x/load.hpp": ["namespace tensorfile::detail {", "}  // namespace tensorfile::detail",
+                                      "namespace tensorfile {", "}  // namespace tensorfile"],
+    "tensorfile/formats/y/load.hpp": ["namespace tensorfile {", "}  // namespace tensorfile",
+                                      "namespace tensorfile::detail {", "}  // namespace tensorfile::detail"],
+    # a detail header declaring public names (1), and one defining a public function in its definitions (0)
+    "tensorfile/detail/bytes/c.hpp": ["namespace tensorfile {", "}  // namespace tensorfile"],
+    "tensorfile/formats/y/detail/d.hpp": ["namespace tensorfile::detail {", "namespace impl {", "}  // namespace impl",
+                                          "}  // namespace tensorfile::detail", "#if TENSORFILE_DEFINITIONS",
+                                          "namespace tensorfile {", "}  // namespace tensorfile", "#endif"],
 }
 
 
@@ -164,9 +217,8 @@ def self_test():
             path = pathlib.Path(root) / header
             path.parent.mkdir(parents=True, exist_ok=True)
             lines = ["// SPDX-License-Identifier: MIT"]
-            if header.endswith("/old.hpp"):
-                lines.append("// Forwarding header: moved to <tensorfile/cuda/backend.hpp>.")
             lines += [f'#include "{name}"' for name in included]
+            lines += NAMESPACE_PLANTS.get(header, [])
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         reported = check(root)
     found = {header: reported.count(header) for header in set(reported)}

@@ -16,9 +16,6 @@
 
 namespace tensorfile {
 
-/// The name MapMode had before it was shared by every entry point; goes away in the next minor release.
-using MmapMode = MapMode;
-
 /// Owns one mapping of a file; every Storage sliced from it keeps the mapping alive.
 class MmapBackend {
  public:

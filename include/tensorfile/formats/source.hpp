@@ -101,7 +101,7 @@ class Source {
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/formats/stream_input.hpp"
+#include "tensorfile/formats/detail/stream_input.hpp"
 
 namespace tensorfile {
 

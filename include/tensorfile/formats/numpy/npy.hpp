@@ -66,8 +66,8 @@ TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/detail/posix/direct_reads.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/detail/heap_reads.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/heap_reads.hpp"
 
 namespace tensorfile {
 

@@ -18,13 +18,32 @@
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/metadata.hpp"
 
-namespace tensorfile::detail {
-class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
-}  // namespace tensorfile::detail
-
 namespace tensorfile {
 
+/// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
+/// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see
+/// safetensors_metadata). The header is validated in full before any data is read. Data goes to one
+/// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
+/// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
+/// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
+/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
+/// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
+/// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
+/// read, DeviceError when map_location names a missing device. With `select`, only the kept tensors' bytes are
+/// read (heap: one pread each; mmap: only they become views); the header is still validated whole.
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path,
+                                                      const LoadOptions& options = {});
+
+/// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
+/// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes,
+                                                      const LoadOptions& options = {});
+
+/// Loads from a stream, read to its end into one heap buffer the tensors then share.
+[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options = {});
+
 namespace detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
 
 /// The ordered name -> Tensor dict of a validated header, tensor i on `storage_of(i) -> Storage`, with
 /// the header's `__metadata__` in the dict's attributes. `storage_of` is asked only for the tensors `select`
@@ -61,28 +80,6 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 
 }  // namespace detail
 
-/// Loads a .safetensors file as an OrderedDict of name -> Tensor in the order of its header, the shape
-/// a state_dict load has, with `__metadata__` (a dict of str) in the dict's attributes (see
-/// safetensors_metadata). The header is validated in full before any data is read. Data goes to one
-/// heap buffer the tensors share (a tensor not aligned to its element size, possible only in files
-/// written unsorted, gets its own copy), or with `.mmap` set tensors are zero-copy views into one
-/// mapping of the file in that MapMode (unaligned ones too). `.map_location` = "meta" reads the header
-/// only; a CUDA device copies each tensor through Tensor::to (<tensorfile/cuda.hpp>); the streaming
-/// loader, cuda::load_safetensors, reads the file to the device through a bounded pinned ring instead. Throws
-/// FormatError for invalid or hostile input, UnsupportedError for sub-byte dtypes, IoError when the file cannot be
-/// read, DeviceError when map_location names a missing device. With `select`, only the kept tensors' bytes are
-/// read (heap: one pread each; mmap: only they become views); the header is still validated whole.
-[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path,
-                                                      const LoadOptions& options = {});
-
-/// Loads from bytes in memory: tensors are copied to the heap, or with `.mmap` set (any mode) are
-/// zero-copy read-only views into `bytes` (the caller keeps them alive as long as the tensors).
-[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes,
-                                                      const LoadOptions& options = {});
-
-/// Loads from a stream, read to its end into one heap buffer the tensors then share.
-[[nodiscard]] TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options = {});
-
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS
@@ -95,9 +92,9 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/detail/posix/file.hpp"
-#include "tensorfile/formats/heap_reads.hpp"
+#include "tensorfile/formats/detail/heap_reads.hpp"
+#include "tensorfile/formats/detail/stream_input.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"
-#include "tensorfile/formats/stream_input.hpp"
 
 namespace tensorfile {
 

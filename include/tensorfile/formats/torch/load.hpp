@@ -17,35 +17,7 @@
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/options.hpp"
 
-namespace tensorfile::detail {
-class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
-}  // namespace tensorfile::detail
-
 namespace tensorfile {
-
-namespace detail {
-
-// Used outside this header's definitions: by load_state_dict and by <tensorfile/cuda.hpp>'s streamed loads.
-
-/// load_torch(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
-/// messages. load_state_dict opens shards below their directory and comes here.
-TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
-                                       const LoadOptions& options);
-/// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
-[[nodiscard]] TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept;
-/// The caller's bytes of an `into` tensor, as a storage.
-[[nodiscard]] TENSORFILE_ENTRY Storage buffer_of(const Tensor& t);
-/// Why `buffer` cannot take the values of the file's tensor `t` once loaded to `device` (LoadOptions::into); empty
-/// when it can.
-[[nodiscard]] TENSORFILE_ENTRY std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer);
-/// Throws the ArgumentError of an `into` buffer that cannot be filled, naming its path and the file.
-[[noreturn]] TENSORFILE_ENTRY void refuse_into(const std::string& path, const std::string& why,
-                                               const std::filesystem::path& file);
-/// The tensors of `v` at the paths `options.into` names (those it holds), by path.
-[[nodiscard]] TENSORFILE_ENTRY std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
-                                                                                       const LoadOptions& options);
-
-}  // namespace detail
 
 /// Loads a torch.save file (zip or legacy format) as torch.load does, without running any code:
 /// only tensors, containers and plain values are built (strict mode). Storages are read into heap
@@ -73,6 +45,31 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 
 /// Loads from a stream, read to its end into one heap buffer that the loaded storages then share.
 [[nodiscard]] TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options = {});
+
+namespace detail {
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
+
+// Used outside this header's definitions: by load_state_dict and by <tensorfile/cuda.hpp>'s streamed loads.
+
+/// load_torch(path) of a file already open for reading (read-write for MapMode::shared); `path` names it in
+/// messages. load_state_dict opens shards below their directory and comes here.
+TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
+                                       const LoadOptions& options);
+/// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
+[[nodiscard]] TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept;
+/// The caller's bytes of an `into` tensor, as a storage.
+[[nodiscard]] TENSORFILE_ENTRY Storage buffer_of(const Tensor& t);
+/// Why `buffer` cannot take the values of the file's tensor `t` once loaded to `device` (LoadOptions::into); empty
+/// when it can.
+[[nodiscard]] TENSORFILE_ENTRY std::string into_mismatch(const Tensor& t, Device device, const Tensor& buffer);
+/// Throws the ArgumentError of an `into` buffer that cannot be filled, naming its path and the file.
+[[noreturn]] TENSORFILE_ENTRY void refuse_into(const std::string& path, const std::string& why,
+                                               const std::filesystem::path& file);
+/// The tensors of `v` at the paths `options.into` names (those it holds), by path.
+[[nodiscard]] TENSORFILE_ENTRY std::map<std::string, Tensor, std::less<>> into_tensors(const Value& v,
+                                                                                       const LoadOptions& options);
+
+}  // namespace detail
 
 }  // namespace tensorfile
 
@@ -109,10 +106,10 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 #include "tensorfile/detail/posix/populate.hpp"
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/detail/heap_reads.hpp"
+#include "tensorfile/formats/detail/stream_input.hpp"
 #include "tensorfile/formats/format.hpp"
-#include "tensorfile/formats/heap_reads.hpp"
 #include "tensorfile/formats/options.hpp"
-#include "tensorfile/formats/stream_input.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/detail/pickle_machine.hpp"
 #include "tensorfile/formats/torch/detail/torch_hooks.hpp"

@@ -9,11 +9,9 @@
 #include <utility>
 
 #include "tensorfile/config.hpp"
-#include "tensorfile/formats/torch/detail/verdict.hpp"
+#include "tensorfile/formats/torch/verdict.hpp"
 
-namespace tensorfile {
-
-namespace detail {
+namespace tensorfile::detail {
 
 // The allow-list of torch.load(weights_only=True) in torch 1.13, the peer this scan answers for: the keys of
 // `_get_allowed_globals()` in torch/_weights_only_unpickler.py, exactly (tests/scan/scan_globals.cpp --allow-list
@@ -297,10 +295,10 @@ inline constexpr std::string_view dangerous_globals[] = {"builtins.eval",
   return module == root || (module.starts_with(root) && module.size() > root.size() && module[root.size()] == '.');
 }
 
-}  // namespace detail
+}  // namespace tensorfile::detail
 
 #if TENSORFILE_DEFINITIONS
-namespace detail {
+namespace tensorfile::detail {
 
 /// The verdict on what Python's find_class reaches by `module` and `name`, without the allow-list: dangerous or
 /// unknown.
@@ -344,7 +342,9 @@ inline GlobalVerdict dotted_danger(std::string_view module, std::string_view nam
   return GlobalVerdict::unknown;
 }
 
-}  // namespace detail
+}  // namespace tensorfile::detail
+
+namespace tensorfile {
 
 TENSORFILE_ENTRY GlobalVerdict classify_global(std::string_view module, std::string_view name, std::string_view full) {
   // What plain torch.load reaches: the names as written, as _compat_pickle renames them (protocols 0 to 2), and
@@ -374,6 +374,6 @@ TENSORFILE_ENTRY GlobalVerdict classify_global(std::string_view module, std::str
   return GlobalVerdict::unknown;
 }
 
-#endif  // TENSORFILE_DEFINITIONS
-
 }  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "tensorfile/core/detail/tensor_arena.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/heap_backend.hpp"
-#include "tensorfile/core/tensor_arena.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"

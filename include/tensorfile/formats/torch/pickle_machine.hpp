@@ -1,5 +1,0 @@
-// SPDX-License-Identifier: MIT
-// Forwarding header: moved to <tensorfile/formats/torch/detail/pickle_machine.hpp>; this path goes away in the next
-// minor release.
-#pragma once
-#include "tensorfile/formats/torch/detail/pickle_machine.hpp"

@@ -1,5 +1,0 @@
-// SPDX-License-Identifier: MIT
-// Forwarding header: moved to <tensorfile/formats/torch/detail/torch_hooks.hpp>; this path goes away in the next minor
-// release.
-#pragma once
-#include "tensorfile/formats/torch/detail/torch_hooks.hpp"
