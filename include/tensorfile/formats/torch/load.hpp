@@ -733,7 +733,8 @@ class ZipLoad {
         return *std::move(given);
       }
     }
-    if (stays_on_host(location)) return read_record(*record, dtype, location);  // what place_storage would do
+    // What place_storage would do, asked once per tag.
+    if (stays_on_host(location)) return read_record(*record, dtype, location);
     return place_storage(
         options_.map_location, static_cast<std::size_t>(record->size), location,
         [&] { return read_record(*record, dtype, location); },
@@ -803,7 +804,8 @@ class ZipLoad {
                      [this](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
                             std::uint64_t at) { return load_storage(key, dtype, numel, location, at); });
     hooks.expect_storages(zip_.entries().size());
-    hooks.box_together_with(arena_.defined() ? arena_ : archive_.views);  // neither: an undefined block, one by one
+    // Neither: an undefined block, boxes one by one.
+    hooks.box_together_with(arena_.defined() ? arena_ : archive_.views);
     hooks.before_reading_storages([this] { complete_reads(nullptr); });
     Value result;
     try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
