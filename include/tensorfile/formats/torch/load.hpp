@@ -471,212 +471,248 @@ inline void fill_into(Value& v, const LoadOptions& options, const std::map<std::
   replace_storages(v, placed);
 }
 
-/// Reads the zip format.
-inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
-  ZipReader::HeaderReader read_at;
-  if (archive.file != nullptr) {
-    read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
+/// A load of the zip format, in phases run in this order: opening the index (constructor); check_archive (the
+/// header records, verify_crc); find_pickle; index_data_records; plan_record_reads (the arena, the local headers
+/// beside the pickle, the file mirror); run_pickle (load_storage per storage record); read_records (into, select,
+/// complete_reads, fill_into); check_pickle_end. The members are the state the phases share; run() runs them once.
+class ZipLoad {
+ public:
+  ZipLoad(const TorchArchive& archive, const LoadOptions& options)
+      : archive_(archive), options_(options),
+        read_threads_(options.threads != 0 ? options.threads : default_read_threads()),
+        zip_(open_index(archive, options, read_threads_)), headers_read_(!archive.pread_only), prefix_(zip_.prefix()),
+        each_on_its_own_(options.select || !options.into.empty()), to_meta_(options.map_location.all_meta()) {}
+  ZipLoad(const ZipLoad&) = delete;  // header_pass_ holds `this`
+  ZipLoad& operator=(const ZipLoad&) = delete;
+  ~ZipLoad() = default;
+
+  [[nodiscard]] Value run() {
+    check_archive();
+    find_pickle();
+    index_data_records();
+    plan_record_reads();
+    Value result = run_pickle();
+    read_records(result);
+    check_pickle_end();
+    return result;
   }
-  const std::size_t read_threads = options.threads != 0 ? options.threads : default_read_threads();
-  const ZipLimits limits{.max_entries = options.limits.max_records, .header_threads = read_threads};
+
+ private:
   // A file read with pread is indexed without its local headers: those of the few records read first are read
-  // now, the rest by header_pass below (with the pickle running meanwhile where it can) or before the pickle.
-  ZipReader zip = archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
-                                     : ZipReader::open(archive.bytes, archive.path, limits, read_at);
-  bool headers_read = !archive.pread_only;
-  const auto read_headers = [&] {
-    if (!headers_read) zip.read_local_headers();
-    headers_read = true;
-  };
-  const std::string prefix(zip.prefix());
-  const auto member = [&](std::string_view name) { return prefix + "/" + std::string(name); };
-  if (zip.find("constants.pkl") != nullptr) {
-    throw UnsupportedError("this is a TorchScript archive (torch.jit.save); tensorfile reads torch.save files",
-                           {.file = archive.path});
-  }
-  if (!headers_read) {
-    for (const std::string_view name : {".data/version", "version", "byteorder", "data.pkl"}) {
-      if (const ZipEntry* entry = zip.find(name)) zip.read_local_header(*entry);
+  // by check_archive, the rest by header_pass_ (with the pickle running meanwhile where it can) or before the
+  // pickle.
+  [[nodiscard]] static ZipReader open_index(const TorchArchive& archive, const LoadOptions& options,
+                                            std::size_t read_threads) {
+    ZipReader::HeaderReader read_at;
+    if (archive.file != nullptr) {
+      read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
     }
-  }
-  const bool big_endian = read_torch_zip_header(zip, archive.path).big_endian;
-  if (options.verify_crc) {
-    read_headers();
-    for (const auto& entry : zip.entries()) zip.verify_crc(entry);
+    const ZipLimits limits{.max_entries = options.limits.max_records, .header_threads = read_threads};
+    return archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
+                              : ZipReader::open(archive.bytes, archive.path, limits, read_at);
   }
 
-  const ZipEntry* pickle = zip.find("data.pkl");
-  if (pickle == nullptr) throw FormatError("the archive has no data.pkl record", {archive.path, member("data.pkl")});
-  const std::string pickle_name(pickle->name);
-  // The pickle in memory, or (a stored pickle of a file read with pread) read by the machine a window at a time:
-  // a 5,000-tensor state dict's pickle is half a megabyte, all of it in memory at the load's peak otherwise.
-  std::vector<std::byte> inflated;
-  std::span<const std::byte> pickle_bytes;
-  const bool pickle_streamed = pickle->method == 0 && !zip.in_memory() && archive.file != nullptr;
-  if (pickle->method == 0 && zip.in_memory()) {
-    pickle_bytes = zip.stored_bytes(*pickle);
-  } else if (!pickle_streamed) {
-    inflated = zip.read(*pickle);
-    pickle_bytes = inflated;
+  void read_headers() {
+    if (!headers_read_) zip_.read_local_headers();
+    headers_read_ = true;
   }
 
-  // data/<n> records by n, so that thousands of storages are found without a search each.
-  std::vector<const ZipEntry*> numbered_records(zip.entries().size());
-  std::vector<bool> data_record(zip.entries().size());  // per entry: whether it is a data/ record
-  std::size_t data_records = 0;
-  for (const ZipEntry& entry : zip.entries()) {
-    const std::string_view name(entry.name);
-    if (!name.starts_with(prefix) || name.substr(prefix.size()).substr(0, 6) != "/data/") continue;
-    data_record[static_cast<std::size_t>(&entry - zip.entries().data())] = true;
-    ++data_records;
-    if (const auto n = decimal_key(name.substr(prefix.size() + 6)); n && *n < numbered_records.size()) {
-      numbered_records[*n] = &entry;
+  [[nodiscard]] std::string member(std::string_view name) const { return prefix_ + "/" + std::string(name); }
+
+  /// Refuses TorchScript archives, reads the header records (version, byteorder, and the pickle's local header)
+  /// and, with verify_crc, every record's CRC.
+  void check_archive() {
+    if (zip_.find("constants.pkl") != nullptr) {
+      throw UnsupportedError("this is a TorchScript archive (torch.jit.save); tensorfile reads torch.save files",
+                             {.file = archive_.path});
+    }
+    if (!headers_read_) {
+      for (const std::string_view name : {".data/version", "version", "byteorder", "data.pkl"}) {
+        if (const ZipEntry* entry = zip_.find(name)) zip_.read_local_header(*entry);
+      }
+    }
+    big_endian_ = read_torch_zip_header(zip_, archive_.path).big_endian;
+    if (options_.verify_crc) {
+      read_headers();
+      for (const auto& entry : zip_.entries()) zip_.verify_crc(entry);
     }
   }
-  // Stored records bound for the host are slices of one arena (holding the records alone, not the zip's
-  // headers, padding and pickle), read after the pickle, together (ParallelReads: neighbours share a preadv),
-  // unless header_pass copied them from the windows it read for the local headers.
-  Storage arena;
-  std::vector<std::uint64_t> arena_slot;  // per entry: its offset in the arena, or no_slot
-  static constexpr std::uint64_t no_slot = UINT64_MAX;
-  // Per entry: whether its arena slice was handed out, and whether it was read. Walked in entry order, which
-  // is file order in the files torch writes: the reads need no sorting.
-  enum class Slice : std::uint8_t { unused, unread, read };
-  std::vector<Slice> arena_slice;
-  std::optional<FileHandle> direct;  // the file opened O_DIRECT, when the arena mirrors it
-  std::optional<FileMirror> mirror;
-  const auto arena_bytes_of = [&](std::size_t entry) { return arena.mutable_data() + arena_slot[entry]; };
+
+  void find_pickle() {
+    pickle_ = zip_.find("data.pkl");
+    if (pickle_ == nullptr) {
+      throw FormatError("the archive has no data.pkl record", {archive_.path, member("data.pkl")});
+    }
+    pickle_name_ = std::string(pickle_->name);
+    // The pickle in memory, or (a stored pickle of a file read with pread) read by the machine a window at a time:
+    // a 5,000-tensor state dict's pickle is half a megabyte, all of it in memory at the load's peak otherwise.
+    pickle_streamed_ = pickle_->method == 0 && !zip_.in_memory() && archive_.file != nullptr;
+    if (pickle_->method == 0 && zip_.in_memory()) {
+      pickle_bytes_ = zip_.stored_bytes(*pickle_);
+    } else if (!pickle_streamed_) {
+      inflated_ = zip_.read(*pickle_);
+      pickle_bytes_ = inflated_;
+    }
+  }
+
+  /// data/<n> records by n, so that thousands of storages are found without a search each.
+  void index_data_records() {
+    numbered_records_.assign(zip_.entries().size(), nullptr);
+    data_record_.assign(zip_.entries().size(), false);
+    for (const ZipEntry& entry : zip_.entries()) {
+      const std::string_view name(entry.name);
+      if (!name.starts_with(prefix_) || name.substr(prefix_.size()).substr(0, 6) != "/data/") continue;
+      data_record_[static_cast<std::size_t>(&entry - zip_.entries().data())] = true;
+      ++data_records_;
+      if (const auto n = decimal_key(name.substr(prefix_.size() + 6)); n && *n < numbered_records_.size()) {
+        numbered_records_[*n] = &entry;
+      }
+    }
+  }
+
+  [[nodiscard]] std::byte* arena_bytes_of(std::size_t entry) { return arena_.mutable_data() + arena_slot_[entry]; }
+
   // Deferred only when place_storage hands the host bytes back unread (no map_location function); asked
   // once per location tag in a row, as files name the same tag for every storage.
-  std::optional<std::pair<std::string, bool>> host_tag;  // the last tag asked about, and the answer
-  const auto stays_on_host = [&](const std::string& location) {
-    if (host_tag && host_tag->first == location) return host_tag->second;
+  [[nodiscard]] bool stays_on_host(const std::string& location) {
+    if (host_tag_ && host_tag_->first == location) return host_tag_->second;
     bool on_host = false;
-    if (options.map_location.function() == nullptr) {
+    if (options_.map_location.function() == nullptr) {
       try {
-        on_host = Device::parse(options.map_location.target_tag(location)).is_cpu();
+        on_host = Device::parse(options_.map_location.target_tag(location)).is_cpu();
       } catch (const ArgumentError&) {
       }
     }
-    host_tag.emplace(location, on_host);
+    host_tag_.emplace(location, on_host);
     return on_host;
-  };
-  std::optional<RecordBatches> batches;  // made when a record is first read during the pickle
-  const bool each_on_its_own = options.select || !options.into.empty();  // only some records may be read
-  const auto batch_slice = [&](const ZipEntry& record) -> std::optional<Storage> {
-    if (!archive.pread_only || big_endian || each_on_its_own) return std::nullopt;
-    if (!batches) batches.emplace(zip.entries(), *archive.file);
-    return batches->slice(record);
-  };
-  // The local headers of a zip file read with pread, read by another thread while the pickle runs, where the
-  // pickle needs no data_offset: the records are read after it (a full load to the host, select, into) or never
-  // (meta). Below a few hundred records, a thread costs more than the headers' reads it would hide. The pickle's
-  // thread and header_pass's together are `read_threads` (one: the headers are read first).
-  // A full load to the host also copies the records whose bytes lie in the windows it reads into the arena
-  // (prefilled), unless the arena is to mirror the file (whose layout needs the headers first).
-  std::vector<std::uint8_t> prefilled;  // per entry (bytes, not vector<bool>: the header threads write apart)
-  std::exception_ptr header_error;
-  std::jthread header_pass;  // declared after what it writes to, so that it is joined before they go
-  // Joins header_pass and throws its error: before anything that needs a data_offset, and after the pickle (a
+  }
+
+  [[nodiscard]] std::optional<Storage> batch_slice(const ZipEntry& record) {
+    if (!archive_.pread_only || big_endian_ || each_on_its_own_) return std::nullopt;
+    if (!batches_) batches_.emplace(zip_.entries(), *archive_.file);
+    return batches_->slice(record);
+  }
+
+  // Joins header_pass_ and throws its error: before anything that needs a data_offset, and after the pickle (a
   // header's error comes first, as in a reader that reads every header before the pickle).
-  const auto wait_for_headers = [&] {
-    if (header_pass.joinable()) header_pass.join();
-    if (header_error) std::rethrow_exception(header_error);
-  };
-  constexpr std::size_t min_records_beside = 256;
-  const bool headers_may_go_beside =
-      !headers_read && read_threads > 1 && zip.entries().size() >= min_records_beside && !options.torch.storage_source;
+  void wait_for_headers() {
+    if (header_pass_.joinable()) header_pass_.join();
+    if (header_error_) std::rethrow_exception(header_error_);
+  }
+
   // `prepare` runs first on that thread; `sink` gets each window it reads.
-  const auto read_headers_beside = [&](std::function<void()> prepare, ZipReader::WindowSink sink) {
+  void read_headers_beside(std::function<void()> prepare, ZipReader::WindowSink sink) {
     try {
-      header_pass = std::jthread([&zip, &header_error, prepare, sink, threads = read_threads] {
+      header_pass_ = std::jthread([this, prepare, sink, threads = read_threads_] {
         try {
           if (prepare) prepare();
-          zip.read_local_headers(sink, threads - 1);
+          zip_.read_local_headers(sink, threads - 1);
         } catch (...) {
-          header_error = std::current_exception();
+          header_error_ = std::current_exception();
         }
       });
     } catch (const std::system_error&) {  // no thread to be had: read them here
       if (prepare) prepare();
-      zip.read_local_headers(sink, read_threads - 1);
+      zip_.read_local_headers(sink, read_threads_ - 1);
     }
-    headers_read = true;  // by header_pass: wait_for_headers() before using a data_offset
-  };
-  const bool to_meta = options.map_location.all_meta();  // nothing is read: no arena either
-  if (archive.pread_only && !big_endian && !to_meta) {
-    arena_slot.assign(zip.entries().size(), no_slot);
-    arena_slice.assign(zip.entries().size(), Slice::unused);
+    headers_read_ = true;  // by header_pass_: wait_for_headers() before using a data_offset
+  }
+
+  /// header_pass_'s sink for a full load to the host: copies the arena's records among entries [first, end)
+  /// whose bytes lie in `window` (read at `offset`) into the arena.
+  void copy_records(std::uint64_t offset, std::span<const std::byte> window, std::size_t first, std::size_t end) {
+    for (std::size_t i = first; i < end; ++i) {
+      const ZipEntry& entry = zip_.entries()[i];  // its data_offset was set by this thread
+      if (arena_slot_[i] == no_slot || entry.data_offset < offset || entry.data_offset - offset > window.size() ||
+          window.size() - (entry.data_offset - offset) < entry.size) {
+        continue;
+      }
+      std::memcpy(arena_bytes_of(i), window.data() + (entry.data_offset - offset),
+                  static_cast<std::size_t>(entry.size));
+      prefilled_[i] = 1;
+    }
+  }
+
+  // The local headers of a zip file read with pread, read by another thread while the pickle runs, where the
+  // pickle needs no data_offset: the records are read after it (a full load to the host, select, into) or never
+  // (meta). Below a few hundred records, a thread costs more than the headers' reads it would hide. The pickle's
+  // thread and header_pass_'s together are `read_threads` (one: the headers are read first).
+  void plan_record_reads() {
+    constexpr std::size_t min_records_beside = 256;
+    const bool headers_may_go_beside = !headers_read_ && read_threads_ > 1 &&
+                                       zip_.entries().size() >= min_records_beside && !options_.torch.storage_source;
+    if (archive_.pread_only && !big_endian_ && !to_meta_) plan_arena(headers_may_go_beside);
+    if (to_meta_ && headers_may_go_beside) read_headers_beside({}, {});
+    read_headers();
+  }
+
+  // A full load to the host also copies the records whose bytes lie in the windows header_pass_ reads into the
+  // arena (prefilled_), unless the arena is to mirror the file (whose layout needs the headers first).
+  void plan_arena(bool headers_may_go_beside) {
+    arena_slot_.assign(zip_.entries().size(), no_slot);
+    arena_slice_.assign(zip_.entries().size(), Slice::unused);
     std::uint64_t arena_bytes = 0;
-    for (std::size_t i = 0; i < zip.entries().size(); ++i) {
-      const ZipEntry& entry = zip.entries()[i];
-      if (entry.method != 0 || entry.size == 0 || !data_record[i]) continue;
-      arena_slot[i] = arena_bytes;
+    for (std::size_t i = 0; i < zip_.entries().size(); ++i) {
+      const ZipEntry& entry = zip_.entries()[i];
+      if (entry.method != 0 || entry.size == 0 || !data_record_[i]) continue;
+      arena_slot_[i] = arena_bytes;
       arena_bytes += (entry.size + HeapBackend::alignment - 1) / HeapBackend::alignment * HeapBackend::alignment;
     }
-    const bool may_read_directly = options.direct_reads == DirectReads::always ||
-                                   (options.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
+    const bool may_read_directly =
+        options_.direct_reads == DirectReads::always ||
+        (options_.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
     // Copies only where the records saved on the host stay there (they would be lost on records bound elsewhere).
-    if (headers_may_go_beside && !may_read_directly && arena_bytes != 0 && !each_on_its_own && stays_on_host("cpu")) {
-      arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
-      prefilled.assign(zip.entries().size(), 0);
-      const auto copy_records = [&](std::uint64_t offset, std::span<const std::byte> window, std::size_t first,
-                                    std::size_t end) {
-        for (std::size_t i = first; i < end; ++i) {
-          const ZipEntry& entry = zip.entries()[i];  // its data_offset was set by this thread
-          if (arena_slot[i] == no_slot || entry.data_offset < offset || entry.data_offset - offset > window.size() ||
-              window.size() - (entry.data_offset - offset) < entry.size) {
-            continue;
-          }
-          std::memcpy(arena_bytes_of(i), window.data() + (entry.data_offset - offset),
-                      static_cast<std::size_t>(entry.size));
-          prefilled[i] = 1;
-        }
-      };
+    if (headers_may_go_beside && !may_read_directly && arena_bytes != 0 && !each_on_its_own_ && stays_on_host("cpu")) {
+      arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+      prefilled_.assign(zip_.entries().size(), 0);
       // The arena's pages in one call, rather than a fault per page as the copies reach them (best effort).
-      read_headers_beside([&arena] { populate_for_write(arena.mutable_data(), arena.size_bytes()); }, copy_records);
-    } else if (headers_may_go_beside && !may_read_directly && each_on_its_own) {
+      read_headers_beside([this] { populate_for_write(arena_.mutable_data(), arena_.size_bytes()); },
+                          [this](std::uint64_t offset, std::span<const std::byte> window, std::size_t first,
+                                 std::size_t end) { copy_records(offset, window, first, end); });
+    } else if (headers_may_go_beside && !may_read_directly && each_on_its_own_) {
       read_headers_beside({}, {});
     }
     read_headers();
+    if (arena_bytes != 0 && archive_.file != nullptr) mirror_file(may_read_directly, arena_bytes);
+    // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
+    if (arena_bytes != 0 && !arena_.defined()) arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+  }
+
+  // Records read around the page cache need an arena laid out as the file (headers and padding included,
+  // a few percent for large records), so that they can be read in whole pages straight into it.
+  void mirror_file(bool may_read_directly, std::uint64_t arena_bytes) {
     std::uint64_t first = UINT64_MAX;  // the file range of the records, and whether all are aligned as the arena's
     std::uint64_t last = 0;
-    // Only a direct read needs the arena laid out as the file; header_pass (started only without one) leaves the
+    // Only a direct read needs the arena laid out as the file; header_pass_ (started only without one) leaves the
     // records' offsets unknown here, and its arena is laid out by record.
     bool aligned = may_read_directly;
-    for (std::size_t i = 0; i < zip.entries().size() && aligned; ++i) {
-      if (arena_slot[i] == no_slot) continue;
-      const ZipEntry& entry = zip.entries()[i];
+    for (std::size_t i = 0; i < zip_.entries().size() && aligned; ++i) {
+      if (arena_slot_[i] == no_slot) continue;
+      const ZipEntry& entry = zip_.entries()[i];
       first = std::min(first, entry.data_offset);
       last = std::max(last, entry.data_offset + entry.size);
       aligned = entry.data_offset % HeapBackend::alignment == 0;
     }
-    // Records read around the page cache need an arena laid out as the file (headers and padding included,
-    // a few percent for large records), so that they can be read in whole pages straight into it.
-    if (arena_bytes != 0 && aligned && archive.file != nullptr) {
-      const std::uint64_t start = first / direct_alignment * direct_alignment;
-      direct = direct_reads_for(options.direct_reads, *archive.file, start, last - start, arena_bytes);
-      if (direct) {
-        arena = heap_storage(static_cast<std::size_t>(last - start), false);
-        for (std::size_t i = 0; i < zip.entries().size(); ++i) {
-          if (arena_slot[i] != no_slot) arena_slot[i] = zip.entries()[i].data_offset - start;
-        }
-        mirror = FileMirror{&*direct, {arena.mutable_data(), static_cast<std::size_t>(last - start)}, start};
+    if (!aligned) return;
+    const std::uint64_t start = first / direct_alignment * direct_alignment;
+    direct_ = direct_reads_for(options_.direct_reads, *archive_.file, start, last - start, arena_bytes);
+    if (direct_) {
+      arena_ = heap_storage(static_cast<std::size_t>(last - start), false);
+      for (std::size_t i = 0; i < zip_.entries().size(); ++i) {
+        if (arena_slot_[i] != no_slot) arena_slot_[i] = zip_.entries()[i].data_offset - start;
       }
+      mirror_ = FileMirror{&*direct_, {arena_.mutable_data(), static_cast<std::size_t>(last - start)}, start};
     }
-    // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
-    if (arena_bytes != 0 && !arena.defined()) arena = heap_storage(static_cast<std::size_t>(arena_bytes), false);
   }
-  if (to_meta && headers_may_go_beside) read_headers_beside({}, {});
-  read_headers();
-  std::uint64_t total_bytes = 0;
-  const auto load_storage = [&](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
-                                std::uint64_t at) -> Storage {
-    const auto in_pickle = [&] { return ErrorLocation{archive.path, pickle_name, at}; };  // built only to throw
+
+  /// The storage of the pickle's persistent id `key` (TorchHooks::LoadStorage).
+  [[nodiscard]] Storage load_storage(const std::string& key, DType dtype, std::int64_t numel,
+                                     const std::string& location, std::uint64_t at) {
+    const auto in_pickle = [&] { return ErrorLocation{archive_.path, pickle_name_, at}; };  // built only to throw
     const auto n = decimal_key(key);
-    const ZipEntry* record = n && *n < numbered_records.size() && numbered_records[*n] != nullptr
-                                 ? numbered_records[*n]
-                                 : zip.find("data/" + key);
+    const ZipEntry* record = n && *n < numbered_records_.size() && numbered_records_[*n] != nullptr
+                                 ? numbered_records_[*n]
+                                 : zip_.find("data/" + key);
     if (record == nullptr) throw FormatError("storage record " + member("data/" + key) + " is missing", in_pickle());
     const auto bytes = checked_record_bytes(numel, dtype, in_pickle);
     if (static_cast<std::uint64_t>(bytes) != record->size) {
@@ -685,14 +721,14 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
                             std::to_string(record->size),
                         in_pickle());
     }
-    total_bytes += record->size;
-    if (total_bytes > options.limits.max_total_bytes) {
-      throw LimitError("storages exceed " + std::to_string(options.limits.max_total_bytes) + " bytes", in_pickle());
+    total_bytes_ += record->size;
+    if (total_bytes_ > options_.limits.max_total_bytes) {
+      throw LimitError("storages exceed " + std::to_string(options_.limits.max_total_bytes) + " bytes", in_pickle());
     }
-    if (options.torch.storage_source) {
+    if (options_.torch.storage_source) {
       const StorageRecord info{
-          key, record->name, location, dtype, record->data_offset, record->size, record->method == 0 && !big_endian};
-      if (std::optional<Storage> given = options.torch.storage_source(info)) {
+          key, record->name, location, dtype, record->data_offset, record->size, record->method == 0 && !big_endian_};
+      if (std::optional<Storage> given = options_.torch.storage_source(info)) {
         if (given->size_bytes() != record->size) {
           throw ArgumentError("storage_source gave " + std::to_string(given->size_bytes()) + " bytes for storage " +
                                   key + "; expected " + std::to_string(record->size),
@@ -701,119 +737,187 @@ inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
         return *std::move(given);
       }
     }
-    const auto read = [&]() -> Storage {
-      Storage cpu;
-      const auto size = static_cast<std::size_t>(record->size);
-      const auto index = static_cast<std::size_t>(record - zip.entries().data());
-      if (arena.defined() && arena_slot[index] != no_slot && stays_on_host(location)) {
-        cpu = arena.slice(static_cast<std::size_t>(arena_slot[index]), size);
-        if (arena_slice[index] == Slice::unused) arena_slice[index] = Slice::unread;
-        return cpu;
-      }
-      wait_for_headers();  // the other ways read at the record's data_offset
-      if (record->method == 0 && archive.views.defined() && !big_endian) {
-        cpu = archive.views.slice(static_cast<std::size_t>(record->data_offset), size);
-      } else if (std::optional<Storage> batched = batch_slice(*record)) {
-        cpu = *std::move(batched);
-      } else {
-        cpu = heap_storage(size, false);
-        std::span<std::byte> out(cpu.mutable_data(), size);
-        if (record->method == 0 && archive.file != nullptr && !archive.views.defined()) {
-          archive.file->read_exact(record->data_offset, out);
-        } else {
-          zip.read(*record, out);
-        }
-        if (big_endian) {
-          swap_elements(out, is_complex(dtype) ? element_size(dtype) / 2 : element_size(dtype));
-        }
-      }
-      return cpu;
-    };
-    if (stays_on_host(location)) return read();  // what place_storage would do, asked once per tag
-    return place_storage(options.map_location, static_cast<std::size_t>(record->size), location, read, [&] {
-      return ErrorLocation{archive.path, std::string(record->name)};
-    });
-  };
+    // What place_storage would do, asked once per tag.
+    if (stays_on_host(location)) return read_record(*record, dtype, location);
+    return place_storage(
+        options_.map_location, static_cast<std::size_t>(record->size), location,
+        [&] { return read_record(*record, dtype, location); },
+        [&] {
+          return ErrorLocation{archive_.path, std::string(record->name)};
+        });
+  }
 
-  TorchHooks hooks(options, {archive.path, pickle_name}, load_storage);
-  hooks.expect_storages(zip.entries().size());
-  hooks.box_together_with(arena.defined() ? arena : archive.views);  // neither: an undefined block, boxes one by one
+  /// The host bytes of `record`: its arena slice (read after the pickle), a slice of the mapping or of a batch,
+  /// or a buffer of its own read now.
+  [[nodiscard]] Storage read_record(const ZipEntry& record, DType dtype, const std::string& location) {
+    Storage cpu;
+    const auto size = static_cast<std::size_t>(record.size);
+    const auto index = static_cast<std::size_t>(&record - zip_.entries().data());
+    if (arena_.defined() && arena_slot_[index] != no_slot && stays_on_host(location)) {
+      cpu = arena_.slice(static_cast<std::size_t>(arena_slot_[index]), size);
+      if (arena_slice_[index] == Slice::unused) arena_slice_[index] = Slice::unread;
+      return cpu;
+    }
+    wait_for_headers();  // the other ways read at the record's data_offset
+    if (record.method == 0 && archive_.views.defined() && !big_endian_) {
+      cpu = archive_.views.slice(static_cast<std::size_t>(record.data_offset), size);
+    } else if (std::optional<Storage> batched = batch_slice(record)) {
+      cpu = *std::move(batched);
+    } else {
+      cpu = heap_storage(size, false);
+      std::span<std::byte> out(cpu.mutable_data(), size);
+      if (record.method == 0 && archive_.file != nullptr && !archive_.views.defined()) {
+        archive_.file->read_exact(record.data_offset, out);
+      } else {
+        zip_.read(record, out);
+      }
+      if (big_endian_) swap_elements(out, is_complex(dtype) ? element_size(dtype) / 2 : element_size(dtype));
+    }
+    return cpu;
+  }
+
   // Reads the unread slices that `wanted` accepts (all when null).
-  std::unordered_map<const std::byte*, std::byte*> read_into;  // arena slice -> the `into` buffer read instead
-  const auto complete_reads = [&](const std::unordered_set<const std::byte*>* wanted) {
+  void complete_reads(const std::unordered_set<const std::byte*>* wanted) {
     wait_for_headers();
     ParallelReads reads;
-    for (std::size_t i = 0; i < arena_slice.size(); ++i) {
-      const bool unread = arena_slice[i] == Slice::unread && (prefilled.empty() || prefilled[i] == 0);
+    for (std::size_t i = 0; i < arena_slice_.size(); ++i) {
+      const bool unread = arena_slice_[i] == Slice::unread && (prefilled_.empty() || prefilled_[i] == 0);
       std::byte* const data = unread ? arena_bytes_of(i) : nullptr;
       if (data != nullptr && (wanted == nullptr || wanted->contains(data))) {
-        const ZipEntry& record = zip.entries()[i];
-        const auto buffer = read_into.find(data);
+        const ZipEntry& record = zip_.entries()[i];
+        const auto buffer = read_into_.find(data);
         reads.add(record.data_offset,
-                  {buffer != read_into.end() ? buffer->second : data, static_cast<std::size_t>(record.size)},
+                  {buffer != read_into_.end() ? buffer->second : data, static_cast<std::size_t>(record.size)},
                   record.name);
-        if (wanted == nullptr) arena_slice[i] = Slice::read;
+        if (wanted == nullptr) arena_slice_[i] = Slice::read;
       }
     }
-    if (!reads.empty()) reads.run(*archive.file, read_threads, mirror ? &*mirror : nullptr);
-  };
-  hooks.before_reading_storages([&] { complete_reads(nullptr); });
-  Value result;
-  std::size_t pickle_end = 0;
-  try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
-    const auto run = [&](auto input) {
-      PickleMachine machine(std::move(input), hooks, {archive.path, pickle_name}, pickle_limits(options));
-      machine.expect_large_dict(data_records);
-      result = machine.run();
-      pickle_end = machine.end();
-    };
-    if (pickle_streamed) {
-      const std::uint64_t start = pickle->data_offset;
-      const FileHandle& file = *archive.file;
-      run(PickleSource{pickle->size, [start, &file](std::uint64_t offset, std::span<std::byte> out) {
-                         file.read_exact(start + offset, out);
-                       }});
+    if (!reads.empty()) reads.run(*archive_.file, read_threads_, mirror_ ? &*mirror_ : nullptr);
+  }
+
+  template <class Input>
+  void run_machine(Input input, TorchHooks& hooks, Value& result) {
+    PickleMachine machine(std::move(input), hooks, {archive_.path, pickle_name_}, pickle_limits(options_));
+    machine.expect_large_dict(data_records_);
+    result = machine.run();
+    pickle_end_ = machine.end();
+  }
+
+  [[nodiscard]] Value run_pickle() {
+    TorchHooks hooks(options_, {archive_.path, pickle_name_},
+                     [this](const std::string& key, DType dtype, std::int64_t numel, const std::string& location,
+                            std::uint64_t at) { return load_storage(key, dtype, numel, location, at); });
+    hooks.expect_storages(zip_.entries().size());
+    // Neither: an undefined block, boxes one by one.
+    hooks.box_together_with(arena_.defined() ? arena_ : archive_.views);
+    hooks.before_reading_storages([this] { complete_reads(nullptr); });
+    Value result;
+    try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
+      if (pickle_streamed_) {
+        const std::uint64_t start = pickle_->data_offset;
+        const FileHandle& file = *archive_.file;
+        run_machine(PickleSource{pickle_->size,
+                                 [start, &file](std::uint64_t offset, std::span<std::byte> out) {
+                                   file.read_exact(start + offset, out);
+                                 }},
+                    hooks, result);
+      } else {
+        run_machine(pickle_bytes_, hooks, result);
+      }
+    } catch (...) {
+      wait_for_headers();  // a local header's error first
+      throw;
+    }
+    wait_for_headers();
+    hooks.forget_storages();
+    inflated_ = std::vector<std::byte>();
+    return result;
+  }
+
+  /// Reads the records the pickle left unread (those `select` keeps), the `into` tensors that are a whole record
+  /// not read yet into the caller's buffer instead, then fills the other `into` buffers.
+  void read_records(Value& result) {
+    std::unordered_set<const std::byte*> read_directly;
+    const auto into = into_targets(result, options_, archive_.path);  // selected, so select leaves them as they are
+    std::unordered_set<const std::byte*> unread_slices;
+    if (!into.empty()) {
+      for (std::size_t i = 0; i < arena_slice_.size(); ++i) {
+        if (arena_slice_[i] == Slice::unread) unread_slices.insert(arena_bytes_of(i));
+      }
+    }
+    for (const auto& [path, t] : into) {
+      const std::byte* const slice = t.storage().data();
+      if (unread_slices.contains(slice) && whole_storage(t) && !read_into_.contains(slice)) {
+        std::byte* const buffer = options_.into.find(path)->second.mutable_raw_data();
+        read_into_.emplace(slice, buffer);
+        read_directly.insert(buffer);
+      }
+    }
+    if (options_.select) {
+      const auto kept = selected_storages(result, options_);
+      complete_reads(&kept);
+      apply_selection(result, kept, options_);
     } else {
-      run(pickle_bytes);
+      complete_reads(nullptr);
     }
-  } catch (...) {
-    wait_for_headers();  // a local header's error first
-    throw;
+    fill_into(result, options_, into, read_directly);
   }
-  wait_for_headers();
-  hooks.forget_storages();
-  const auto pickle_size = static_cast<std::size_t>(pickle->size);
-  inflated = std::vector<std::byte>();
-  // `into` tensors that are a whole record not read yet: the record is read into the caller's buffer instead.
-  std::unordered_set<const std::byte*> read_directly;
-  const auto into = into_targets(result, options, archive.path);  // selected, so select leaves them as they are
-  std::unordered_set<const std::byte*> unread_slices;
-  if (!into.empty()) {
-    for (std::size_t i = 0; i < arena_slice.size(); ++i) {
-      if (arena_slice[i] == Slice::unread) unread_slices.insert(arena_bytes_of(i));
+
+  void check_pickle_end() const {
+    const auto pickle_size = static_cast<std::size_t>(pickle_->size);
+    if (pickle_end_ != pickle_size) {
+      throw FormatError("data.pkl has " + std::to_string(pickle_size - pickle_end_) + " bytes after STOP",
+                        {archive_.path, pickle_name_, pickle_end_});
     }
   }
-  for (const auto& [path, t] : into) {
-    const std::byte* const slice = t.storage().data();
-    if (unread_slices.contains(slice) && whole_storage(t) && !read_into.contains(slice)) {
-      std::byte* const buffer = options.into.find(path)->second.mutable_raw_data();
-      read_into.emplace(slice, buffer);
-      read_directly.insert(buffer);
-    }
-  }
-  if (options.select) {
-    const auto kept = selected_storages(result, options);
-    complete_reads(&kept);
-    apply_selection(result, kept, options);
-  } else {
-    complete_reads(nullptr);
-  }
-  fill_into(result, options, into, read_directly);
-  if (pickle_end != pickle_size) {
-    throw FormatError("data.pkl has " + std::to_string(pickle_size - pickle_end) + " bytes after STOP",
-                      {archive.path, pickle_name, pickle_end});
-  }
-  return result;
+
+  const TorchArchive& archive_;
+  const LoadOptions& options_;
+  const std::size_t read_threads_;
+  ZipReader zip_;
+  bool headers_read_;  // false until every local header is read (or header_pass_ reads them)
+  const std::string prefix_;
+  bool big_endian_ = false;
+
+  const ZipEntry* pickle_ = nullptr;
+  std::string pickle_name_;
+  std::vector<std::byte> inflated_;
+  std::span<const std::byte> pickle_bytes_;
+  bool pickle_streamed_ = false;
+  std::size_t pickle_end_ = 0;
+
+  std::vector<const ZipEntry*> numbered_records_;
+  std::vector<bool> data_record_;  // per entry: whether it is a data/ record
+  std::size_t data_records_ = 0;
+
+  // Stored records bound for the host are slices of one arena (holding the records alone, not the zip's
+  // headers, padding and pickle), read after the pickle, together (ParallelReads: neighbours share a preadv),
+  // unless header_pass_ copied them from the windows it read for the local headers.
+  Storage arena_;
+  std::vector<std::uint64_t> arena_slot_;  // per entry: its offset in the arena, or no_slot
+  static constexpr std::uint64_t no_slot = UINT64_MAX;
+  // Per entry: whether its arena slice was handed out, and whether it was read. Walked in entry order, which
+  // is file order in the files torch writes: the reads need no sorting.
+  enum class Slice : std::uint8_t { unused, unread, read };
+  std::vector<Slice> arena_slice_;
+  std::optional<FileHandle> direct_;  // the file opened O_DIRECT, when the arena mirrors it
+  std::optional<FileMirror> mirror_;
+  std::unordered_map<const std::byte*, std::byte*> read_into_;  // arena slice -> the `into` buffer read instead
+  std::optional<std::pair<std::string, bool>> host_tag_;        // the last tag asked about, and the answer
+  std::optional<RecordBatches> batches_;                        // made when a record is first read during the pickle
+  const bool each_on_its_own_;                                  // only some records may be read
+  const bool to_meta_;                                          // nothing is read: no arena either
+  std::uint64_t total_bytes_ = 0;
+
+  std::vector<std::uint8_t> prefilled_;  // per entry (bytes, not vector<bool>: the header threads write apart)
+  std::exception_ptr header_error_;
+  std::jthread header_pass_;  // declared after what it writes to, so that it is joined before they go
+};
+
+/// Reads the zip format.
+inline Value load_zip(const TorchArchive& archive, const LoadOptions& options) {
+  ZipLoad load(archive, options);
+  return load.run();
 }
 
 /// Reads the legacy format: magic, protocol, sys_info and object pickles, the storage key list,
