@@ -3,7 +3,7 @@
 #pragma once
 
 #define TENSORFILE_VERSION_MAJOR 0
-#define TENSORFILE_VERSION_MINOR 2
+#define TENSORFILE_VERSION_MINOR 3
 #define TENSORFILE_VERSION_PATCH 0
 
 /// The version as one integer: major * 10000 + minor * 100 + patch.
