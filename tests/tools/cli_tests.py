@@ -188,8 +188,10 @@ def suite_usage(opts, failures):
         text = os.path.join(scratch, "notes.txt")
         with open(text, "w") as f:
             f.write("not a tensor file\n")
-        expect(["inspect", text], 1, stderr_has=f"tensorfile: {text}: not a torch file; expected a zip archive or "
-                                                 "a pickle, got bytes 6e 6f 74 20 (at byte 0)")
+        for command in ("inspect", "convert", "bench"):  # the library's one dispatch, open(), says what it is not
+            expect([command, text] + ([os.path.join(scratch, "out.pt")] if command == "convert" else []), 1,
+                   stderr_has=f"tensorfile: {text}: not a format tensorfile reads; expected a torch, safetensors, "
+                              ".npy or .npz file (at byte 0)")
         expect(["convert", fixture, os.path.join(scratch, "td")], 1,
                stderr_has="the root is of type Tensor; expected a dict, or a list of tensors")
         result = expect(["inspect", fixture], 0)
