@@ -211,8 +211,8 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_file(*device, false); }});
   }
 
-  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, format_label(checkpoint), tensor_count,
-             tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
+  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, format_label(checkpoint),
+             tensor_count, tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
   fmt::print("{:<12}  {:>10}  {:>8}  {:>12}  {:>14}  {:>8}  {:>10}\n", "mode", "first load", "GB/s", "repeats best",
              "repeats median", "GB/s", "peak RSS");
   bool peak_reset = true;

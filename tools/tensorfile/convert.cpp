@@ -51,7 +51,8 @@ constexpr std::array convert_options{
                "how IN is mapped while its tensors stream to OUT: read-only, copy-on-write (default), shared, or off "
                "(read into memory first)"},
     OptionSpec{"threads", "N", "threads reading IN at once (heap reads, shards); default: the library's choice"},
-    OptionSpec{"direct-reads", "WHEN", "with --mmap off: read around the page cache: automatic (default), always, never"},
+    OptionSpec{"direct-reads", "WHEN",
+               "with --mmap off: read around the page cache: automatic (default), always, never"},
     OptionSpec{"verify-crc", "", "check the CRC-32 of every zip member read (torch and .npz IN)"},
     OptionSpec{"quiet", "", "draw no progress bar"},
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
@@ -446,7 +447,8 @@ int run_convert(const Args& args) {
     metadata_flags.emplace_back(item.substr(0, equals), item.substr(equals + 1));
   }
   if (!metadata_flags.empty() && target != Target::safetensors && target != Target::sharded) {
-    throw UsageError(fmt::format("--metadata sets safetensors' __metadata__, but OUT is to be {}", target_name(target)));
+    throw UsageError(
+        fmt::format("--metadata sets safetensors' __metadata__, but OUT is to be {}", target_name(target)));
   }
   const LoadOptions options = load_options(args, selection);
   // The library's one dispatch: what IN holds, from its contents.

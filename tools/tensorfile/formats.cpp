@@ -76,7 +76,8 @@ std::string human_bytes(std::uint64_t bytes) {
 }
 
 std::string format_label(const Checkpoint& checkpoint) {
-  return state_dict_format_name({.format = checkpoint.format(), .index = checkpoint.sharded() ? checkpoint.name() : ""});
+  return state_dict_format_name(
+      {.format = checkpoint.format(), .index = checkpoint.sharded() ? checkpoint.name() : ""});
 }
 
 std::uint64_t parse_size(std::string_view text, std::string_view option) {

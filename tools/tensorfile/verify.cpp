@@ -139,7 +139,7 @@ int run_verify(const Args& args) {
     if (!scan_safe(args, path, shown, errors) && errors.empty()) return exit_file_error;
     return verify_numpy(args, layout.files.front(), layout.format);
   }
-  bool safe = true;                                              // the safety scan's findings are printed on stdout
+  bool safe = true;  // the safety scan's findings are printed on stdout
   std::string summary;
   if (layout.sharded()) {
     std::size_t tensors = 0;
