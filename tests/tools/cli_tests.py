@@ -19,6 +19,10 @@ Suites (CTest runs each as cli.<suite>):
             fixture, and tensordict -> torch, compared with inspect --json --hash; the refusals; a lazy
             (_PermutedTensorDict) tree: inspect names its op, convert materialises it; --select to every
             output kind, and a pattern matching nothing
+  formats   every command on every kind of input (torch zip and legacy, safetensors, an index, a model folder,
+            .npy, .npz, a tensordict tree): the format open() found, verify, scan, bench, convert to torch keeping
+            every tensor's values; the flags named after LoadOptions / SaveOptions fields (--mmap, --threads,
+            --direct-reads, --verify-crc, --metadata)
   hostile   a torch file and a tensordict tree written here with keys, tags, class names and values
             holding terminal escapes, NUL, BEL, DEL and C1 controls: inspect, verify, convert and the
             error messages print them escaped (no raw control byte; golden/hostile/), inspect --json
@@ -167,6 +171,14 @@ def suite_usage(opts, failures):
         failures.check(whole.endswith("."), f"--help cuts the summary of {command}: {whole!r}")
     expect(["convert", fixture, "out", "--map-location", "gpu"], 2,
            stderr_has="--map-location: unknown device \"gpu\"")
+    expect(["convert", fixture, "out.pt", "--mmap", "private"], 2,
+           stderr_has="--mmap takes read-only, copy-on-write, shared or off, got 'private'")
+    expect(["convert", fixture, "out.pt", "--direct-reads", "yes"], 2,
+           stderr_has="--direct-reads takes automatic, always or never, got 'yes'")
+    expect(["convert", fixture, "out.pt", "--threads", "0"], 2, stderr_has="option '--threads' needs a whole number")
+    expect(["convert", fixture, "out.npz", "--metadata", "a=b"], 2,
+           stderr_has="--metadata sets safetensors' __metadata__, but OUT is to be npz")
+    expect(["convert", fixture, "out.safetensors", "--metadata", "ab"], 2, stderr_has="--metadata takes KEY=VALUE")
     expect(["bench", fixture, "--repeat", "0"], 2, stderr_has="option '--repeat' needs a whole number from 1 to 1000")
     expect(["bench", fixture, "--map-location", "cpu"], 2, stderr_has="--map-location takes a CUDA device (cuda:N), got 'cpu'")
     # bench takes every format inspect takes (it refused safetensors, npz and shards with wrong-format messages).
@@ -188,8 +200,10 @@ def suite_usage(opts, failures):
         text = os.path.join(scratch, "notes.txt")
         with open(text, "w") as f:
             f.write("not a tensor file\n")
-        expect(["inspect", text], 1, stderr_has=f"tensorfile: {text}: not a torch file; expected a zip archive or "
-                                                 "a pickle, got bytes 6e 6f 74 20 (at byte 0)")
+        for command in ("inspect", "convert", "bench"):  # the library's one dispatch, open(), says what it is not
+            expect([command, text] + ([os.path.join(scratch, "out.pt")] if command == "convert" else []), 1,
+                   stderr_has=f"tensorfile: {text}: not a format tensorfile reads; expected a torch, safetensors, "
+                              ".npy or .npz file (at byte 0)")
         expect(["convert", fixture, os.path.join(scratch, "td")], 1,
                stderr_has="the root is of type Tensor; expected a dict, or a list of tensors")
         result = expect(["inspect", fixture], 0)
@@ -796,8 +810,84 @@ def suite_hostile(opts, failures):
         clean(result, "convert hostile torch to a tree")
         golden(result, "torch.convert_tree.txt")
 
+# ---- formats -------------------------------------------------------------------------------------
 
-SUITES = {"golden": suite_golden, "usage": suite_usage, "verify": suite_verify, "progress": suite_progress,
+def suite_formats(opts, failures):
+    """Every command on every kind of input the library reads: inspect --json names the format open() found, verify,
+    scan and bench succeed, and convert to a torch file keeps every tensor's values (the sha256 multiset)."""
+    tool = opts.tensorfile
+    d = opts.data
+    with tempfile.TemporaryDirectory() as scratch:
+        model_folder = os.path.join(scratch, "model_folder")  # a Hugging Face folder with one model.safetensors
+        os.mkdir(model_folder)
+        shutil.copy(os.path.join(d, "safetensors", "f.safetensors"), os.path.join(model_folder, "model.safetensors"))
+        inputs = [
+            (os.path.join(d, "torch", "t_float32_2x3.pt"), "torch-zip"),
+            (os.path.join(d, "torch", "legacy_format.pt"), "torch-legacy"),
+            (os.path.join(d, "safetensors", "f.safetensors"), "safetensors"),
+            (model_folder, "safetensors"),
+            (os.path.join(d, "safetensors", "samples.safetensors.index.json"), "safetensors-sharded"),
+            (os.path.join(d, "sharded", "torch_bin"), "torch-zip-sharded"),
+            (os.path.join(d, "numpy", "f4_c.npy"), "npy"),
+            (os.path.join(d, "numpy", "stored.npz"), "npz"),
+            (os.path.join(d, "numpy", "deflated.npz"), "npz"),
+            (os.path.join(d, "tensordict", "s01_basic"), "tensordict"),
+        ]
+        for index, (path, label) in enumerate(inputs):
+            rel = os.path.relpath(path, d) if path.startswith(d) else os.path.basename(path)
+            result = run(tool, "inspect", "--json", "--hash", path)
+            if not failures.check(result.returncode == 0, f"inspect {rel}: exit {result.returncode}: {result.stderr}"):
+                continue
+            described = json.loads(result.stdout)
+            failures.check(described["format"] == label, f"inspect {rel}: format {described['format']!r}, expected "
+                                                         f"{label!r}")
+            failures.check(len(described["tensors"]) > 0, f"inspect {rel}: no tensors")
+            result = run(tool, "inspect", path)
+            failures.check(result.returncode == 0 and result.stdout.startswith(path + ": "),
+                           f"inspect {rel} (tree): exit {result.returncode}: {result.stdout[:200]}{result.stderr}")
+            result = run(tool, "verify", path)
+            failures.check(result.returncode == 0 and f"{path}: OK: " in result.stdout,
+                           f"verify {rel}: exit {result.returncode}: {result.stdout}{result.stderr}")
+            result = run(tool, "scan", "--quiet", path)
+            failures.check(result.returncode == 0 and "all safe" in result.stdout,
+                           f"scan {rel}: exit {result.returncode}: {result.stdout}{result.stderr}")
+            result = run(tool, "bench", "--repeat", "1", "--threads", "2", path)
+            failures.check(result.returncode == 0 and result.stdout.startswith(f"{path}: {label}, "),
+                           f"bench {rel}: exit {result.returncode}: {result.stdout[:200]}{result.stderr}")
+            out = os.path.join(scratch, f"out{index}.pt")
+            result = run(tool, "convert", "--quiet", "--mmap", "off", "--threads", "2", path, out)
+            if failures.check(result.returncode == 0, f"convert {rel} -> pt: exit {result.returncode}: {result.stderr}"):
+                before = sorted(t["sha256"] for t in described["tensors"])
+                after = sorted(t["sha256"] for t in describe(tool, out)["tensors"])
+                failures.check(before == after, f"convert {rel} -> pt changed tensor values")
+
+        # The flags named after LoadOptions / SaveOptions fields.
+        source = os.path.join(d, "torch", "t_float32_2x3.pt")
+        out = os.path.join(scratch, "meta.safetensors")
+        result = run(tool, "convert", "--quiet", "--metadata", "origin=test", "--metadata", "format=np", source, out)
+        if failures.check(result.returncode == 0, f"convert --metadata: exit {result.returncode}: {result.stderr}"):
+            with open(out, "rb") as f:
+                size = struct.unpack("<Q", f.read(8))[0]
+                header = json.loads(f.read(size))
+            failures.check(header.get("__metadata__") == {"format": "np", "origin": "test"},
+                           f"convert --metadata: __metadata__ {header.get('__metadata__')!r}")
+        for mode in ("read-only", "copy-on-write", "shared", "off"):
+            result = run(tool, "convert", "--quiet", "--mmap", mode, "--verify-crc", "--direct-reads", "never", source,
+                         os.path.join(scratch, f"mode_{mode}.pt"))
+            failures.check(result.returncode == 0, f"convert --mmap {mode}: exit {result.returncode}: {result.stderr}")
+        with open(source, "rb") as f:
+            good = f.read()
+        flipped = os.path.join(scratch, "crc_flipped.pt")
+        with open(flipped, "wb") as f:
+            f.write(patch_member(good, "data/0", lambda old: bytes([old[0] ^ 0xFF]) + old[1:], fix_crc=False))
+        result = run(tool, "convert", "--quiet", "--verify-crc", "--mmap", "off", flipped, os.path.join(scratch, "x.pt"))
+        failures.check(result.returncode == 1 and "CRC-32 mismatch" in result.stderr,
+                       f"convert --verify-crc of a flipped record: exit {result.returncode}: {result.stderr}")
+        result = run(tool, "convert", "--quiet", "--mmap", "off", flipped, os.path.join(scratch, "y.pt"))
+        failures.check(result.returncode == 0, f"convert without --verify-crc: exit {result.returncode}: {result.stderr}")
+
+
+SUITES = {"golden": suite_golden, "formats": suite_formats, "usage": suite_usage, "verify": suite_verify, "progress": suite_progress,
           "convert": suite_convert,
           "hostile": suite_hostile}
 

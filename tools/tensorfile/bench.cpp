@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
-#include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 
 #include "commands.hpp"
@@ -31,6 +31,7 @@ namespace {
 constexpr std::array bench_options{
     OptionSpec{"map-location", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
     OptionSpec{"repeat", "N", "loads per mode (default 3)"},
+    OptionSpec{"threads", "N", "threads reading at once (a file's data, or shards); default: the library's choice"},
     OptionSpec{"allow-unlisted", "", "sharded PATH: leave out a shard's tensors that its index does not list"},
 };
 
@@ -164,13 +165,18 @@ int run_bench(const Args& args) {
     (void)Tensor::zeros({1}, DType::UInt8).to(*device);  // the library's DeviceError when CUDA is not built in
   }
 
-  const Source source = resolve_source(path);
+  const std::size_t threads =
+      args.value("threads") ? static_cast<std::size_t>(parse_integer(*args.value("threads"), "threads", 1, 256)) : 0;
+  const bool allow_unlisted = args.flag("allow-unlisted");
+  const Checkpoint checkpoint = open(path, {.strict = false, .sharded = {.allow_unlisted = allow_unlisted}});
   std::vector<Mode> modes;
   std::uint64_t data_bytes = 0;
   std::size_t tensor_count = 0;
-  if (source.kind == SourceKind::tensordict) {
-    const auto load_tree = [path](LoadOptions options) {
+  if (checkpoint.format() == FileFormat::tensordict) {
+    // A tree is timed as the TensorDict it loads as (the generic load adds to_value's walk to every mode).
+    const auto load_tree = [path, threads](LoadOptions options) {
       options.mmap = MapMode::read_only;
+      options.threads = threads;
       return load_memmap(path, options);
     };
     const TensorDict shapes = load_tree({.map_location = Device::meta()});
@@ -182,16 +188,13 @@ int run_bench(const Args& args) {
     modes.push_back({"meta", false, [=] { (void)load_tree({.map_location = Device::meta()}); }});
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.map_location = *device}); }});
   } else {
-    // torch, safetensors (single and sharded) and .npz through the one state-dict loader; .npy through load_npy.
-    const bool npy = source.kind == SourceKind::npy;
-    const bool allow_unlisted = args.flag("allow-unlisted");
-    const auto load_file = [path, npy, allow_unlisted](MapLocation where, bool mmap) {
-      const std::optional<MapMode> mode = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt;
-      if (npy) return Value(load_npy(path, {.map_location = std::move(where), .mmap = mode}));
-      return load_state_dict(path, {.map_location = std::move(where),
-                                    .mmap = mode,
-                                    .strict = false,
-                                    .sharded = {.allow_unlisted = allow_unlisted}});
+    // Every other format through the library's generic load.
+    const auto load_file = [path, threads, allow_unlisted](MapLocation where, bool mmap) {
+      return load(path, {.map_location = std::move(where),
+                         .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt,
+                         .threads = threads,
+                         .strict = false,
+                         .sharded = {.allow_unlisted = allow_unlisted}});
     };
     std::atomic<std::uint64_t> stored{0};  // each storage's bytes once, told to the callable (shards load in parallel)
     tensor_count = named_tensors(load_file(MapLocation::Function([&stored](const Storage& bytes, std::string_view) {
@@ -208,8 +211,8 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_file(*device, false); }});
   }
 
-  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, source.format_name(), tensor_count,
-             tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
+  fmt::print("{}: {}, {} tensor{}, {} of tensor data; {} load{} per mode\n", shown, format_label(checkpoint),
+             tensor_count, tensor_count == 1 ? "" : "s", human_bytes(data_bytes), repeat, repeat == 1 ? "" : "s");
   fmt::print("{:<12}  {:>10}  {:>8}  {:>12}  {:>14}  {:>8}  {:>10}\n", "mode", "first load", "GB/s", "repeats best",
              "repeats median", "GB/s", "peak RSS");
   bool peak_reset = true;

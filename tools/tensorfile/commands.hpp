@@ -7,9 +7,9 @@
 namespace tensorfile::cli {
 
 extern const CommandSpec inspect_spec;  ///< tensorfile inspect PATH [--json] [--hash]
-extern const CommandSpec convert_spec;  ///< tensorfile convert IN OUT [--to pt|memmap] [--map-location ...] [--quiet]
+extern const CommandSpec convert_spec;  ///< tensorfile convert IN OUT [--to FORMAT] [--map-location ...] [--quiet]
 extern const CommandSpec verify_spec;   ///< tensorfile verify PATH
-extern const CommandSpec bench_spec;    ///< tensorfile bench PATH [--map-location DEVICE] [--repeat N]
+extern const CommandSpec bench_spec;    ///< tensorfile bench PATH [--map-location DEVICE] [--repeat N] [--threads N]
 
 /// Each runs its command on parsed arguments; throws tensorfile::Error (exit 1) or UsageError (exit 2).
 int run_inspect(const Args& args);

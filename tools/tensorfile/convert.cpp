@@ -3,22 +3,20 @@
 // from mappings and naming every loss.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <set>
 #include <utility>
 
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
-#include <tensorfile/formats/numpy/npz.hpp>
 #include <tensorfile/formats/safetensors/metadata.hpp>
 #include <tensorfile/formats/safetensors/save.hpp>
-#include <tensorfile/formats/safetensors/save_sharded.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/tensordict/save_memmap.hpp>
-#include <tensorfile/formats/torch/load.hpp>
-#include <tensorfile/formats/torch/save.hpp>
 
 #include "commands.hpp"
 #include "describe.hpp"
@@ -39,6 +37,8 @@ constexpr std::array convert_options{
     OptionSpec{"max-shard-size", "SIZE",
                "safetensors: write OUT as a directory of shards of at most SIZE tensor bytes (5GB, 500MB, 2GiB) "
                "with model.safetensors.index.json"},
+    OptionSpec{"metadata", "KEY=VALUE",
+               "safetensors: set this __metadata__ entry (repeatable; replaces the input's entry of that key)", true},
     OptionSpec{"map-location", "WHERE",
                "where tensors load before they are written: a device (cpu, cuda:0), or for torch files tag remaps "
                "FROM=TO[,FROM=TO...]; default cpu"},
@@ -47,6 +47,13 @@ constexpr std::array convert_options{
                "as a glob (* and ?); repeatable; other data is kept",
                true},
     OptionSpec{"allow-unlisted", "", "sharded IN: leave out a shard's tensors that its index does not list"},
+    OptionSpec{"mmap", "MODE",
+               "how IN is mapped while its tensors stream to OUT: read-only, copy-on-write (default), shared, or off "
+               "(read into memory first)"},
+    OptionSpec{"threads", "N", "threads reading IN at once (heap reads, shards); default: the library's choice"},
+    OptionSpec{"direct-reads", "WHEN",
+               "with --mmap off: read around the page cache: automatic (default), always, never"},
+    OptionSpec{"verify-crc", "", "check the CRC-32 of every zip member read (torch and .npz IN)"},
     OptionSpec{"quiet", "", "draw no progress bar"},
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
 };
@@ -291,24 +298,27 @@ struct Loaded {
   std::optional<TensorDict> tree;
 };
 
-Loaded load_source(const Source& source, const std::filesystem::path& in, const Args& args, const TensorSelect& select,
-                   bool select_drops, Target target, Losses& losses) {
-  const std::optional<std::string> where = args.value("map-location");
-  const MapLocation location = where ? parse_map_location(*where) : MapLocation(Device::cpu());
+/// IN read with the library's generic load, but for a tensordict tree: load_memmap keeps it a TensorDict (a tree
+/// is written to a tree as is), and to_value() here names what it leaves out. A .npy's one tensor is named after
+/// the file's stem, as .npz members are named, and `select` is asked that name.
+Loaded load_source(const Checkpoint& checkpoint, const std::filesystem::path& in, const Args& args,
+                   const LoadOptions& options, Target target, Losses& losses) {
   Loaded loaded;
-  switch (source.kind) {
-    case SourceKind::tensordict: {
-      LoadOptions options{.mmap = MapMode::read_only, .select = select, .select_drops = select_drops};
-      if (where) {
+  switch (checkpoint.format()) {
+    case FileFormat::tensordict: {
+      LoadOptions tree_options = options;
+      tree_options.mmap = MapMode::read_only;
+      tree_options.map_location = {};  // mapped on the host
+      if (const auto where = args.value("map-location")) {
         Device device;
         try {
           device = Device::parse(*where);
         } catch (const ArgumentError& error) {
           throw UsageError("--map-location: a tensordict tree takes a device; " + error.reason());
         }
-        if (!device.is_cpu()) options.map_location = device;
+        if (!device.is_cpu()) tree_options.map_location = device;
       }
-      loaded.tree = load_memmap(in, options);
+      loaded.tree = load_memmap(in, tree_options);
       if (target != Target::memmap) {
         std::vector<Dropped> dropped;
         loaded.value = to_value(*loaded.tree, in, dropped);
@@ -316,31 +326,47 @@ Loaded load_source(const Source& source, const std::filesystem::path& in, const 
       }
       return loaded;
     }
-    case SourceKind::npy:
-    case SourceKind::npz:
-      loaded.value = load_numpy(
-          in, source.kind == SourceKind::npz ? NumpyFile::npz : NumpyFile::npy,
-          {.map_location = location, .mmap = MapMode::copy_on_write, .select = select, .select_drops = select_drops});
+    case FileFormat::npy: {
+      Dict dict;
+      dict.ordered = true;
+      const std::string name = std::filesystem::path(checkpoint.name()).stem().string();
+      LoadOptions array_options = options;  // the one array is kept or not here
+      array_options.select = {};
+      array_options.select_drops = false;
+      if (!options.select || options.select(name)) dict.set(name, load(in, array_options));
+      loaded.value = Value(std::move(dict));
       return loaded;
-    case SourceKind::torch:
-    case SourceKind::safetensors:
-    case SourceKind::sharded: break;
+    }
+    default: break;
   }
-  // torch files, safetensors files and shards, through the one state-dict loader.
-  const Value value = load_state_dict(in, {.map_location = location,
-                                           .mmap = MapMode::copy_on_write,
-                                           .select = select,
-                                           .select_drops = select_drops,
-                                           .strict = false,
-                                           .sharded = {.allow_unlisted = args.flag("allow-unlisted")}});
   std::vector<Dropped> dropped;
-  loaded.value = without_code(value, dropped);
+  loaded.value = without_code(load(in, options), dropped);
   if (!dropped.empty() && dropped.front().path.empty()) {
     throw UnsupportedError("the root is a " + dropped.front().what + ", which is not data; nothing to write",
-                           {.file = source.file});
+                           {.file = checkpoint.name()});
   }
   add_not_data(losses, std::move(dropped));
   return loaded;
+}
+
+/// convert's LoadOptions from its flags: mapped copy_on_write (tensors stream from the mapping as they are written)
+/// unless --mmap says otherwise, pickles never strict (what is not data is left out and named, an error with
+/// --strict).
+LoadOptions load_options(const Args& args, const PathPatterns& selection) {
+  LoadOptions options{.map_location = Device::cpu(),
+                      .mmap = MapMode::copy_on_write,
+                      .select = selection.select(),
+                      .select_drops = !selection.empty(),
+                      .strict = false,
+                      .verify_crc = args.flag("verify-crc"),
+                      .sharded = {.allow_unlisted = args.flag("allow-unlisted")}};
+  if (const auto where = args.value("map-location")) options.map_location = parse_map_location(*where);
+  if (const auto mode = args.value("mmap")) options.mmap = parse_map_mode(*mode);
+  if (const auto reads = args.value("direct-reads")) options.direct_reads = parse_direct_reads(*reads);
+  if (const auto threads = args.value("threads")) {
+    options.threads = static_cast<std::size_t>(parse_integer(*threads, "threads", 1, 256));
+  }
+  return options;
 }
 
 }  // namespace
@@ -392,7 +418,15 @@ const CommandSpec convert_spec{
         "\n"
         "--select keeps only the tensors it names, and only they are read from IN (the others' bytes are never\n"
         "read: a few tensors of a large checkpoint convert in the time their bytes take). A pattern that matches\n"
-        "no tensor is an error, and nothing is written.",
+        "no tensor is an error, and nothing is written.\n"
+        "\n"
+        "IN is read with the library's load() (a tensordict tree with load_memmap, so that a tree is written to a\n"
+        "tree as is) and OUT written with its save(), a tensordict tree with save_memmap. The flags are the\n"
+        "LoadOptions and SaveOptions fields of the same name: --map-location, --mmap, --select, --threads,\n"
+        "--direct-reads, --verify-crc, --allow-unlisted (sharded.allow_unlisted), --max-shard-size\n"
+        "(sharded.max_shard_size), --metadata (safetensors.metadata); --to is SaveOptions::format. --strict is\n"
+        "the tool's own: torch pickles are always read with LoadOptions::strict off, and what they hold that is not\n"
+        "data is left out and named (an error with --strict).",
 };
 
 int run_convert(const Args& args) {
@@ -404,17 +438,32 @@ int run_convert(const Args& args) {
   const bool quiet = args.flag("quiet");
   const bool strict = args.flag("strict");
   const PathPatterns selection(args.values("select"));
-  const Source source = resolve_source(in);
+  std::vector<std::pair<std::string, std::string>> metadata_flags;
+  for (const std::string& item : args.values("metadata")) {
+    const std::size_t equals = item.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw UsageError(fmt::format("--metadata takes KEY=VALUE, got '{}'", escape_controls(item)));
+    }
+    metadata_flags.emplace_back(item.substr(0, equals), item.substr(equals + 1));
+  }
+  if (!metadata_flags.empty() && target != Target::safetensors && target != Target::sharded) {
+    throw UsageError(
+        fmt::format("--metadata sets safetensors' __metadata__, but OUT is to be {}", target_name(target)));
+  }
+  const LoadOptions options = load_options(args, selection);
+  // The library's one dispatch: what IN holds, from its contents.
+  const Checkpoint checkpoint = open(in, {.strict = false, .sharded = options.sharded});
 
   Losses losses;
-  const Loaded loaded = load_source(source, in, args, selection.select(), !selection.empty(), target, losses);
+  const Loaded loaded = load_source(checkpoint, in, args, options, target, losses);
   selection.require_all_matched(in);
   const Value& v = loaded.value;
   const std::string label = "writing " + escape_controls(out.filename().string());
 
   switch (target) {
     case Target::memmap: {
-      const TensorDict td = loaded.tree ? *loaded.tree : to_tensordict(v, source.file, losses.changed);
+      // save_memmap, not the generic save: a tree read is written as is, and what to_tensordict() changes is named.
+      const TensorDict td = loaded.tree ? *loaded.tree : to_tensordict(v, checkpoint.name(), losses.changed);
       report(losses, in, strict);
       ProgressBar progress(label, leaf_bytes(td), !quiet);
       save_memmap(td, out);
@@ -424,29 +473,38 @@ int run_convert(const Args& args) {
     case Target::pt: {
       report(losses, in, strict);
       ProgressBar progress(label, storage_bytes(v), !quiet);
-      save_torch(v, out);
+      save(v, out, {.format = FileFormat::torch_zip});
       progress.finish();
       return exit_ok;
     }
     case Target::safetensors:
     case Target::sharded: {
       std::vector<std::pair<std::string, std::string>> metadata = safetensors_metadata_of(v);
+      for (const auto& [key, value] : metadata_flags) {
+        const auto same = [&key](const auto& item) { return item.first == key; };
+        metadata.erase(std::remove_if(metadata.begin(), metadata.end(), same), metadata.end());
+        metadata.emplace_back(key, value);
+      }
       const NamedTensors tensors = flat_tensors(v, in, target, losses, &metadata);
       report(losses, in, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
+      const SaveOptions save_options{
+          .format = FileFormat::safetensors,
+          .safetensors = {.metadata = metadata},
+          .sharded = {.max_shard_size = shard_size.value_or(SaveOptions::Sharded{}.max_shard_size)}};
       if (target == Target::safetensors) {
-        save_safetensors(tensors, out, {.safetensors = {.metadata = metadata}});
+        save(tensors, out, save_options);
         progress.finish();
         return exit_ok;
       }
-      const SafetensorsShards written = save_safetensors_sharded(
-          tensors, out,
-          {.safetensors = {.metadata = metadata},
-           .sharded = {.max_shard_size = shard_size.value_or(SaveOptions::Sharded{}.max_shard_size)}});
+      save(tensors, out.native().ends_with('/') ? out.native() : out.native() + '/', save_options);  // shards
       progress.finish();
-      if (!quiet && written.files.size() > 1) {
-        fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),
-                   escape_controls(written.index.filename().string()));
+      if (!quiet) {
+        const StateDictLayout written = resolve_state_dict(out);
+        if (written.files.size() > 1) {
+          fmt::print(stderr, "tensorfile convert: wrote {} shards and {}\n", written.files.size(),
+                     escape_controls(written.index.filename().string()));
+        }
       }
       return exit_ok;
     }
@@ -460,11 +518,7 @@ int run_convert(const Args& args) {
       }
       report(losses, in, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
-      if (target == Target::npz) {
-        save_npz(tensors, out);
-      } else {
-        save_npy(tensors.front().second, out);
-      }
+      save(tensors, out, {.format = target == Target::npz ? FileFormat::npz : FileFormat::npy});
       progress.finish();
       return exit_ok;
     }

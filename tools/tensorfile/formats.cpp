@@ -39,6 +39,21 @@ MapLocation parse_map_location(std::string_view text) {
   }
 }
 
+std::optional<MapMode> parse_map_mode(std::string_view text) {
+  if (text == "read-only") return MapMode::read_only;
+  if (text == "copy-on-write") return MapMode::copy_on_write;
+  if (text == "shared") return MapMode::shared;
+  if (text == "off") return std::nullopt;
+  throw UsageError(fmt::format("--mmap takes read-only, copy-on-write, shared or off, got '{}'", text));
+}
+
+DirectReads parse_direct_reads(std::string_view text) {
+  if (text == "automatic") return DirectReads::automatic;
+  if (text == "always") return DirectReads::always;
+  if (text == "never") return DirectReads::never;
+  throw UsageError(fmt::format("--direct-reads takes automatic, always or never, got '{}'", text));
+}
+
 std::string with_flag_names(std::string message) {
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
       {{".sharded.allow_unlisted = true", "--allow-unlisted"}}};
@@ -60,47 +75,10 @@ std::string human_bytes(std::uint64_t bytes) {
   return value < 10 ? fmt::format("{:.2f} {}", value, units[unit]) : fmt::format("{:.1f} {}", value, units[unit]);
 }
 
-std::string Source::format_name() const {
-  if (layout && kind != SourceKind::torch) return state_dict_format_name(*layout);
-  return std::string(tensorfile::format_name(format));
+std::string format_label(const Checkpoint& checkpoint) {
+  return state_dict_format_name(
+      {.format = checkpoint.format(), .index = checkpoint.sharded() ? checkpoint.name() : ""});
 }
-
-Source resolve_source(const std::filesystem::path& path) {
-  Source source{.format = detect_format(path), .file = path};
-  const auto from_layout = [&](StateDictLayout layout) {
-    source.format = layout.format;
-    if (layout.sharded()) {
-      source.kind = SourceKind::sharded;
-    } else {
-      source.file = layout.files.front();
-      source.kind = layout.format == FileFormat::safetensors ? SourceKind::safetensors : SourceKind::torch;
-    }
-    source.layout = std::move(layout);
-    return source;
-  };
-  std::error_code ec;
-  switch (source.format) {
-    case FileFormat::torch_zip:
-    case FileFormat::torch_legacy: return source;
-    case FileFormat::npy: source.kind = SourceKind::npy; return source;
-    case FileFormat::npz: source.kind = SourceKind::npz; return source;
-    case FileFormat::safetensors: return from_layout(resolve_state_dict(path));
-    case FileFormat::tensordict:
-      source.kind = SourceKind::tensordict;
-      // A model directory's files win over a meta.json of its own, as in resolve_state_dict.
-      for (const std::string_view name : state_dict_file_names) {
-        if (std::filesystem::exists(path / name, ec)) return from_layout(resolve_state_dict(path));
-      }
-      return source;  // a tensordict tree, or neither: load_memmap says what is missing
-    case FileFormat::unknown: break;
-  }
-  if (!std::filesystem::is_regular_file(path, ec)) return source;
-  StateDictLayout layout = resolve_state_dict(path);  // an index, or unknown
-  if (!layout.sharded()) return source;
-  return from_layout(std::move(layout));
-}
-
-std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path) { return resolve_source(path).layout; }
 
 std::uint64_t parse_size(std::string_view text, std::string_view option) {
   std::size_t digits = 0;

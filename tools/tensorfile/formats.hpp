@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Helpers shared by the commands of the tensorfile program: --map-location parsing and byte counts for people.
+// Helpers shared by the commands of the tensorfile program: --map-location parsing, format names and byte counts
+// for people.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include <tensorfile/formats/format.hpp>  // detect_format and format_name, which every command uses
+#include <tensorfile/checkpoint.hpp>
+#include <tensorfile/formats/format.hpp>  // format_name, which every command uses
 #include <tensorfile/formats/options.hpp>
 #include <tensorfile/formats/select.hpp>
 #include <tensorfile/state_dict.hpp>
@@ -22,6 +24,13 @@ namespace tensorfile::cli {
 /// Throws UsageError on a malformed one.
 [[nodiscard]] MapLocation parse_map_location(std::string_view text);
 
+/// --mmap MODE: "read-only", "copy-on-write" or "shared" (MapMode's names in kebab-case), or "off" (nullopt: heap
+/// reads). Throws UsageError otherwise.
+[[nodiscard]] std::optional<MapMode> parse_map_mode(std::string_view text);
+
+/// --direct-reads WHEN: "automatic", "always" or "never". Throws UsageError otherwise.
+[[nodiscard]] DirectReads parse_direct_reads(std::string_view text);
+
 /// "512 B", "1.5 KiB", "12.0 MiB", "3.21 GiB".
 [[nodiscard]] std::string human_bytes(std::uint64_t bytes);
 
@@ -29,37 +38,8 @@ namespace tensorfile::cli {
 /// "(or --allow-unlisted)".
 [[nodiscard]] std::string with_flag_names(std::string message);
 
-/// What a command's PATH holds, told from its contents (never its name): the one format dispatch of convert,
-/// inspect and bench.
-enum class SourceKind {
-  torch,        ///< one torch file (zip or legacy), or a model directory's pytorch_model.bin
-  safetensors,  ///< one safetensors file, or a model directory's model.safetensors
-  sharded,      ///< the shards a *.index.json lists (safetensors or torch), given as the index or its directory
-  npz,          ///< a NumPy .npz archive
-  npy,          ///< a NumPy .npy file
-  tensordict,   ///< a tensordict memmap tree (a directory with meta.json, or any other directory: load_memmap says
-                ///< what is missing)
-};
-
-/// A resolved PATH: its kind, the format of what is read, and for safetensors files and shards their layout.
-struct Source {
-  SourceKind kind = SourceKind::torch;
-  FileFormat format = FileFormat::unknown;  ///< of `file` (the first shard's when sharded)
-  std::filesystem::path file{};             ///< what is read: PATH itself, or a model directory's single file
-  /// What resolve_state_dict() found, for the sources resolved through it: safetensors files, shards, model directories
-  std::optional<StateDictLayout> layout{};
-  /// inspect --json's "format": "torch-zip", "safetensors-sharded", "npz", ...
-  [[nodiscard]] std::string format_name() const;
-};
-
-/// Resolves `path`: torch and NumPy files by their magic, directories with meta.json as tensordict trees, other
-/// directories and JSON files through resolve_state_dict(). An unknown file resolves as a torch file, so that
-/// load_torch() says what it lacks. Throws what resolve_state_dict throws for a broken index.
-[[nodiscard]] Source resolve_source(const std::filesystem::path& path);
-
-/// resolve_source(path).layout: the layout of safetensors files, sharded checkpoints and model directories, nullopt
-/// for the rest.
-[[nodiscard]] std::optional<StateDictLayout> weights_layout(const std::filesystem::path& path);
+/// inspect --json's and bench's name of what `checkpoint` holds: "torch-zip", "safetensors-sharded", "npz", ...
+[[nodiscard]] std::string format_label(const Checkpoint& checkpoint);
 
 /// A byte count given to `option`: digits, then optionally a unit, as the Hugging Face tools take
 /// max_shard_size: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), any case.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tensorfile inspect: what a torch file or tensordict tree holds, as a tree or as JSON, without reading tensor data.
+// tensorfile inspect: what a checkpoint in any format holds, as a tree or as JSON, without reading tensor data.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/formats/safetensors/header.hpp>
@@ -64,16 +65,18 @@ Description describe_weights(const std::filesystem::path& path, bool hashes, boo
   return describe_value(load_state_dict(path, options), tags, hashes);
 }
 
-/// The first line of the tree for safetensors files and sharded checkpoints.
-std::string weights_header_line(const std::string& shown, const StateDictLayout& layout) {
-  if (layout.sharded()) {
-    std::string line =
-        fmt::format("{}: {}, {} shard{}, index {}", shown, state_dict_format_name(layout), layout.files.size(),
-                    layout.files.size() == 1 ? "" : "s", escape_controls(layout.index.filename().string()));
-    if (layout.total_size) line += fmt::format(", metadata.total_size {}", *layout.total_size);
-    return line;
-  }
-  const SafetensorsHeader header = read_safetensors_header(layout.files.front());
+/// The first line of the tree for a sharded checkpoint.
+std::string sharded_header_line(const std::string& shown, const StateDictLayout& layout) {
+  std::string line =
+      fmt::format("{}: {}, {} shard{}, index {}", shown, state_dict_format_name(layout), layout.files.size(),
+                  layout.files.size() == 1 ? "" : "s", escape_controls(layout.index.filename().string()));
+  if (layout.total_size) line += fmt::format(", metadata.total_size {}", *layout.total_size);
+  return line;
+}
+
+/// The first line of the tree for a safetensors file.
+std::string safetensors_header_line(const std::string& shown, const std::filesystem::path& file) {
+  const SafetensorsHeader header = read_safetensors_header(file);
   std::string line = fmt::format("{}: safetensors, header {} B", shown, header.header_bytes);
   if (header.metadata) {
     std::string items;
@@ -95,7 +98,7 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
     }
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
-    case FileFormat::safetensors:  // weights_header_line
+    case FileFormat::safetensors:  // safetensors_header_line
     case FileFormat::npy:          // inspect_numpy
     case FileFormat::npz:
     case FileFormat::unknown: break;
@@ -213,15 +216,17 @@ const CommandSpec inspect_spec{
     .options = inspect_options,
     .summary =
         "Show what a torch.save file (zip or legacy), a safetensors file, a sharded checkpoint (*.index.json or a\n"
-        "model directory) or a tensordict memmap directory holds: every tensor's dtype, shape, device tag, bytes\n"
-        "and storage, the other values, totals, and the format.",
+        "model directory), a .npy or .npz file or a tensordict memmap directory holds: every tensor's dtype,\n"
+        "shape, device tag, bytes and storage, the other values, totals, and the format.",
     .details =
-        "The format is detected from the contents, never from the name. No tensor data is read unless --hash\n"
-        "is given (the file is mapped; torch files load on the meta device, tensordict leaves are not opened).\n"
+        "The format is found by the library's open(), from the contents, never from the name. No tensor data is\n"
+        "read unless --hash is given (the file is mapped; torch files load on the meta device, tensordict leaves\n"
+        "are not opened).\n"
         "\n"
         "A sharded checkpoint is shown as the one dict load_state_dict merges, in the index's order.\n"
         "\n"
-        "--json prints {\"format\": \"torch-zip\" | \"torch-legacy\" | \"tensordict\" | \"safetensors\" |\n"
+        "--json prints {\"format\": \"torch-zip\" | \"torch-legacy\" | \"tensordict\" | \"safetensors\" | \"npy\" | "
+        "\"npz\" |\n"
         "\"safetensors-sharded\" | \"torch-zip-sharded\" | ..., \"tensors\": [{\"path\",\n"
         "\"dtype\", \"shape\", \"stride\", \"storage_offset\", \"requires_grad\", \"device\", \"storage\",\n"
         "\"sha256\" (with --hash)}], \"values\": [{\"path\", \"type\", \"value\"}]}: a path is \"\" for the root and\n"
@@ -233,29 +238,36 @@ const CommandSpec inspect_spec{
 
 int run_inspect(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
-  const Source source = resolve_source(path);
-  if (source.kind == SourceKind::npy || source.kind == SourceKind::npz) return *inspect_numpy(args);
-  const std::string shown = escape_controls(args.operands()[0]);
   const bool hashes = args.flag("hash");
-  if (source.kind == SourceKind::safetensors || source.kind == SourceKind::sharded) {
-    const Description description = describe_weights(path, hashes, args.flag("allow-unlisted"));
-    const std::string out = args.flag("json") ? description_json(description, source.format_name(), hashes) + "\n"
-                                              : render_tree(description, weights_header_line(shown, *source.layout));
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return exit_ok;
-  }
-  const FileFormat format = source.format;
-  const std::filesystem::path& file = source.file;  // a model directory's pytorch_model.bin
-  Description description;
-  if (source.kind == SourceKind::tensordict) {
-    LoadOptions options{.mmap = MapMode::read_only};
-    if (!hashes) options.map_location = Device::meta();
-    description = describe_tensordict(load_memmap(path, options), hashes);
+  const bool allow_unlisted = args.flag("allow-unlisted");
+  // The library's one dispatch; the handle reads only the index (a torch pickle's storages as stand-ins).
+  const Checkpoint checkpoint = open(path, {.strict = false, .sharded = {.allow_unlisted = allow_unlisted}});
+  const FileFormat format = checkpoint.format();
+  const std::filesystem::path file = checkpoint.name();  // a model directory's file, a sharded checkpoint's index
+  if (format == FileFormat::npy || format == FileFormat::npz) return inspect_numpy(args, file, format);
+  const std::string shown = escape_controls(args.operands()[0]);
+  std::string out;
+  if (format == FileFormat::safetensors || checkpoint.sharded()) {
+    const Description description = describe_weights(path, hashes, allow_unlisted);
+    if (args.flag("json")) {
+      out = description_json(description, format_label(checkpoint), hashes) + "\n";
+    } else {
+      // The index's shards and metadata, which the handle does not keep.
+      out = render_tree(description, checkpoint.sharded() ? sharded_header_line(shown, resolve_state_dict(path))
+                                                          : safetensors_header_line(shown, file));
+    }
   } else {
-    description = describe_torch_file(file, format, hashes);
+    Description description;
+    if (format == FileFormat::tensordict) {
+      LoadOptions options{.mmap = MapMode::read_only};
+      if (!hashes) options.map_location = Device::meta();
+      description = describe_tensordict(load_memmap(file, options), hashes);
+    } else {
+      description = describe_torch_file(file, format, hashes);
+    }
+    out = args.flag("json") ? description_json(description, format_label(checkpoint), hashes) + "\n"
+                            : render_tree(description, header_line(shown, format, file));
   }
-  const std::string out = args.flag("json") ? description_json(description, format_name(format), hashes) + "\n"
-                                            : render_tree(description, header_line(shown, format, file));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return exit_ok;
 }

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
-// tensorfile: inspect, convert, verify and benchmark torch.save files and tensordict memmap trees, without Python.
+// tensorfile: inspect, convert, verify, scan and benchmark checkpoints in every format the library reads (torch zip
+// and legacy, safetensors, sharded indexes and model folders, .npy, .npz, tensordict trees), without Python. What
+// a PATH holds is found by the library (open(), or resolve_state_dict() where a damaged file must still reach a
+// check); option flags are the LoadOptions / SaveOptions fields in kebab-case.
 //
-//   tensorfile inspect PATH [--json] [--hash]
-//   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--map-location WHERE] [--strict] [--quiet]
-//   tensorfile verify PATH [--allow MODULE.NAME]... [--json]
-//   tensorfile bench PATH [--map-location DEVICE] [--repeat N]
+//   tensorfile inspect PATH [--json] [--hash] [--allow-unlisted]
+//   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--max-shard-size SIZE] [--metadata KEY=VALUE]...
+//                     [--map-location WHERE] [--mmap MODE] [--select PATTERN]... [--threads N] [--direct-reads WHEN]
+//                     [--verify-crc] [--allow-unlisted] [--strict] [--quiet]
+//   tensorfile verify PATH [--allow MODULE.NAME]... [--json] [--allow-unlisted]
+//   tensorfile bench PATH [--map-location DEVICE] [--repeat N] [--threads N] [--allow-unlisted]
 //   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--threads N] [--quiet]
 //
 // Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.

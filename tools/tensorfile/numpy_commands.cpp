@@ -19,34 +19,20 @@
 
 namespace tensorfile::cli {
 
-Value load_numpy(const std::filesystem::path& path, NumpyFile kind, const LoadOptions& options) {
-  if (kind == NumpyFile::npz) return load_npz(path, options);
+namespace {
+
+/// A NumPy file as inspect lists it: a dict of name -> tensor (a .npy gives one entry named after the file's stem).
+Value numpy_value(const std::filesystem::path& file, FileFormat format, const LoadOptions& options) {
+  if (format == FileFormat::npz) return load_npz(file, options);
   Dict dict;
   dict.ordered = true;
-  const std::string name = path.stem().string();
-  LoadOptions array_options = options;  // load_npy takes no select: its one array is kept or not here
-  array_options.select = {};
-  array_options.select_drops = false;
-  if (options.select && !options.select(name)) {
-    if (options.select_drops) return Value(std::move(dict));
-    array_options.map_location = "meta";
-  }
-  dict.set(name, load_npy(path, array_options));
+  dict.set(file.stem().string(), load_npy(file, options));
   return Value(std::move(dict));
 }
 
-std::optional<NumpyFile> numpy_file(const std::filesystem::path& path) {
-  switch (detect_format(path)) {
-    case FileFormat::npy: return NumpyFile::npy;
-    case FileFormat::npz: return NumpyFile::npz;
-    default: return std::nullopt;
-  }
-}
+}  // namespace
 
-std::optional<int> inspect_numpy(const Args& args) {
-  const std::filesystem::path path = args.operands()[0];
-  const auto kind = numpy_file(path);
-  if (!kind) return std::nullopt;
+int inspect_numpy(const Args& args, const std::filesystem::path& file, FileFormat format) {
   const bool hashes = args.flag("hash");
   LoadOptions options;
   if (hashes) {
@@ -56,20 +42,20 @@ std::optional<int> inspect_numpy(const Args& args) {
   }
   Value loaded;
   try {
-    loaded = load_numpy(path, *kind, options);
+    loaded = numpy_value(file, format, options);
   } catch (const UnsupportedError&) {
     if (!hashes) throw;
-    loaded = load_numpy(path, *kind, {});
+    loaded = numpy_value(file, format, {});
   }
   StorageTags tags;
   tags.fallback = "cpu";
   const Description description = describe_value(loaded, tags, hashes);
-  const std::string format = *kind == NumpyFile::npy ? "npy" : "npz";
+  const std::string name(format_name(format));
   std::string out;
   if (args.flag("json")) {
-    out = description_json(description, format, hashes) + "\n";
+    out = description_json(description, name, hashes) + "\n";
   } else {
-    out = fmt::format("{}: numpy .{}, {} array{}\n", escape_controls(args.operands()[0]), format,
+    out = fmt::format("{}: numpy .{}, {} array{}\n", escape_controls(args.operands()[0]), name,
                       description.tensors.size(), description.tensors.size() == 1 ? "" : "s");
     std::uint64_t total = 0;
     for (const TensorRecord& r : description.tensors) {
@@ -86,18 +72,15 @@ std::optional<int> inspect_numpy(const Args& args) {
   return exit_ok;
 }
 
-std::optional<int> verify_numpy(const Args& args) {
-  const std::filesystem::path path = args.operands()[0];
-  const auto kind = numpy_file(path);
-  if (!kind) return std::nullopt;
+int verify_numpy(const Args& args, const std::filesystem::path& file, FileFormat format) {
   const std::string shown = escape_controls(args.operands()[0]);
   try {
     std::string checked;
-    if (*kind == NumpyFile::npz) {
-      const Value loaded = load_npz(path, {.verify_crc = true});
+    if (format == FileFormat::npz) {
+      const Value loaded = load_npz(file, {.verify_crc = true});
       checked = fmt::format("numpy .npz, {} arrays, every CRC-32 and .npy header", named_tensors(loaded).size());
     } else {
-      const Tensor t = load_npy(path);
+      const Tensor t = load_npy(file);
       checked = fmt::format("numpy .npy, {} {}, header and data size", dtype_name(t.dtype()), shape_text(t.sizes()));
     }
     fmt::print("{}: OK: {}\n", shown, checked);

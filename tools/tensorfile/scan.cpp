@@ -161,7 +161,7 @@ std::vector<std::string> scan_targets(const std::vector<std::string>& operands) 
       // A sharded index: every file it names is scanned too, whatever its name (a JSON index holds no pickle).
       std::optional<StateDictLayout> layout;
       try {
-        layout = weights_layout(root);
+        layout = resolve_state_dict(root);
       } catch (const Error&) {  // not an index: the file's own scan says what it is
       }
       if (layout && layout->sharded()) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tensorfile verify: a full structural and bounds check of a torch file or tensordict tree, CRCs included.
+// tensorfile verify: a full structural and bounds check of a checkpoint in any format, CRCs included.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,14 +62,15 @@ const CommandSpec verify_spec{
     .max_operands = 1,
     .options = verify_options,
     .summary =
-        "Check a torch file, safetensors file, sharded checkpoint or tensordict tree in full: structure, every\n"
-        "record and its CRC-32, every view.",
+        "Check a torch file, safetensors file, sharded checkpoint, .npy or .npz file or tensordict tree in full:\n"
+        "structure, every record and its CRC-32, every view.",
     .details =
         "Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), data.pkl, each\n"
         "storage record against the size its tensors declare, and each view against its storage. Legacy files:\n"
         "the pickles and every storage's length. Tensordict trees: every meta.json and every data file's length.\n"
         "Safetensors files: the header and the data offsets' tiling. Sharded checkpoints (*.index.json or a model\n"
         "directory): every shard as above, then the index against them (names missing, in two shards, unlisted).\n"
+        ".npy files: the header and the data's length; .npz files: every member's header, length and CRC-32.\n"
         "Objects tensorfile keeps opaque (numpy arrays, modules) are not errors.\n"
         "\n"
         "Every pickle is also scanned for what torch.load would import: a dangerous global (os.system, eval...)\n"
@@ -130,33 +131,35 @@ int run_verify(const Args& args) {
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   std::vector<std::string> errors;
-  // A .npy or .npz file: an object array's pickle runs under numpy.load(allow_pickle=True); one found unsafe is not
-  // checked further (numpy_commands.cpp's check would print OK after the reasons). One the scan cannot read gets
-  // the check's error.
-  if (numpy_file(path) && !scan_safe(args, path, shown, errors) && errors.empty()) return exit_file_error;
-  if (const auto checked = verify_numpy(args)) return *checked;  // .npy/.npz: numpy_commands.cpp
-  bool safe = true;                                              // the safety scan's findings are printed on stdout
+  // The library's layout, not open(): a damaged file must reach verify()'s checks, which open() would refuse first.
+  const StateDictLayout layout = resolve_state_dict(path);
+  if (layout.format == FileFormat::npy || layout.format == FileFormat::npz) {
+    // An object array's pickle runs under numpy.load(allow_pickle=True); one found unsafe is not checked further
+    // (the check would print OK after the reasons). One the scan cannot read gets the check's error.
+    if (!scan_safe(args, path, shown, errors) && errors.empty()) return exit_file_error;
+    return verify_numpy(args, layout.files.front(), layout.format);
+  }
+  bool safe = true;  // the safety scan's findings are printed on stdout
   std::string summary;
-  const std::optional<StateDictLayout> layout = weights_layout(path);
-  if (layout && layout->sharded()) {
+  if (layout.sharded()) {
     std::size_t tensors = 0;
-    errors = verify_shards(path, *layout, args.flag("allow-unlisted"), tensors);
+    errors = verify_shards(path, layout, args.flag("allow-unlisted"), tensors);
     // Every file the index names is scanned, whatever its name or format.
-    for (const std::filesystem::path& shard : layout->files) {
+    for (const std::filesystem::path& shard : layout.files) {
       safe = scan_safe(args, shard, escape_controls(shard.string()), errors) && safe;
     }
     summary = fmt::format("{}, {} shard{} each checked in full, the index against them; {} tensor{}",
-                          state_dict_format_name(*layout), layout->files.size(), layout->files.size() == 1 ? "" : "s",
+                          state_dict_format_name(layout), layout.files.size(), layout.files.size() == 1 ? "" : "s",
                           tensors, tensors == 1 ? "" : "s");
   } else {
-    const std::filesystem::path file = layout ? layout->files.front() : path;  // a model directory: its file
+    const std::filesystem::path& file = layout.files.front();  // a model directory: its file
     const VerifyReport report = verify(file);
     errors = report.errors;
     summary = checked_summary(report);
     safe = scan_safe(args, file, shown, errors);
   }
   // A folder, or the folder of an index: what interrupted saves left there is reported, not an error.
-  if (std::filesystem::is_directory(path) || (layout && layout->sharded())) {
+  if (std::filesystem::is_directory(path) || layout.sharded()) {
     const std::filesystem::path folder = std::filesystem::is_directory(path) ? path : path.parent_path();
     for (const std::string& line : leftover_lines(folder.empty() ? std::filesystem::path(".") : folder)) {
       fmt::print("{}: {}\n", shown, line);
