@@ -201,9 +201,10 @@ TEST_CASE("save_torch() and load_torch() share the record limit: one record per 
       load_torch(span_of(bytes), {.limits = {.max_records = 9}}),
       Catch::Matchers::StartsWith("tensorfile: the archive declares 10 entries, more than the limit of 9 (at byte "));
   REQUIRE_THROWS_AS(save_torch_to_bytes(tensors(5), {.torch = {.max_records = 10}}), ArgumentError);
-  REQUIRE_THROWS_WITH(save_torch_to_bytes(tensors(5), {.torch = {.max_records = 10}}),
-                      "tensorfile: cannot save 11 records (5 storages); expected at most max_records = 10; raise "
-                      "SaveOptions::max_records and LoadOptions::max_records together to save and load it");
+  REQUIRE_THROWS_WITH(
+      save_torch_to_bytes(tensors(5), {.torch = {.max_records = 10}}),
+      "tensorfile: cannot save 11 records (5 storages); expected at most max_records = 10; raise "
+      "SaveOptions::torch.max_records and LoadOptions::limits.max_records together to save and load it");
   const tensorfile_test::ScratchDir dir;
   REQUIRE_THROWS_AS(save_torch(tensors(5), dir / "many.pt", {.torch = {.max_records = 10}}), ArgumentError);
   CHECK(names_in(dir.path()).empty());
