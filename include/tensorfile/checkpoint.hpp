@@ -73,7 +73,8 @@ class Checkpoint {
   [[nodiscard]] TENSORFILE_ENTRY const LoadOptions& options() const noexcept;
   /// Every tensor in the order the format lists them (a sharded checkpoint: the index's weight_map order).
   [[nodiscard]] TENSORFILE_ENTRY const std::vector<CheckpointEntry>& entries() const noexcept;
-  /// The entry at `path`; null when there is none.
+  /// The entry at `path`; null when there is none. Points into the handle's state: valid while a copy of the handle
+  /// lives (as entries()'s references).
   [[nodiscard]] TENSORFILE_ENTRY const CheckpointEntry* find(std::string_view path) const;
   /// The loaded tree with every tensor a meta tensor (dtype and shape, no bytes), and every non-tensor value as the
   /// format's loader gives it: what load_all() returns, without the data.

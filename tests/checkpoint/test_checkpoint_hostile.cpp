@@ -39,11 +39,26 @@ std::vector<std::byte> safetensors_bytes(const std::string& header, std::size_t 
   return out;
 }
 
-/// What an Error's message says, checked to name `source` (and, when given, `member`) and an offset.
-void check_names(const Error& error, const std::string& source, const std::string& member = {}) {
-  INFO(error.what());
-  CHECK(std::string(error.what()).find(source) != std::string::npos);
-  if (!member.empty()) CHECK(error.member() == member);
+/// What an Error must say: the source it names, and when given the member, the offset, a phrase of its message.
+struct Says {
+  std::string source;
+  std::string member{};
+  std::optional<std::uint64_t> offset{};
+  bool some_offset = false;  // an offset, whichever
+  std::string phrase{};
+};
+
+/// A matcher of the Error that `says` describes, for CHECK_THROWS_MATCHES.
+Catch::Matchers::Generic::PredicateMatcher<Error> says(Says says) {
+  const std::string description = "names " + says.source + (says.phrase.empty() ? "" : ", says " + says.phrase);
+  return Catch::Matchers::Predicate<Error>(
+      [says = std::move(says)](const Error& error) {
+        const std::string what = error.what();
+        return what.find(says.source) != std::string::npos && (says.member.empty() || error.member() == says.member) &&
+               (!says.offset || error.offset() == says.offset) && (!says.some_offset || error.offset().has_value()) &&
+               what.find(says.phrase) != std::string::npos;
+      },
+      description);
 }
 
 /// A RangeReader over bytes whose size(), read() and mapped() lie as configured.
@@ -108,43 +123,22 @@ TEST_CASE("readers that lie about their size or their reads", "[checkpoint][host
     reader.size_ = file.size() + 1000;
     reader.stop_at_ = file.size();
     // The header's offsets fit the claimed size, so open() succeeds; the last tensor's range does not exist.
-    try {
-      const Checkpoint opened = open(Source::reader(reader));
-      (void)opened.load_all();
-      FAIL("a reader claiming 1000 bytes more than it has was read whole");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-      CHECK(error.offset().has_value());
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader)).load_all(), FormatError,
+                         says({.source = "mem://lying", .some_offset = true}));
   }
   SECTION("size() smaller than the bytes: the header's data reaches past it") {
     LyingReader reader(file);
     reader.size_ = file.size() - 10;
-    try {
-      (void)open(Source::reader(reader));
-      FAIL("a header reaching past size() was opened");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader)), FormatError, says({.source = "mem://lying"}));
   }
   SECTION("read() claiming more than it was asked for is refused as such") {
     LyingReader reader(file);
     reader.extra_ = 5;
-    try {
-      (void)open(Source::reader(reader));
-      FAIL("a reader returning more than asked was believed");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-      CHECK(std::string(error.what()).find("more than") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader)), FormatError,
+                         says({.source = "mem://lying", .phrase = "more than"}));
     UnsizedReader unsized(file, std::size_t{1} << 20);
-    try {
-      (void)open(Source::reader(unsized));
-      FAIL("an unsized reader returning more than asked was believed");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://unsized");
-      CHECK(std::string(error.what()).find("more than") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(unsized)), FormatError,
+                         says({.source = "mem://unsized", .phrase = "more than"}));
   }
   SECTION("read() throwing: the reader's error reaches the caller unchanged") {
     LyingReader reader(file);
@@ -159,59 +153,33 @@ TEST_CASE("readers that lie about their size or their reads", "[checkpoint][host
   SECTION("read() returning 0 early: a FormatError naming the reader and the offset") {
     LyingReader reader(file);
     reader.stop_at_ = 20;
-    try {
-      (void)open(Source::reader(reader));
-      FAIL("a reader ending in its header was opened");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-      CHECK(error.offset() == 20);
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader)), FormatError, says({.source = "mem://lying", .offset = 20}));
   }
   SECTION("a size of 2^63: no allocation of what it claims") {
     LyingReader reader(file);
     reader.size_ = std::uint64_t{1} << 63;
-    try {
-      (void)open(Source::reader(reader));  // safetensors' tensors must tile the rest of the source
-      FAIL("a reader claiming 2^63 bytes was opened");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-      CHECK(error.offset().has_value());
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader)), FormatError,
+                         says({.source = "mem://lying", .some_offset = true}));
     // A header of 99,999,999 bytes (under the limit) claimed by a reader of 1 KiB: read as its bytes arrive.
     LyingReader huge_header(safetensors_bytes("{" + std::string(1015, ' '), 0));
     const std::string length = tensorfile_test::le64(99'999'999);
     std::memcpy(huge_header.bytes_.data(), length.data(), 8);
     huge_header.size_ = std::uint64_t{1} << 63;
-    try {
-      (void)open(Source::reader(huge_header));
-      FAIL("a header longer than the reader's bytes was opened");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-      CHECK(error.offset() == 1024);
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(huge_header)), FormatError,
+                         says({.source = "mem://lying", .offset = 1024}));
     CHECK(huge_header.max_ask_ <= std::size_t{1} << 17);
     // A torch zip (read whole) over a reader claiming 2^40 bytes: no buffer of 2^40.
     LyingReader zip(bytes_of_file(sample("torch", "state_dict_linear_bn.pt")));
     zip.size_ = std::uint64_t{1} << 40;
-    try {
-      (void)open(Source::reader(zip));
-      FAIL("a zip reader claiming 2^40 bytes was opened");
-    } catch (const FormatError& error) {
-      check_names(error, "mem://lying");
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(zip)), FormatError, says({.source = "mem://lying"}));
     CHECK(zip.max_ask_ <= std::size_t{1} << 20);
   }
   SECTION("a mapped() span shorter than size() is refused before any view is made") {
     LyingReader reader(file);
     reader.mappable_ = true;
     reader.mapped_size_ = file.size() / 2;
-    try {
-      (void)open(Source::reader(reader), {.mmap = MapMode::read_only});
-      FAIL("a short mapping was viewed");
-    } catch (const ArgumentError& error) {
-      check_names(error, "mem://lying");
-      CHECK(std::string(error.what()).find("mapped()") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(open(Source::reader(reader), {.mmap = MapMode::read_only}), ArgumentError,
+                         says({.source = "mem://lying", .phrase = "mapped()"}));
     // The torch zip path parses mapped() in place: the same check.
     LyingReader zip(bytes_of_file(sample("torch", "state_dict_linear_bn.pt")));
     zip.mappable_ = true;
@@ -309,13 +277,8 @@ TEST_CASE("indexes that point past the file or overflow", "[checkpoint][hostile]
       const std::vector<std::byte> bytes = safetensors_bytes(header, 8);
       CHECK_THROWS_AS(open(Source::memory(bytes, "hostile")), FormatError);
       LyingReader reader(bytes);
-      try {
-        (void)open(Source::reader(reader));
-        FAIL("a hostile header was opened");
-      } catch (const FormatError& error) {
-        check_names(error, "mem://lying");
-        CHECK(error.offset().has_value());
-      }
+      CHECK_THROWS_MATCHES(open(Source::reader(reader)), FormatError,
+                           says({.source = "mem://lying", .some_offset = true}));
     }
   }
   SECTION("a safetensors header that claims more than the limit allocates nothing") {
@@ -349,14 +312,8 @@ TEST_CASE("indexes that point past the file or overflow", "[checkpoint][hostile]
         npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 8);
     for (const auto* bytes : {&short_data, &overflow}) {
       LyingReader reader(*bytes);
-      try {
-        const Checkpoint opened = open(Source::reader(reader));
-        (void)opened.tensor("");
-        FAIL("a hostile .npy was read");
-      } catch (const Error& error) {
-        CHECK((error.code() == ErrorCode::format || error.code() == ErrorCode::limit));
-        check_names(error, "mem://lying");
-      }
+      // A FormatError, or the LimitError of a size past what a tensor may hold.
+      CHECK_THROWS_MATCHES(open(Source::reader(reader)).tensor(""), Error, says({.source = "mem://lying"}));
     }
   }
 }
@@ -372,13 +329,7 @@ TEST_CASE("files that change between open() and tensor()", "[checkpoint][hostile
       const Checkpoint opened = open(path, mapped ? LoadOptions{.mmap = MapMode::read_only} : LoadOptions{});
       const CheckpointEntry& last = opened.entries().back();
       REQUIRE(::truncate(path.c_str(), static_cast<off_t>(last.location->offset)) == 0);
-      try {
-        (void)opened.tensor(last.path);
-        FAIL("a truncated file was read");
-      } catch (const FormatError& error) {
-        check_names(error, path.string());
-        CHECK(error.offset().has_value());
-      }
+      CHECK_THROWS_MATCHES(opened.tensor(last.path), FormatError, says({.source = path.string(), .some_offset = true}));
       const Tensor buffer = Tensor::zeros(last.shape, last.dtype);
       CHECK_THROWS_AS(opened.read_into(last.path, buffer), FormatError);
     }
@@ -402,13 +353,8 @@ TEST_CASE("files that change between open() and tensor()", "[checkpoint][hostile
     }
     save_torch(Value(std::move(other)), path);
     const CheckpointEntry& first = opened.entries().front();
-    try {
-      (void)opened.tensor(first.path);
-      FAIL("a tensor unlike its entry was returned");
-    } catch (const FormatError& error) {
-      check_names(error, path.string(), first.path);
-      CHECK(std::string(error.what()).find("changed") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(opened.tensor(first.path), FormatError,
+                         says({.source = path.string(), .member = first.path, .phrase = "changed"}));
   }
 }
 
@@ -416,13 +362,8 @@ TEST_CASE("save() to misleading or occupied destinations, and saves that fail ha
   ScratchDir dir;
   const Value state = load_safetensors(overall);
   SECTION("SaveOptions::format conflicting with a known extension is refused") {
-    try {
-      save(state, dir / "model.safetensors", {.format = FileFormat::torch_zip});
-      FAIL("a torch zip was written to a .safetensors name");
-    } catch (const ArgumentError& error) {
-      CHECK(std::string(error.what()).find("SaveOptions::format") != std::string::npos);
-      CHECK(std::string(error.what()).find(".safetensors") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(save(state, dir / "model.safetensors", {.format = FileFormat::torch_zip}), ArgumentError,
+                         says({.source = "model.safetensors", .phrase = "SaveOptions::format"}));
     CHECK_THROWS_AS(save(state, dir / "a.npz", {.format = FileFormat::npy}), ArgumentError);
     CHECK_THROWS_AS(save(state, dir / "m.safetensors.index.json", {.format = FileFormat::npz}), ArgumentError);
     CHECK_THROWS_AS(save(state, dir / "m.pt", {.format = FileFormat::tensordict}), ArgumentError);
@@ -433,12 +374,7 @@ TEST_CASE("save() to misleading or occupied destinations, and saves that fail ha
   SECTION("a file format to a directory, or a name ending in '/', is an ArgumentError; the folder stays") {
     std::filesystem::create_directory(dir / "model.pt");
     tensorfile_test::write_text(dir / "model.pt" / "keep", "x");
-    try {
-      save(state, dir / "model.pt");
-      FAIL("a file was saved over a directory");
-    } catch (const ArgumentError& error) {
-      check_names(error, (dir / "model.pt").string());
-    }
+    CHECK_THROWS_MATCHES(save(state, dir / "model.pt"), ArgumentError, says({.source = (dir / "model.pt").string()}));
     CHECK(std::filesystem::exists(dir / "model.pt" / "keep"));
     CHECK_THROWS_AS(save(state, (dir / "x").string() + "/", {.format = FileFormat::npz}), ArgumentError);
     CHECK_THROWS_AS(save(state, dir / "model.pt", {.format = FileFormat::torch_zip}), ArgumentError);
@@ -474,13 +410,8 @@ TEST_CASE("misuse of tensor() and read_into() is an ArgumentError naming the pat
   const CheckpointEntry& d = *opened.find("d");
   const auto refused = [&](const Tensor& buffer, const std::string& why) {
     INFO(why);
-    try {
-      opened.read_into("d", buffer);
-      FAIL("a misfit buffer was read into");
-    } catch (const ArgumentError& error) {
-      check_names(error, overall.string());
-      CHECK(std::string(error.what()).find("\"d\"") != std::string::npos);
-    }
+    CHECK_THROWS_MATCHES(opened.read_into("d", buffer), ArgumentError,
+                         says({.source = overall.string(), .phrase = "\"d\""}));
   };
   refused(Tensor(), "undefined");
   refused(Tensor::zeros(d.shape, DType::Float32), "wrong dtype");
