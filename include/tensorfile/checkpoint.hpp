@@ -51,8 +51,13 @@ struct CheckpointState;  // defined below, in the definitions block
 /// stand-ins, meta.json), no tensor data. Copies are cheap and share the one opened state (the file handle, the
 /// mapping with `mmap`). Every member is const and may be called from several threads at once, reading the same
 /// or different entries: reads are pread calls or views of the one mapping, and loads are independent (a
-/// RangeReader source must allow concurrent reads, as RangeReader says). Borrows the Source's memory, stream or
-/// reader: the caller keeps them alive as long as the handle and the tensors it gives.
+/// RangeReader source must allow concurrent reads, as RangeReader says). Borrows the Source's memory or reader: the
+/// caller keeps them alive as long as the handle (and memory, with `mmap`, as long as the tensors viewing it); a
+/// stream is read whole by open() and not used after. Heap tensors are the caller's own bytes; views of a buffer of
+/// the handle's (`mmap` over a stream or a reader read whole) are read-only and keep it alive. A file that shrinks
+/// after open() is a FormatError at the next read (a tensor already viewing a mapped file still faults if its bytes
+/// go); a file replaced by a rename keeps being read where pread reads it, and a tensor the format's loader
+/// gives unlike its entry (the path opened again) is a FormatError.
 class Checkpoint {
  public:
   /// Made by open(); not for direct use.
@@ -68,7 +73,8 @@ class Checkpoint {
   [[nodiscard]] TENSORFILE_ENTRY const LoadOptions& options() const noexcept;
   /// Every tensor in the order the format lists them (a sharded checkpoint: the index's weight_map order).
   [[nodiscard]] TENSORFILE_ENTRY const std::vector<CheckpointEntry>& entries() const noexcept;
-  /// The entry at `path`; null when there is none.
+  /// The entry at `path`; null when there is none. Points into the handle's state: valid while a copy of the handle
+  /// lives (as entries()'s references).
   [[nodiscard]] TENSORFILE_ENTRY const CheckpointEntry* find(std::string_view path) const;
   /// The loaded tree with every tensor a meta tensor (dtype and shape, no bytes), and every non-tensor value as the
   /// format's loader gives it: what load_all() returns, without the data.
@@ -81,7 +87,8 @@ class Checkpoint {
   /// (a device, meta). Where its entry has a location and the bytes are raw little-endian C-order elements, just that
   /// range is read (one read of the source, or a view of the mapping); a tensor sharing a torch storage then gets
   /// its own bytes. Otherwise the format's loader reads it with a select of that path. A path that entries() does not
-  /// hold is an ArgumentError naming the source; the loader's errors otherwise.
+  /// hold is an ArgumentError naming the source; a range past the source's end a FormatError naming the source, the
+  /// path and the offset; the loader's errors otherwise.
   [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path) const;
   /// Reads the tensor at `path` into `buffer` (as LoadOptions::into): a contiguous writable tensor of the entry's
   /// dtype and shape. A host buffer is read into straight from the source where tensor() would read a range;
@@ -90,7 +97,8 @@ class Checkpoint {
   /// The format's loader with the handle's options and `select` (and the handle's `select_drops`): a Value shaped as
   /// the per-format function gives it.
   [[nodiscard]] TENSORFILE_ENTRY Value load(const TensorSelect& select) const;
-  /// Everything, with the handle's options: what the format's loader gives.
+  /// Everything, with the handle's options: what the format's loader gives. For both: an `into` path that entries()
+  /// does not hold is an ArgumentError naming the source.
   [[nodiscard]] TENSORFILE_ENTRY Value load_all() const;
 
  private:
@@ -124,8 +132,10 @@ class Checkpoint {
 /// directory, its prefix the name before that suffix (save_safetensors_sharded, `sharded.max_shard_size`); a
 /// path without an extension or ending in '/': a tensordict tree (to_tensordict then save_memmap). With
 /// `options.format` safetensors, a destination that is a directory or ends in '/' is sharded into it. Another
-/// extension, and the torch-legacy format, are ArgumentErrors listing the choices. Throws what the format's saver
-/// throws.
+/// extension, and the torch-legacy format, are ArgumentErrors listing the choices; so is an `options.format` that
+/// another known extension contradicts (`model.safetensors` with torch_zip), and a single-file format to a
+/// directory or a name ending in '/'. The savers write beside the destination and rename into place: a failed save
+/// leaves the old file or tree as it was. Throws what the format's saver throws.
 TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& destination,
                            const SaveOptions& options = {});
 
@@ -190,7 +200,9 @@ struct CheckpointState {
   std::unique_ptr<SourceBytes> bytes;   // the opened source; null for trees and sharded checkpoints
   std::span<const std::byte> memory{};  // the whole source in memory, when the loaders take it as a span
   bool owns_memory = false;             // `memory` is a heap buffer of the handle's (a stream, a reader read whole)
+  Storage held;                         // a sized reader read whole: the heap buffer `memory` spans
   Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
+  std::optional<NpyHeader> npy;         // .npy: its header (byte order, layout), for reads by range
   std::vector<Checkpoint> shards;       // sharded: each shard opened
   std::vector<std::size_t> shard_of;    // sharded: per entry, its shard
 };
@@ -263,6 +275,8 @@ inline void add_entries(CheckpointState& state, const Value& tree) {
 }
 
 inline Tensor read_direct(const CheckpointState& state, std::size_t i);
+[[nodiscard]] inline std::size_t entry_index(const CheckpointState& state, std::string_view path);
+inline Storage range_storage(const CheckpointState& state, const CheckpointEntry& entry, std::size_t bytes);
 inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer);
 
 /// safetensors or .npy over a RangeReader: the tree of the meta load, each kept tensor read by its range.
@@ -280,7 +294,12 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   };
   if (state.format == FileFormat::npy) {
     if (!kept("")) return options.select_drops ? Value() : Value(state.meta.front());
-    return Value(tensor_of(0));
+    if (options.into.contains("")) return Value(tensor_of(0));
+    const NpyHeader& header = *state.npy;  // byte-swapped and laid out as load_npy does
+    return Value(place_npy(
+        header, options, state.views.defined(),
+        [&] { return range_storage(state, state.entries.front(), static_cast<std::size_t>(header.data_bytes)); },
+        state.name, {}));
   }
   Dict dict;
   dict.ordered = true;
@@ -324,6 +343,7 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
 
 /// load_format(), its errors naming the source.
 [[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
+  for (const auto& [path, buffer] : options.into) (void)entry_index(state, path);
   try {
     return load_format(state, options);
   } catch (const Error&) {
@@ -336,18 +356,32 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
 inline Tensor read_direct(const CheckpointState& state, std::size_t i) {
   const CheckpointEntry& entry = state.entries[i];
   const auto bytes = static_cast<std::size_t>(entry.nbytes);
-  const std::uint64_t offset = entry.location->offset;
-  const auto read = [&]() -> Storage {
-    if (state.views.defined()) return state.views.slice(static_cast<std::size_t>(offset), bytes);
-    Storage out = heap_storage(bytes, false);
-    state.bytes->read_exact(offset, {out.mutable_data(), bytes});
-    return out;
-  };
+  const auto read = [&] { return range_storage(state, entry, bytes); };
   Storage storage = place_storage(state.options.map_location, bytes, state.saved_tags[i], read, [&] {
-    return ErrorLocation{.file = state.name, .member = entry.path, .offset = offset};
+    return ErrorLocation{.file = state.name, .member = entry.path, .offset = entry.location->offset};
   });
   const Tensor& meta = state.meta[i];
   return Tensor(std::move(storage), entry.dtype, entry.shape, meta.strides(), 0, meta.requires_grad());
+}
+
+/// The `bytes` at `entry`'s location: a view of the mapping, else one new heap storage read from the source. A
+/// mapped file that has shrunk since open() is a FormatError here rather than a SIGBUS at the first touch.
+inline Storage range_storage(const CheckpointState& state, const CheckpointEntry& entry, std::size_t bytes) {
+  const std::uint64_t offset = entry.location->offset;
+  if (!state.views.defined()) {
+    Storage out = heap_storage(bytes, false);
+    state.bytes->read_exact(offset, {out.mutable_data(), bytes});
+    return out;
+  }
+  const FileHandle& file = state.bytes->file();
+  const std::uint64_t size =
+      file.valid() ? std::min<std::uint64_t>(file.size(), state.views.size_bytes()) : state.views.size_bytes();
+  if (offset > size || bytes > size - offset) {
+    throw FormatError("the source is truncated; expected " + std::to_string(bytes) + " bytes, got " +
+                          std::to_string(offset > size ? 0 : size - offset),
+                      {.file = state.name, .member = entry.path, .offset = offset});
+  }
+  return state.views.slice(static_cast<std::size_t>(offset), bytes);
 }
 
 /// Whether entry `i` is read by its range: a location whose bytes are the tensor's, a C-order tensor.
@@ -369,8 +403,14 @@ inline void open_safetensors(CheckpointState& state) {
   std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(source.size(), 8)));
   source.read_exact(0, head);
   const std::uint64_t n = safetensors_header_length(head, source.size(), state.name, max);
-  head.resize(static_cast<std::size_t>(8 + n));
-  source.read_exact(8, std::span<std::byte>(head).subspan(8));
+  // Grown as its bytes arrive: a reader whose size() overstates its bytes costs no memory it does not give.
+  for (std::size_t have = head.size(); have < 8 + n;) {
+    const auto next =
+        static_cast<std::size_t>(std::min<std::uint64_t>(8 + n, std::max<std::size_t>(have * 2, 1 << 16)));
+    head.resize(next);
+    source.read_exact(have, std::span<std::byte>(head).subspan(have));
+    have = next;
+  }
   const SafetensorsHeader header = parse_safetensors_header(head, source.size(), state.name, max);
   state.values = build_safetensors_dict(
       header, [](std::string_view) { return false; }, false, [](std::size_t) { return Storage(); });
@@ -394,21 +434,11 @@ inline void open_npy(CheckpointState& state) {
   const NpyHeader header =
       read_npy_header([&](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
                       source.size(), state.options.npy.max_header_bytes, state.name, {});
-  const Storage meta = meta_storage(static_cast<std::size_t>(header.data_bytes));
-  Tensor tensor(meta, header.dtype, header.shape);
-  if (header.fortran_order && header.shape.size() >= 2) {  // column-major: the strides of the reversed shape
-    Shape strides = header.shape;
-    std::int64_t step = 1;
-    for (std::size_t d = 0; d < header.shape.size(); ++d) {
-      strides[d] = step;
-      step *= header.shape[d];
-    }
-    tensor = Tensor(meta, header.dtype, header.shape, strides);
-  }
-  state.values = Value(tensor);
+  state.values = Value(npy_tensor(header, meta_storage(static_cast<std::size_t>(header.data_bytes))));
   add_entries(state, state.values);
   state.entries.front().location = TensorLocation{state.name, {}, header.data_offset};
   state.direct.front() = header.swap_bytes ? 0 : 1;
+  state.npy = header;
 }
 
 /// A torch file: the meta load, each storage record a meta stand-in whose owner finds its record again.
@@ -587,6 +617,13 @@ inline void open_format(CheckpointState& state) {
   }
 }
 
+/// Read-only views of a heap buffer of the handle's, which they keep alive: tensors cut from it are not written
+/// through to the next tensor() of the same path.
+[[nodiscard]] inline Storage read_only_views(const Storage& held) {
+  return Storage(
+      BorrowedBackend(std::span<const std::byte>(held.data(), held.size_bytes()), std::make_shared<Storage>(held)));
+}
+
 /// With `mmap`: the one mapping (or borrowed bytes) that tensors read by range view.
 inline void map_views(CheckpointState& state) {
   if (!state.options.mmap || state.bytes == nullptr) return;
@@ -596,10 +633,12 @@ inline void map_views(CheckpointState& state) {
       state.views = Storage(MmapBackend(source.file(), static_cast<std::size_t>(source.size()), *state.options.mmap));
     }
   } else if (source.held().defined()) {
-    state.views = source.held();
+    state.views = read_only_views(source.held());
+  } else if (state.held.defined()) {
+    state.views = read_only_views(state.held);
   } else if (!state.memory.empty() || source.reader() == nullptr) {
     state.views = Storage(BorrowedBackend(state.memory));
-  } else if (const auto mapped = source.reader()->mapped()) {
+  } else if (const auto mapped = source.mapped()) {
     state.views = Storage(BorrowedBackend(*mapped));
   }
 }
@@ -650,10 +689,13 @@ inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
   options.select_drops = true;
   options.into.clear();
   const Value loaded = load_with(state, options);
+  const CheckpointEntry& entry = state.entries[i];
   for (const auto& [name, tensor] : named_tensors(loaded)) {
-    if (name == path) return tensor;
+    if (name == path && tensor.dtype() == entry.dtype && tensor.sizes() == entry.shape) return tensor;
   }
-  refuse_unknown_path(state, path);
+  throw FormatError("the source changed since open(): its loader no longer gives a " +
+                        std::string(dtype_name(entry.dtype)) + " " + shape_string(entry.shape) + " tensor there",
+                    {.file = state.name, .member = entry.path});
 }
 
 /// Checkpoint::read_into().
@@ -676,7 +718,8 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
     if (to_host && reads_directly(state, i)) {
       const std::span<std::byte> out(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes));
       if (state.views.defined()) {
-        if (!out.empty()) std::memcpy(out.data(), state.views.data() + entry.location->offset, out.size());
+        const Storage range = range_storage(state, entry, out.size());
+        if (!out.empty()) std::memcpy(out.data(), range.data(), out.size());
       } else {
         state.bytes->read_exact(entry.location->offset, out);
       }
@@ -742,9 +785,8 @@ TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& option
                         {.file = state->name});
   }
   const bool ranged = state->format == FileFormat::safetensors || state->format == FileFormat::npy;
-  RangeReader* reader = bytes.reader();
-  if (reader != nullptr) {
-    const std::optional<std::span<const std::byte>> mapped = reader->mapped();
+  if (bytes.reader() != nullptr) {
+    const std::optional<std::span<const std::byte>> mapped = bytes.mapped();
     if (options.mmap && !mapped) {
       throw ArgumentError("the reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
                           {.file = state->name});
@@ -753,13 +795,10 @@ TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& option
       if (mapped) {
         state->memory = *mapped;
       } else {
-        const Storage whole = bytes.whole();  // the handle's views keep it alive
-        state->memory = {whole.data(), whole.size_bytes()};
+        state->held = bytes.whole();
+        state->memory = {state->held.data(), state->held.size_bytes()};
         state->owns_memory = true;
         state->bytes = std::make_unique<detail::SourceBytes>(Source::memory(state->memory, state->name), false);
-        detail::open_format(*state);
-        state->views = whole;
-        return Checkpoint(std::move(state));
       }
     }
   }
@@ -793,34 +832,54 @@ struct SaveTarget {
   std::string prefix{};               // sharded: the files' prefix
 };
 
-[[nodiscard]] inline SaveTarget save_target(const std::filesystem::path& destination, const SaveOptions& options) {
+/// The format a destination's name says: its extension, or a sharded index's suffix; unknown for another name.
+[[nodiscard]] inline SaveTarget named_target(const std::filesystem::path& destination) {
   const std::string name = destination.filename().string();
-  const bool ends_in_slash = !destination.empty() && destination.native().back() == '/';
   constexpr std::string_view index_suffix = ".safetensors.index.json";
-  if (name.size() > index_suffix.size() && name.ends_with(index_suffix) &&
-      (!options.format || options.format == FileFormat::safetensors)) {
+  if (name.size() > index_suffix.size() && name.ends_with(index_suffix)) {
     return {FileFormat::safetensors, true, destination.parent_path(),
             name.substr(0, name.size() - index_suffix.size())};
-  }
-  std::error_code error;
-  const bool directory = ends_in_slash || std::filesystem::is_directory(destination, error);
-  if (options.format) {
-    if (*options.format == FileFormat::safetensors && directory) {
-      return {FileFormat::safetensors, true, destination, options.sharded.prefix};
-    }
-    return {*options.format, false, {}, {}};
   }
   const std::string extension = destination.extension().string();
   if (extension == ".pt" || extension == ".pth" || extension == ".bin") return {FileFormat::torch_zip};
   if (extension == ".safetensors") return {FileFormat::safetensors};
   if (extension == ".npy") return {FileFormat::npy};
   if (extension == ".npz") return {FileFormat::npz};
-  if (extension.empty() || ends_in_slash) return {FileFormat::tensordict};
-  throw ArgumentError("save() does not know the extension \"" + extension +
-                          "\"; expected .pt, .pth or .bin (torch zip), .safetensors, .safetensors.index.json "
-                          "(sharded), .npy, .npz, no extension or a trailing '/' (a tensordict tree), or "
-                          "SaveOptions::format",
-                      {.file = destination});
+  return {};
+}
+
+[[nodiscard]] inline SaveTarget save_target(const std::filesystem::path& destination, const SaveOptions& options) {
+  const SaveTarget named = named_target(destination);
+  if (options.format && named.format != FileFormat::unknown && *options.format != named.format) {
+    throw ArgumentError("SaveOptions::format is " + std::string(format_name(*options.format)) + ", but the name \"" +
+                            destination.filename().string() + "\" says " + std::string(format_name(named.format)) +
+                            "; expected the two to agree, or a name without a known extension",
+                        {.file = destination});
+  }
+  const bool ends_in_slash = !destination.empty() && destination.native().back() == '/';
+  std::error_code error;
+  const bool directory = ends_in_slash || std::filesystem::is_directory(destination, error);
+  SaveTarget target = named;
+  if (options.format == FileFormat::safetensors && directory && !named.sharded) {
+    target = {FileFormat::safetensors, true, destination, options.sharded.prefix};
+  } else if (options.format && named.format == FileFormat::unknown) {
+    target = {*options.format};
+  } else if (named.format == FileFormat::unknown) {
+    if (!destination.extension().empty() && !ends_in_slash) {
+      throw ArgumentError("save() does not know the extension \"" + destination.extension().string() +
+                              "\"; expected .pt, .pth or .bin (torch zip), .safetensors, .safetensors.index.json "
+                              "(sharded), .npy, .npz, no extension or a trailing '/' (a tensordict tree), or "
+                              "SaveOptions::format",
+                          {.file = destination});
+    }
+    target = {FileFormat::tensordict};
+  }
+  if (directory && !target.sharded && target.format != FileFormat::tensordict) {
+    throw ArgumentError("is a directory; expected a file name for a " + std::string(format_name(target.format)) +
+                            " file (or SaveOptions::format safetensors, which shards into a directory)",
+                        {.file = destination});
+  }
+  return target;
 }
 
 }  // namespace detail

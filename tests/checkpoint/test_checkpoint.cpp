@@ -188,9 +188,10 @@ TEST_CASE("load and open give the per-format loaders' results for every option a
       }
     }
     INFO(fixture.label << ", into a buffer");
-    const CheckpointEntry& entry = *open(fixture.path).find(first);
+    const Checkpoint opened = open(fixture.path);
+    const CheckpointEntry& entry = *opened.find(first);
     const Tensor buffer = Tensor::zeros(entry.shape, entry.dtype);
-    open(fixture.path).read_into(first, buffer);
+    opened.read_into(first, buffer);
     const Value all = fixture.reference(fixture.path, {});
     for (const auto& [path, tensor] : named_tensors(all)) {
       if (path == first) CHECK(buffer.equal(tensor));

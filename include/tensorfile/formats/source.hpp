@@ -26,24 +26,26 @@ class RangeReader {
   virtual ~RangeReader() = default;
 
   /// Reads up to `out.size()` bytes starting at `offset` into `out` and returns how many it read: fewer is
-  /// allowed (a short read is retried from where it stopped), 0 only at the end of the bytes. Throws what it
-  /// likes (a tensorfile::Error naming name() is best); the error reaches the caller unchanged.
+  /// allowed (a short read is retried from where it stopped), 0 only at the end of the bytes; a count above
+  /// `out.size()` is a FormatError naming the reader. Throws what it likes (a tensorfile::Error naming name() is
+  /// best); the error reaches the caller unchanged, a tensorfile::Error naming no file then naming name().
   [[nodiscard]] virtual std::size_t read(std::uint64_t offset, std::span<std::byte> out) = 0;
   /// The number of bytes, when known without reading them; nullopt: the reader is read to its end once, into
   /// one heap buffer, before anything is parsed.
   [[nodiscard]] virtual std::optional<std::uint64_t> size() const { return std::nullopt; }
   /// What messages call the source (a URL, a path): errors name it where they would name a file.
   [[nodiscard]] virtual std::string name() const = 0;
-  /// Memory that already holds every byte (size() of them) and lives as long as the reader: `mmap` loads then
-  /// give read-only views of it, no copy. nullopt (the default): the reader cannot be mapped, and `mmap` set
-  /// is an ArgumentError.
+  /// Memory that already holds every byte (exactly size() of them, else an ArgumentError) and lives as long as the
+  /// reader: `mmap` loads then give read-only views of it, no copy. nullopt (the default): the reader cannot be
+  /// mapped, and `mmap` set is an ArgumentError.
   [[nodiscard]] virtual std::optional<std::span<const std::byte>> mapped() const { return std::nullopt; }
 };
 
 /// The bytes open(), load() and the other front-door functions read: a file path (read with pread, or mapped
-/// when `mmap` is set), a span of memory (the caller keeps it alive as long as the tensors; `mmap` gives
-/// read-only views of it), a std::istream (read to its end into one heap buffer) or a RangeReader (borrowed:
-/// the caller keeps it alive as long as what was opened from it). Converts implicitly from a path, so that
+/// when `mmap` is set), a span of memory (borrowed: the caller keeps it alive as long as what was opened from it,
+/// and with `mmap` as long as the tensors, read-only views of it; without `mmap` tensors are copies), a
+/// std::istream (read to its end into one heap buffer by open() or load(), and not used after) or a RangeReader
+/// (borrowed: the caller keeps it alive as long as what was opened from it). Converts implicitly from a path, so that
 /// `open("model.pt")` reads naturally; the other kinds have named factories. Copies are cheap and borrow the
 /// same bytes.
 class Source {
@@ -56,7 +58,7 @@ class Source {
     reader,  ///< a RangeReader the caller owns
   };
 
-  /// A path: a file, or a directory (a tensordict tree, a model folder).
+  /// A path: a file, or a directory (a tensordict tree, a model folder). A null `const char*` is an ArgumentError.
   TENSORFILE_ENTRY Source(std::filesystem::path path);  // NOLINT(google-explicit-constructor): reads as a path
   TENSORFILE_ENTRY Source(const char* path);            // NOLINT(google-explicit-constructor)
   TENSORFILE_ENTRY Source(const std::string& path);     // NOLINT(google-explicit-constructor)
@@ -106,7 +108,9 @@ class Source {
 namespace tensorfile {
 
 TENSORFILE_ENTRY Source::Source(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
-TENSORFILE_ENTRY Source::Source(const char* path) : Source(std::filesystem::path(path)) {}
+TENSORFILE_ENTRY Source::Source(const char* path)
+    : Source(path != nullptr ? std::filesystem::path(path)
+                             : throw ArgumentError("the path is a null pointer; expected a file or directory name")) {}
 TENSORFILE_ENTRY Source::Source(const std::string& path) : Source(std::filesystem::path(path)) {}
 
 TENSORFILE_ENTRY Source Source::memory(std::span<const std::byte> bytes, std::string name) {
@@ -158,7 +162,7 @@ class SourceBytes {
         if (const std::optional<std::uint64_t> size = reader_->size()) {
           size_ = *size;
         } else {
-          hold(read_all(*reader_));
+          hold(read_all(*reader_, std::nullopt));
           reader_ = nullptr;
         }
         break;
@@ -176,6 +180,18 @@ class SourceBytes {
   [[nodiscard]] const Storage& held() const noexcept { return held_; }
   /// The reader read by ranges; null otherwise.
   [[nodiscard]] RangeReader* reader() const noexcept { return reader_; }
+  /// The ranged reader's mapped() bytes, nullopt when it has none (or this is no ranged reader); a mapping that
+  /// does not hold exactly size() bytes is an ArgumentError naming the reader.
+  [[nodiscard]] std::optional<std::span<const std::byte>> mapped() const {
+    if (reader_ == nullptr) return std::nullopt;
+    const std::optional<std::span<const std::byte>> bytes = reader_->mapped();
+    if (bytes && bytes->size() != size_) {
+      throw ArgumentError("the reader's mapped() holds " + std::to_string(bytes->size()) +
+                              " bytes; expected size()'s " + std::to_string(size_),
+                          {.file = name_});
+    }
+    return bytes;
+  }
 
   /// Reads exactly `out.size()` bytes at `offset`; a source that ends first is a FormatError naming it.
   void read_exact(std::uint64_t offset, std::span<std::byte> out) const {
@@ -190,11 +206,12 @@ class SourceBytes {
       std::size_t done = 0;
       while (done < out.size()) {
         const std::size_t n = reader_->read(offset + done, out.subspan(done));
-        if (n == 0 || n > out.size() - done) {
+        if (n == 0) {
           throw FormatError(
               "the reader ended early; expected " + std::to_string(out.size()) + " bytes, got " + std::to_string(done),
               {.file = name_, .offset = offset + done});
         }
+        check_read_count(n, out.size() - done, offset + done);
         done += n;
       }
     } else if (!out.empty()) {
@@ -202,9 +219,11 @@ class SourceBytes {
     }
   }
 
-  /// The whole source in memory: the bytes it already has, else one new heap storage read with read_exact.
+  /// The whole source in memory: the bytes it already has, else one new heap storage read with read_exact (a
+  /// ranged reader: read as its bytes arrive, so that a size() it overstates costs no memory it does not give).
   [[nodiscard]] Storage whole() const {
     if (held_.defined()) return held_;
+    if (reader_ != nullptr) return read_all(*reader_, size_);
     Storage all = heap_storage(static_cast<std::size_t>(size_), false);
     read_exact(0, {all.mutable_data(), all.size_bytes()});
     return all;
@@ -217,15 +236,34 @@ class SourceBytes {
     size_ = memory_.size();
   }
 
-  // A reader without a size, read to its end in doubling chunks.
-  [[nodiscard]] static Storage read_all(RangeReader& reader) {
-    std::vector<std::byte> bytes(std::size_t{1} << 16);
+  // A reader that claims more than it was asked for broke its contract (and perhaps the buffer): refused.
+  void check_read_count(std::size_t n, std::size_t asked, std::uint64_t offset) const {
+    if (n > asked) {
+      throw FormatError("the reader returned " + std::to_string(n) + " bytes, more than the " + std::to_string(asked) +
+                            " asked for; expected at most " + std::to_string(asked),
+                        {.file = name_, .offset = offset});
+    }
+  }
+
+  // A reader read to its end (or to the `expected` bytes its size() claims, all of which it must give) in doubling
+  // chunks.
+  [[nodiscard]] Storage read_all(RangeReader& reader, std::optional<std::uint64_t> expected) const {
+    const auto cap = [&](std::size_t n) {
+      return expected ? static_cast<std::size_t>(std::min<std::uint64_t>(n, *expected)) : n;
+    };
+    std::vector<std::byte> bytes(cap(std::size_t{1} << 16));
     std::size_t done = 0;
-    while (true) {
-      if (done == bytes.size()) bytes.resize(bytes.size() * 2);
+    while (!expected || done < *expected) {
+      if (done == bytes.size()) bytes.resize(cap(bytes.size() * 2));
       const std::size_t n = reader.read(done, std::span(bytes).subspan(done));
       if (n == 0) break;
-      done += std::min(n, bytes.size() - done);
+      check_read_count(n, bytes.size() - done, done);
+      done += n;
+    }
+    if (expected && done != *expected) {
+      throw FormatError(
+          "the reader ended early; expected " + std::to_string(*expected) + " bytes, got " + std::to_string(done),
+          {.file = name_, .offset = done});
     }
     Storage all = heap_storage(done, false);
     if (done != 0) std::memcpy(all.mutable_data(), bytes.data(), done);
