@@ -341,10 +341,63 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   throw FormatError("not a format tensorfile reads", {.file = state.name, .offset = 0});
 }
 
+/// Puts `buffer` in `tree` at `path` (a key of a flat dict, keys joined by '/' in a tensordict tree, "" the tensor
+/// of a .npy), where the load left the entry's tensor or its meta stand-in.
+inline void put_at(Value& tree, std::string_view path, const Tensor& buffer, const std::string& source) {
+  if (path.empty() && (tree.is_tensor() || tree.is_none())) {
+    tree = Value(buffer);
+    return;
+  }
+  if (tree.is_dict()) {
+    Dict& dict = tree.as_dict();
+    if (dict.contains(path)) return dict.set(Value(path), Value(buffer));
+    const std::size_t slash = path.find('/');
+    if (slash != std::string_view::npos && dict.contains(path.substr(0, slash))) {
+      Value inner = dict.get(path.substr(0, slash));  // a handle: it shares the nested dict
+      return put_at(inner, path.substr(slash + 1), buffer, source);
+    }
+  }
+  throw FormatError("the load holds nothing at \"" + std::string(path) + "\", which open() listed", {.file = source});
+}
+
+/// Whether the format's loader fills LoadOptions::into itself: torch files read their records straight into the
+/// buffers (host ones by the heap load, device ones by the cuda:: ring); the handle fills them for the others.
+[[nodiscard]] inline bool loader_fills_into(const CheckpointState& state) {
+  return !state.sharded && (state.format == FileFormat::torch_zip || state.format == FileFormat::torch_legacy);
+}
+
+/// load_format() with `into` filled by the handle: each buffer read as read_into() reads it (one range where the
+/// entry has a location), the tree holding the buffer at its path; the load itself leaves those tensors as meta
+/// stand-ins unless `select_drops` would drop them.
+[[nodiscard]] inline Value load_filling_into(const CheckpointState& state, const LoadOptions& options) {
+  LoadOptions rest = options;
+  rest.into.clear();
+  const auto& into = options.into;
+  const TensorSelect& select = options.select;
+  if (options.select_drops) {
+    if (select) rest.select = [&](std::string_view path) { return into.contains(path) || select(path); };
+  } else {
+    rest.select = [&](std::string_view path) { return !into.contains(path) && (!select || select(path)); };
+  }
+  Value result = load_format(state, rest);
+  for (const auto& [path, buffer] : into) {
+    if (!buffer.device().is_cpu()) {
+      throw ArgumentError(
+          "the buffer for \"" + path + "\" is on " + buffer.device().str() +
+              "; expected a host buffer (device buffers are filled for torch files, by cuda::load_torch)",
+          {.file = state.name});
+    }
+    read_into_buffer(state, path, buffer);
+    put_at(result, path, buffer, state.name);
+  }
+  return result;
+}
+
 /// load_format(), its errors naming the source.
 [[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
   for (const auto& [path, buffer] : options.into) (void)entry_index(state, path);
   try {
+    if (!options.into.empty() && !loader_fills_into(state)) return load_filling_into(state, options);
     return load_format(state, options);
   } catch (const Error&) {
     rethrow_naming_source(state.name);
@@ -813,8 +866,12 @@ TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
       switch (detect_format(path)) {
         case FileFormat::torch_zip:
         case FileFormat::torch_legacy: return load_torch(path, options);
-        case FileFormat::safetensors: return load_safetensors(path, options);
-        case FileFormat::npz: return load_npz(path, options);
+        case FileFormat::safetensors:
+          if (options.into.empty()) return load_safetensors(path, options);
+          break;  // the handle fills `into`, which that loader does not
+        case FileFormat::npz:
+          if (options.into.empty()) return load_npz(path, options);
+          break;
         default: break;  // .npy (select) and indexes: through open()
       }
     }

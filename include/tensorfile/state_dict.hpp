@@ -127,6 +127,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/safetensors/save_sharded.hpp"
@@ -533,12 +534,7 @@ inline Value load_unsharded(const StateDictLayout& layout, const LoadOptions& op
 TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, const LoadOptions& options,
                                             const LoadWeightsFile& load_file) {
   constexpr int max_attempts = 100;  // loads started again because a save replaced the index meanwhile
-  if (!options.into.empty()) {
-    throw ArgumentError(
-        "load_state_dict does not fill `into` buffers; expected an empty into (load the file with "
-        "load_torch to fill them)",
-        {.file = path});
-  }
+  detail::refuse_into_buffers(options, "load_state_dict()", path);
   std::vector<FormatError>* const mismatches = options.sharded.mismatches;
   const std::size_t reported_before = mismatches != nullptr ? mismatches->size() : 0;
   for (int attempt = 1;; ++attempt) {

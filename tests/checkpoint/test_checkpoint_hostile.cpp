@@ -439,4 +439,27 @@ TEST_CASE("mmap over memory gives read-only views; a null path is an ArgumentErr
   CHECK_THROWS_AS(Source(static_cast<const char*>(nullptr)), ArgumentError);
 }
 
+TEST_CASE("a loader that cannot fill into buffers refuses them, and the front door fills them for every format") {
+  const Tensor f = Tensor::zeros({6}, DType::Float32);
+  const LoadOptions with_f{.into = {{"f", f}}};
+  const auto refused = [](const std::string& loader) {
+    return Catch::Matchers::Contains(loader + " does not fill LoadOptions::into buffers");
+  };
+  const std::filesystem::path safetensors = sample("safetensors", "f.safetensors");
+  CHECK_THROWS_WITH(load_safetensors(safetensors, with_f), refused("load_safetensors()"));
+  CHECK_THROWS_WITH(load_state_dict(safetensors, with_f), refused("load_state_dict()"));
+  const Tensor w = Tensor::zeros({2, 3}, DType::Float32);
+  const LoadOptions with_w{.into = {{"w", w}}};
+  const std::filesystem::path npz = sample("numpy", "stored.npz");
+  CHECK_THROWS_WITH(load_npz(npz, with_w), refused("load_npz()"));
+  CHECK_THROWS_WITH(load_memmap(sample("tensordict", "s01_basic"), with_w), refused("load_memmap()"));
+
+  // The front door fills them: the values are the file's, and the result's tensor is the buffer.
+  const Value loaded = load(safetensors, with_f);
+  CHECK(f.equal(load_safetensors(safetensors).as_dict().at("f").as_tensor()));
+  CHECK(loaded.as_dict().at("f").as_tensor().raw_data() == f.raw_data());
+  (void)load(npz, with_w);
+  CHECK(w.equal(load_npz(npz).as_dict().at("w").as_tensor()));
+}
+
 }  // namespace checkpoint_hostile_test

@@ -73,6 +73,7 @@ TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, c
 #include "tensorfile/detail/zip/deflate.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/detail/zip/writer.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 
 namespace tensorfile {
 
@@ -188,6 +189,7 @@ inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress
 }  // namespace detail
 
 TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_npz()", path);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   try {
@@ -208,6 +210,7 @@ TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOpt
 }
 
 TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_npz()");
   const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits(options));
   return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
 }

@@ -93,6 +93,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/detail/heap_reads.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/detail/stream_input.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"
 
@@ -197,17 +198,20 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 }  // namespace detail
 
 TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_safetensors()", path);
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_safetensors_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
 }
 
 TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_safetensors()");
   return detail::load_safetensors_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), false,
                                         options, {});
 }
 
 TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_safetensors()");
   const Storage whole = detail::read_stream_to_heap(in);
   return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
 }

@@ -71,6 +71,7 @@ namespace tensorfile {
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
@@ -932,6 +933,7 @@ class MemmapLoader {
 namespace tensorfile {
 
 TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_memmap()", prefix);
   detail::td::MemmapLoader loader(prefix, options);
   std::optional<Entry> entry = loader.load_root(options.tensordict.out);
   if (!entry) return *options.tensordict.out;
@@ -944,6 +946,7 @@ TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, con
 }
 
 TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, const LoadOptions& options) {
+  detail::refuse_into_buffers(options, "load_memmap_entry()", prefix);
   detail::td::MemmapLoader loader(prefix, options);
   return std::move(*loader.load_root(nullptr));
 }
