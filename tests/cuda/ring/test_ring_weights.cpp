@@ -116,6 +116,14 @@ TEST_CASE("ring_load_safetensors follows map_location's forms and refuses what l
     const Value meta = ring_load_safetensors<FakeCopyEngine>(path, {.map_location = "meta"}, ring);
     for (const Tensor& t : tensorfile_test::tensors_of(meta)) CHECK(t.device().is_meta());
   }
+  SECTION("into buffers are refused, on the device and on the host, as load_safetensors refuses them") {
+    const LoadOptions into{.map_location = "cuda:1", .into = {{"f", Tensor::zeros({6}, DType::Float32)}}};
+    CHECK_THROWS_WITH(ring_load_safetensors<FakeCopyEngine>(path, into, ring),
+                      Catch::Contains("cuda::load_safetensors() does not fill LoadOptions::into buffers"));
+    LoadOptions host = into;
+    host.map_location = "cpu";
+    CHECK_THROWS_AS(ring_load_safetensors<FakeCopyEngine>(path, host, ring), ArgumentError);
+  }
   SECTION("a missing device names the file") {
     CHECK_THROWS_AS(ring_load_safetensors<FakeCopyEngine>(path, {.map_location = "cuda:7"}, ring), DeviceError);
     CHECK_THROWS_WITH(ring_load_safetensors<FakeCopyEngine>(path, {.map_location = "cuda:7"}, ring),

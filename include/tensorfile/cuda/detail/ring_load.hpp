@@ -26,6 +26,7 @@
 #include "tensorfile/cuda/detail/ring_scheduler.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"  // read_safetensors_head
 #include "tensorfile/formats/safetensors/load.hpp"
@@ -348,6 +349,7 @@ template <class Resolve, class Stream>
                                             const LoadOptions& options, const RingOptions& ring,
                                             const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
   check_ring_options(ring);
+  refuse_into_buffers(options, "cuda::load_safetensors()", path);  // as load_safetensors(): it fills none
   std::optional<Device> device;
   if (options.map_location.function() == nullptr && !options.map_location.all_meta()) {
     device = ring_target(options.map_location, "cpu", resolve, "the tensors' device", {.file = path});
