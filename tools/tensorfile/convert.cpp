@@ -480,10 +480,10 @@ int run_convert(const Args& args) {
     case Target::safetensors:
     case Target::sharded: {
       std::vector<std::pair<std::string, std::string>> metadata = safetensors_metadata_of(v);
-      for (const auto& [key, value] : metadata_flags) {
-        const auto same = [&key](const auto& item) { return item.first == key; };
+      for (const auto& flag : metadata_flags) {  // a named pair, not a binding: clang 14 cannot capture those
+        const auto same = [&flag](const auto& item) { return item.first == flag.first; };
         metadata.erase(std::remove_if(metadata.begin(), metadata.end(), same), metadata.end());
-        metadata.emplace_back(key, value);
+        metadata.push_back(flag);
       }
       const NamedTensors tensors = flat_tensors(v, in, target, losses, &metadata);
       report(losses, in, strict);
