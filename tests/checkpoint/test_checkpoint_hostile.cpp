@@ -428,7 +428,7 @@ TEST_CASE("misuse of tensor() and read_into() is an ArgumentError naming the pat
                   ArgumentError);
 }
 
-TEST_CASE("mmap over memory gives read-only views; a null path is an ArgumentError", "[checkpoint][hostile]") {
+TEST_CASE("mmap over memory gives read-only views, a null path is an ArgumentError", "[checkpoint][hostile]") {
   const std::vector<std::byte> bytes = bytes_of_file(overall);
   // LoadOptions::mmap: a memory source gives read-only views of the caller's bytes in every mode.
   for (const MapMode mode : {MapMode::read_only, MapMode::copy_on_write, MapMode::shared}) {

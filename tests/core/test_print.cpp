@@ -129,7 +129,7 @@ TEST_CASE("PrintOptions change the text as torch.set_printoptions does", "[print
 }
 
 // Issue 13's examples, as torch 1.13 prints them.
-TEST_CASE("Summarized values do not widen columns; -0. keeps its own width", "[print]") {
+TEST_CASE("Summarized values do not widen columns, -0. keeps its own width", "[print]") {
   CHECK(to_string(Tensor::zeros({2000}, DType::Int64)) == "tensor([0, 0, 0,  ..., 0, 0, 0])");
   CHECK(to_string(Tensor::from_values<float>({-0.0f, 1.5f})) == "tensor([-0.0000, 1.5000])");
   CHECK(to_string(Tensor::from_values<float>({-0.0f, 1.0f})) == "tensor([-0., 1.])");

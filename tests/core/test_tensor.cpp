@@ -297,7 +297,7 @@ TEST_CASE("for_each_byte_run hands over the values in C order, contiguous runs i
   }
 }
 
-TEST_CASE("to(Device) moves between cpu and meta; cuda needs the CUDA header", "[tensor][device]") {
+TEST_CASE("to(Device) moves between cpu and meta, cuda needs the CUDA header", "[tensor][device]") {
   const Tensor t = arange_f32(6, {2, 3});
   const Tensor m = t.to(Device::meta());
   CHECK(m.device().is_meta());

@@ -101,7 +101,7 @@ TEST_CASE("Dict keys tensors by what they are (the same view of the same storage
   CHECK(d.items()[0].second.as_string() == "again");
 }
 
-TEST_CASE("Values share containers like Python references; clone() copies deeply", "[value]") {
+TEST_CASE("Values share containers like Python references, clone() copies deeply", "[value]") {
   const Value list(List{1, 2});
   Value alias = list;  // a handle: it shares the list, and a non-const handle may change it
   alias.as_list().push_back(3);

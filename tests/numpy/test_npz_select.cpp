@@ -52,7 +52,7 @@ TEST_CASE("load_npz select on NumPy's stored and deflated archives, every mode",
   }
 }
 
-TEST_CASE("load_npz select reads no data of unselected stored members; load_npy refuses select",
+TEST_CASE("load_npz select reads no data of unselected stored members, load_npy refuses select",
           "[numpy][npz][select]") {
   tensorfile_test::ScratchDir dir;
   const auto path = dir / "big.npz";

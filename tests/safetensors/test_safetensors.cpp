@@ -112,7 +112,7 @@ TEST_CASE("load_safetensors reads every reference sample in every mode", "[safet
   }
 }
 
-TEST_CASE("Heap loads share one buffer; mmap loads are views of one mapping; shared writes reach the file",
+TEST_CASE("Heap loads share one buffer, mmap loads are views of one mapping, shared writes reach the file",
           "[safetensors][load][mmap]") {
   const tensorfile_test::ScratchDir scratch;
   const auto copy = scratch / "overall.safetensors";

@@ -69,7 +69,7 @@ TEST_CASE("safetensors select: kept tensors as a full load, the rest meta or dro
   CHECK(meta.as_dict().size() < full.as_dict().size());
 }
 
-TEST_CASE("safetensors select reads only the kept tensors' bytes; the header is still validated whole",
+TEST_CASE("safetensors select reads only the kept tensors' bytes, the header is still validated whole",
           "[safetensors][select]") {
   tensorfile_test::ScratchDir dir;
   const auto path = dir / "big.safetensors";

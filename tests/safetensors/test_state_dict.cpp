@@ -373,7 +373,7 @@ TEST_CASE("save_safetensors_sharded refuses shard names the directory cannot hol
                     Catch::Matchers::Contains("cannot check the name"));
 }
 
-TEST_CASE("leftover_save_temporaries lists what killed saves left; the next save removes its own") {
+TEST_CASE("leftover_save_temporaries lists what killed saves left, the next save removes its own") {
   tensorfile_test::ScratchDir dir;
   const std::filesystem::path out = dir / "out";
   std::filesystem::create_directory(out);

@@ -183,7 +183,7 @@ TEST_CASE("mmap loads are views into one mapping of the file", "[load][mmap]") {
   }
 }
 
-TEST_CASE("load's .mmap takes the MapMode of the mapping; unset loads into the heap", "[load][mmap]") {
+TEST_CASE("load's .mmap takes the MapMode of the mapping, unset loads into the heap", "[load][mmap]") {
   const auto path = sample("torch", "t_float32_2x3.pt");
   CHECK_FALSE(LoadOptions{}.mmap.has_value());
   CHECK(load_torch(path).as_tensor().storage().kind() == StorageKind::heap);
@@ -223,7 +223,7 @@ TEST_CASE("load funnels paths, byte spans and streams into one reader", "[load]"
   CHECK_FALSE(w.is_writable());
 }
 
-TEST_CASE("dict keys: frozensets and complex numbers are keys as in Python; lists are not", "[load][value]") {
+TEST_CASE("dict keys: frozensets and complex numbers are keys as in Python, lists are not", "[load][value]") {
   // {frozenset([1, 2]): 'fs', complex(1, 2): 'c', (1, frozenset([1, 2])): 't'}, the calls as protocol 2 writes them.
   const auto frozenset = [](PickleWriter& p) -> PickleWriter& {
     return p.global("builtins", "frozenset")
@@ -278,7 +278,7 @@ TEST_CASE("dict keys: opaque objects are keys by identity, as in Python", "[load
   CHECK(load_torch(std::span<const std::byte>(saved), {.strict = false}).size() == 2);
 }
 
-TEST_CASE("strict mode refuses code; permissive mode keeps opaque records", "[load][safety]") {
+TEST_CASE("strict mode refuses code, permissive mode keeps opaque records", "[load][safety]") {
   REQUIRE_THROWS_WITH(
       load_torch(sample("torch", "whole_module.pt")),
       "tensorfile: " + sample("torch", "whole_module.pt").string() +

@@ -313,7 +313,7 @@ TEST_CASE("HeapBackend keeps the last released large block for the next block of
 
 using tensorfile_test::bytes_read_so_far;
 
-TEST_CASE("select reads only the selected tensors' records; the others come back as meta tensors", "[load][select]") {
+TEST_CASE("select reads only the selected tensors' records, the others come back as meta tensors", "[load][select]") {
   const tensorfile_test::ScratchDir dir;
   Dict dict;
   for (int i = 0; i < 300; ++i) {  // 128 KiB each: the fixed reads (index, pickle, 64 KiB tail) stay under 1%

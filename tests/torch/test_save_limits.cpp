@@ -101,7 +101,7 @@ TEST_CASE("save_torch() refuses at every max_depth what load_torch() refuses at 
   }
 }
 
-TEST_CASE("save_torch() at max_depth loads back; one level more is refused before anything is written",
+TEST_CASE("save_torch() at max_depth loads back, one level more is refused before anything is written",
           "[save][limits]") {
   SECTION("a small limit set on both sides") {
     const std::vector<std::byte> bytes = save_torch_to_bytes(nested_lists(50), {.torch = {.max_depth = 50}});
@@ -111,7 +111,7 @@ TEST_CASE("save_torch() at max_depth loads back; one level more is refused befor
     REQUIRE_THROWS_AS(save_torch_to_bytes(nested_lists(51), {.torch = {.max_depth = 50}}), ArgumentError);
     REQUIRE_THROWS_WITH(save_torch_to_bytes(nested_lists(51), {.torch = {.max_depth = 50}}),
                         "tensorfile: cannot save a value nested more than 50 levels deep; raise "
-                        "SaveOptions::max_depth and LoadOptions::max_depth together to save and load it");
+                        "SaveOptions::torch.max_depth and LoadOptions::limits.max_depth together to save and load it");
   }
   SECTION("the defaults: 5,000 levels, as torch loads (the writer's recursion holds them, under ASan too)") {
     CHECK(SaveOptions{}.torch.max_depth == 5000);
@@ -146,7 +146,7 @@ TEST_CASE("save_torch() refuses an undefined tensor, which load_torch() could no
 
 // The public mutators refuse cycles (tests/core/test_value.cpp); save_torch() checks again, for trees built through
 // detail::ValueAccess, which skips those checks.
-TEST_CASE("save_torch() refuses a container that contains itself; shared containers are fine", "[save][limits]") {
+TEST_CASE("save_torch() refuses a container that contains itself, shared containers are fine", "[save][limits]") {
   using detail::ValueAccess;
   SECTION("a list inside itself") {
     Value list(List{1});

@@ -140,7 +140,7 @@ TEST_CASE("ring_load_safetensors follows map_location's forms and refuses what l
   }
 }
 
-TEST_CASE("ring_load_safetensors with select streams only the kept tensors; the rest meta or dropped",
+TEST_CASE("ring_load_safetensors with select streams only the kept tensors, the rest meta or dropped",
           "[ring][safetensors][select]") {
   const auto path = tensorfile_test::data_dir() / "safetensors" / "overall.safetensors";
   const RingOptions ring{.ring_bytes = 96, .slot_bytes = 32, .threads = 2, .direct_io = false};
