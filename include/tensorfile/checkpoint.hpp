@@ -422,7 +422,7 @@ inline Tensor read_direct(const CheckpointState& state, std::size_t i) {
 inline Storage range_storage(const CheckpointState& state, const CheckpointEntry& entry, std::size_t bytes) {
   const std::uint64_t offset = entry.location->offset;
   if (!state.views.defined()) {
-    Storage out = heap_storage(bytes, false);
+    Storage out = heap_storage(bytes, false, false, state.options.huge_pages);
     state.bytes->read_exact(offset, {out.mutable_data(), bytes});
     return out;
   }

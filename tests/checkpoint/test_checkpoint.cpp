@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -353,6 +354,69 @@ TEST_CASE("open: entries, locations, tensor(), read_into() and unknown paths", "
     CHECK(sharded.metadata().as_dict().find(std::string_view("total_size"))->as_int() == 42);
     CHECK(sharded.find("H")->location->file.filename() == "H.safetensors");
   }
+}
+
+/// Whether the mapping holding `address` is advised for transparent huge pages: its VmFlags in /proc/self/smaps
+/// hold "hg" (MADV_HUGEPAGE), which the system-wide THP setting alone never sets.
+bool advised_for_huge_pages(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  REQUIRE(smaps);
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  std::string line;
+  while (std::getline(smaps, line)) {
+    unsigned long long begin = 0;
+    unsigned long long end = 0;
+    // A mapping's first line starts "begin-end " in hex; its key lines ("Size:", "AnonHugePages:") never parse so.
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2) {
+      inside = at >= begin && at < end;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return (line + " ").find(" hg ") != std::string::npos;
+  }
+  FAIL("no mapping in /proc/self/smaps holds the address");
+  return false;
+}
+
+TEST_CASE("huge_pages advises the large heap blocks of every format's load only when asked", "[checkpoint][heap]") {
+  const ScratchDir dir;
+  Tensor big = Tensor::zeros({1 << 20}, DType::Float32);  // 4 MiB: a mapped block of its own in every format
+  for (std::int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = static_cast<float>(i % 977);
+  Dict dict;
+  dict.set("w", big);
+  const Value value(dict);
+  for (const std::string name : {"m.pt", "m.safetensors", "m.npy", "m.npz"}) {
+    if (name == "m.npy") {
+      save(NamedTensors{{"", big}}, dir / name);
+    } else {
+      save(value, dir / name);
+    }
+    const std::vector<std::byte> bytes = file_bytes(dir / name);
+    CountingReader reader(bytes, 1 << 20);
+    for (const HugePages pages : {HugePages::on, HugePages::off}) {
+      INFO(name << (pages == HugePages::on ? ", on" : ", off"));
+      const bool advised = pages == HugePages::on;
+      const LoadOptions options{.huge_pages = pages};
+      const auto check = [&](const Value& loaded) {
+        const NamedTensors all = named_tensors(loaded);
+        REQUIRE(all.size() == 1);
+        CHECK(all.front().second.equal(big));
+        CHECK(advised_for_huge_pages(all.front().second.storage().data()) == advised);
+      };
+      check(load(dir / name, options));
+      check(load(Source::memory(bytes), options));
+      check(load(Source::reader(reader), options));
+      const Checkpoint opened = open(dir / name, options);
+      const Tensor one = opened.tensor(opened.entries().front().path);
+      CHECK(advised_for_huge_pages(one.storage().data()) == advised);
+    }
+  }
+  // The environment's choice (TENSORFILE_HUGE_PAGES=1: on), read once per process.
+  const char* variable = std::getenv("TENSORFILE_HUGE_PAGES");
+  const bool environment_on = variable != nullptr && std::string_view(variable) == "1";
+  CHECK(detail::resolve_huge_pages(HugePages::from_environment) == (environment_on ? HugePages::on : HugePages::off));
+  const Storage plain = heap_storage(std::size_t{4} << 20, false);
+  CHECK(advised_for_huge_pages(plain.data()) == environment_on);
 }
 
 TEST_CASE("save by extension, read back by load() and the per-format loaders", "[checkpoint]") {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tests of the heap load's pooled path (issue 17): a zip file's records read after the pickle into one arena
-// (huge-page advised when large) by a few threads with preadv, and the heap backend's mapped large blocks.
+// (huge-page advised when asked) by a few threads with preadv, and the heap backend's mapped large blocks.
 #include <tensorfile/backends/borrowed.hpp>
 #include <tensorfile/core/heap_backend.hpp>
 #include <tensorfile/detail/posix/direct_reads.hpp>
@@ -67,7 +67,7 @@ TEST_CASE("pooled preadv loads give the bytes of one-buffer loads, with 1 to 8 t
     CHECK(big.shares_owner_with(pooled["layer4.weight"].as_tensor().storage()));
     CHECK(big.shares_owner_with(pooled["layer0.weight"].as_tensor().storage()));
   }
-  SECTION("with large heap blocks from operator new (huge pages off)") {
+  SECTION("with large heap blocks from operator new (none mapped)") {
     const PlainHeapBlocks plain;
     CHECK(load_torch(dir / "mixed.pt", {.threads = 4}) == dict);
   }
@@ -309,6 +309,30 @@ TEST_CASE("HeapBackend keeps the last released large block for the next block of
   CHECK(detail::kept_heap_block.load() == half);
   { const HeapBackend over(detail::kept_heap_block_max + 4096, false); }  // too large to keep: unmapped
   CHECK(detail::kept_heap_block.load() == half);
+  // A block is reused only with the huge-page advice it was mapped with.
+  std::byte* advised = nullptr;
+  {
+    const HeapBackend huge(large, false, false, HugePages::on);
+    advised = huge.data();
+  }
+  CHECK(detail::kept_heap_block.load() == advised);
+  std::byte* unadvised = nullptr;
+  {
+    const HeapBackend plain(large, false, false, HugePages::off);
+    unadvised = plain.data();
+    CHECK(unadvised != advised);
+    CHECK(detail::kept_heap_block.load() == advised);  // left kept
+  }
+  CHECK(detail::kept_heap_block.load() == unadvised);
+  {
+    const HeapBackend huge(large, false, false, HugePages::on);
+    CHECK(huge.data() != unadvised);
+    CHECK(detail::kept_heap_block.load() == unadvised);  // left kept
+  }
+  {
+    const HeapBackend plain(large, false, false, HugePages::off);
+    CHECK(plain.data() != detail::kept_heap_block.load());  // the advised block just released stays kept
+  }
 }
 
 using tensorfile_test::bytes_read_so_far;

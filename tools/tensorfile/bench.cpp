@@ -32,6 +32,8 @@ constexpr std::array bench_options{
     OptionSpec{"map-location", "DEVICE", "also load straight to DEVICE (cuda:N); needs tensorfile built with CUDA"},
     OptionSpec{"repeat", "N", "loads per mode (default 3)"},
     OptionSpec{"threads", "N", "threads reading at once (a file's data, or shards); default: the library's choice"},
+    OptionSpec{"huge-pages", "WHEN",
+               "advise heap loads' memory for huge pages: on, or off (default, unless TENSORFILE_HUGE_PAGES=1)"},
     OptionSpec{"allow-unlisted", "", "sharded PATH: leave out a shard's tensors that its index does not list"},
 };
 
@@ -168,15 +170,18 @@ int run_bench(const Args& args) {
   const std::size_t threads =
       args.value("threads") ? static_cast<std::size_t>(parse_integer(*args.value("threads"), "threads", 1, 256)) : 0;
   const bool allow_unlisted = args.flag("allow-unlisted");
+  const HugePages pages =
+      args.value("huge-pages") ? parse_huge_pages(*args.value("huge-pages")) : HugePages::from_environment;
   const Checkpoint checkpoint = open(path, {.strict = false, .sharded = {.allow_unlisted = allow_unlisted}});
   std::vector<Mode> modes;
   std::uint64_t data_bytes = 0;
   std::size_t tensor_count = 0;
   if (checkpoint.format() == FileFormat::tensordict) {
     // A tree is timed as the TensorDict it loads as (the generic load adds to_value's walk to every mode).
-    const auto load_tree = [path, threads](LoadOptions options) {
+    const auto load_tree = [path, threads, pages](LoadOptions options) {
       options.mmap = MapMode::read_only;
       options.threads = threads;
+      options.huge_pages = pages;
       return load_memmap(path, options);
     };
     const TensorDict shapes = load_tree({.map_location = Device::meta()});
@@ -189,10 +194,11 @@ int run_bench(const Args& args) {
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.map_location = *device}); }});
   } else {
     // Every other format through the library's generic load.
-    const auto load_file = [path, threads, allow_unlisted](MapLocation where, bool mmap) {
+    const auto load_file = [path, threads, pages, allow_unlisted](MapLocation where, bool mmap) {
       return load(path, {.map_location = std::move(where),
                          .mmap = mmap ? std::optional(MapMode::copy_on_write) : std::nullopt,
                          .threads = threads,
+                         .huge_pages = pages,
                          .strict = false,
                          .sharded = {.allow_unlisted = allow_unlisted}});
     };

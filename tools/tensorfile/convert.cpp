@@ -53,6 +53,9 @@ constexpr std::array convert_options{
     OptionSpec{"threads", "N", "threads reading IN at once (heap reads, shards); default: the library's choice"},
     OptionSpec{"direct-reads", "WHEN",
                "with --mmap off: read around the page cache: automatic (default), always, never"},
+    OptionSpec{"huge-pages", "WHEN",
+               "with --mmap off: advise the memory read into for huge pages: on, or off (default, unless "
+               "TENSORFILE_HUGE_PAGES=1)"},
     OptionSpec{"verify-crc", "", "check the CRC-32 of every zip member read (torch and .npz IN)"},
     OptionSpec{"quiet", "", "draw no progress bar"},
     OptionSpec{"strict", "", "write nothing when the conversion would leave something out or change it"},
@@ -363,6 +366,7 @@ LoadOptions load_options(const Args& args, const PathPatterns& selection) {
   if (const auto where = args.value("map-location")) options.map_location = parse_map_location(*where);
   if (const auto mode = args.value("mmap")) options.mmap = parse_map_mode(*mode);
   if (const auto reads = args.value("direct-reads")) options.direct_reads = parse_direct_reads(*reads);
+  if (const auto pages = args.value("huge-pages")) options.huge_pages = parse_huge_pages(*pages);
   if (const auto threads = args.value("threads")) {
     options.threads = static_cast<std::size_t>(parse_integer(*threads, "threads", 1, 256));
   }
@@ -423,7 +427,7 @@ const CommandSpec convert_spec{
         "IN is read with the library's load() (a tensordict tree with load_memmap, so that a tree is written to a\n"
         "tree as is) and OUT written with its save(), a tensordict tree with save_memmap. The flags are the\n"
         "LoadOptions and SaveOptions fields of the same name: --map-location, --mmap, --select, --threads,\n"
-        "--direct-reads, --verify-crc, --allow-unlisted (sharded.allow_unlisted), --max-shard-size\n"
+        "--direct-reads, --huge-pages, --verify-crc, --allow-unlisted (sharded.allow_unlisted), --max-shard-size\n"
         "(sharded.max_shard_size), --metadata (safetensors.metadata); --to is SaveOptions::format. --strict is\n"
         "the tool's own: torch pickles are always read with LoadOptions::strict off, and what they hold that is not\n"
         "data is left out and named (an error with --strict).",

@@ -54,6 +54,12 @@ DirectReads parse_direct_reads(std::string_view text) {
   throw UsageError(fmt::format("--direct-reads takes automatic, always or never, got '{}'", text));
 }
 
+HugePages parse_huge_pages(std::string_view text) {
+  if (text == "on") return HugePages::on;
+  if (text == "off") return HugePages::off;
+  throw UsageError(fmt::format("--huge-pages takes on or off, got '{}'", text));
+}
+
 std::string with_flag_names(std::string message) {
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 1> flags{
       {{".sharded.allow_unlisted = true", "--allow-unlisted"}}};

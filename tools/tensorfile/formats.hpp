@@ -30,6 +30,9 @@ namespace tensorfile::cli {
 
 /// --direct-reads WHEN: "automatic", "always" or "never". Throws UsageError otherwise.
 [[nodiscard]] DirectReads parse_direct_reads(std::string_view text);
+/// --huge-pages WHEN: "on" or "off" (unset: the library's default, TENSORFILE_HUGE_PAGES). Throws UsageError
+/// otherwise.
+[[nodiscard]] HugePages parse_huge_pages(std::string_view text);
 
 /// "512 B", "1.5 KiB", "12.0 MiB", "3.21 GiB".
 [[nodiscard]] std::string human_bytes(std::uint64_t bytes);

@@ -7,9 +7,9 @@
 //   tensorfile inspect PATH [--json] [--hash] [--allow-unlisted]
 //   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--max-shard-size SIZE] [--metadata KEY=VALUE]...
 //                     [--map-location WHERE] [--mmap MODE] [--select PATTERN]... [--threads N] [--direct-reads WHEN]
-//                     [--verify-crc] [--allow-unlisted] [--strict] [--quiet]
+//                     [--huge-pages WHEN] [--verify-crc] [--allow-unlisted] [--strict] [--quiet]
 //   tensorfile verify PATH [--allow MODULE.NAME]... [--json] [--allow-unlisted]
-//   tensorfile bench PATH [--map-location DEVICE] [--repeat N] [--threads N] [--allow-unlisted]
+//   tensorfile bench PATH [--map-location DEVICE] [--repeat N] [--threads N] [--huge-pages WHEN] [--allow-unlisted]
 //   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--threads N] [--quiet]
 //
 // Exit status: 0 success, 1 a file error (the library's message on stderr), 2 a wrong command line.

@@ -91,6 +91,9 @@ struct LoadOptions {
   /// readers); 0: the format's choice (min(4, cores) on the host, 8 for the ring).
   std::size_t threads = 0;
   DirectReads direct_reads = DirectReads::automatic;  ///< whether heap loads of a path read around the page cache
+  /// Whether heap loads advise their large blocks for transparent huge pages (see HugePages: off unless
+  /// TENSORFILE_HUGE_PAGES=1; `on` wins on machines up for hours and loses on freshly booted ones).
+  HugePages huge_pages = HugePages::from_environment;
   /// Torch pickles: an unknown global is an error (false: kept as an opaque Object record).
   bool strict = true;
   bool verify_crc =

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// How the formats' heap loads read file bytes: a few threads with preadv into fresh (huge-page) memory, and
+// How the formats' heap loads read file bytes: a few threads with preadv into fresh memory, and
 // around the page cache (O_DIRECT) when the bytes are many and not cached, where that is about twice as fast.
 #pragma once
 
@@ -36,13 +36,14 @@ inline constexpr std::uint64_t direct_read_bytes = std::uint64_t{64} << 20;
 /// A heap Storage of the `bytes` bytes at `offset` of `file`, read by `threads` threads (0: the default) in
 /// pieces of ParallelReads::group_bytes, around the page cache when direct_reads_for(`how`) says so and
 /// `offset` is a multiple of `alignment`: the Storage then starts at the file's offset modulo 4096 in its
-/// mapping (so aligned to `alignment`, not to the heap's 64 bytes).
+/// mapping (so aligned to `alignment`, not to the heap's 64 bytes); `pages` as heap_storage() takes it.
 [[nodiscard]] inline Storage read_to_heap(const FileHandle& file, std::uint64_t offset, std::size_t bytes,
-                                          std::size_t threads, DirectReads how, std::size_t alignment) {
+                                          std::size_t threads, DirectReads how, std::size_t alignment,
+                                          HugePages pages) {
   std::optional<FileHandle> direct;
   if (offset % alignment == 0) direct = direct_reads_for(how, file, offset, bytes, bytes);
   const auto lead = direct ? static_cast<std::size_t>(offset % direct_alignment) : std::size_t{0};
-  Storage block = heap_storage(lead + bytes, false);
+  Storage block = heap_storage(lead + bytes, false, false, pages);
   ParallelReads reads;
   for (std::size_t done = 0; done < bytes; done += ParallelReads::group_bytes) {
     const std::size_t piece = std::min<std::size_t>(bytes - done, ParallelReads::group_bytes);

@@ -156,7 +156,7 @@ inline void refuse_npy_select(const LoadOptions& options) {
       header, options, in_place,
       [&]() -> Storage {
         if (views.defined()) return views.slice(offset, size);
-        Storage data = heap_storage(size, false);
+        Storage data = heap_storage(size, false, false, options.huge_pages);
         if (size != 0) std::memcpy(data.mutable_data(), bytes.data() + offset, size);
         return data;
       },
@@ -270,9 +270,9 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOp
                                 size, options.npy.max_header_bytes, path, {});
     return detail::place_npy(header, options, false,
                              [&]() -> Storage {
-                               return detail::read_to_heap(file, header.data_offset,
-                                                           static_cast<std::size_t>(header.data_bytes), options.threads,
-                                                           options.direct_reads, HeapBackend::alignment);
+                               return detail::read_to_heap(
+                                   file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
+                                   options.threads, options.direct_reads, HeapBackend::alignment, options.huge_pages);
                              },
                              path, {});
   } catch (const FormatError&) {

@@ -126,7 +126,7 @@ namespace detail {
       tensor = load_npy_bytes(bytes, mapping.slice(static_cast<std::size_t>(entry.data_offset), bytes.size()), true,
                               options, zip.file(), member);
     } else {
-      Storage owned = heap_storage(static_cast<std::size_t>(entry.size), false);
+      Storage owned = heap_storage(static_cast<std::size_t>(entry.size), false, false, options.huge_pages);
       zip.read(entry, {owned.mutable_data(), owned.size_bytes()});
       if (options.verify_crc) zip.verify_crc(entry, {owned.data(), owned.size_bytes()});
       tensor = load_npy_bytes({owned.data(), owned.size_bytes()}, owned, false, options, zip.file(), member);

@@ -160,7 +160,7 @@ inline Value load_safetensors_bytes(std::span<const std::byte> bytes, const Stor
       std::memcpy(out.data(), bytes.data() + at, out.size());
     });
   }
-  Storage data = heap_storage(size, false);
+  Storage data = heap_storage(size, false, false, options.huge_pages);
   if (size != 0) std::memcpy(data.mutable_data(), bytes.data() + offset, size);
   return build_safetensors_dict(header, data, true, options, file);
 }
@@ -182,7 +182,7 @@ inline Value read_safetensors_file(const FileHandle& file, const std::filesystem
   }
   // Tensors need their element size's alignment at most (8; a 16-byte complex128 is copied if need be).
   const Storage data = read_to_heap(file, header.data_offset, static_cast<std::size_t>(header.data_bytes),
-                                    options.threads, options.direct_reads, 8);
+                                    options.threads, options.direct_reads, 8, options.huge_pages);
   return build_safetensors_dict(header, data, true, options, path);
 }
 

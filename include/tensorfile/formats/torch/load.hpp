@@ -663,7 +663,7 @@ class ZipLoad {
         (options_.direct_reads == DirectReads::automatic && arena_bytes >= direct_read_bytes);
     // Copies only where the records saved on the host stay there (they would be lost on records bound elsewhere).
     if (headers_may_go_beside && !may_read_directly && arena_bytes != 0 && !each_on_its_own_ && stays_on_host("cpu")) {
-      arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+      arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false, false, options_.huge_pages);
       prefilled_.assign(zip_.entries().size(), 0);
       // The arena's pages in one call, rather than a fault per page as the copies reach them (best effort).
       read_headers_beside([this] { populate_for_write(arena_.mutable_data(), arena_.size_bytes()); },
@@ -675,7 +675,8 @@ class ZipLoad {
     read_headers();
     if (arena_bytes != 0 && archive_.file != nullptr) mirror_file(may_read_directly, arena_bytes);
     // Stored records lie inside the file, so the arena is at most the file's size (plus alignment).
-    if (arena_bytes != 0 && !arena_.defined()) arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false);
+    if (arena_bytes != 0 && !arena_.defined())
+      arena_ = heap_storage(static_cast<std::size_t>(arena_bytes), false, false, options_.huge_pages);
   }
 
   // Records read around the page cache need an arena laid out as the file (headers and padding included,
@@ -697,7 +698,7 @@ class ZipLoad {
     const std::uint64_t start = first / direct_alignment * direct_alignment;
     direct_ = direct_reads_for(options_.direct_reads, *archive_.file, start, last - start, arena_bytes);
     if (direct_) {
-      arena_ = heap_storage(static_cast<std::size_t>(last - start), false);
+      arena_ = heap_storage(static_cast<std::size_t>(last - start), false, false, options_.huge_pages);
       for (std::size_t i = 0; i < zip_.entries().size(); ++i) {
         if (arena_slot_[i] != no_slot) arena_slot_[i] = zip_.entries()[i].data_offset - start;
       }
@@ -764,7 +765,7 @@ class ZipLoad {
     } else if (std::optional<Storage> batched = batch_slice(record)) {
       cpu = *std::move(batched);
     } else {
-      cpu = heap_storage(size, false);
+      cpu = heap_storage(size, false, false, options_.huge_pages);
       std::span<std::byte> out(cpu.mutable_data(), size);
       if (record.method == 0 && archive_.file != nullptr && !archive_.views.defined()) {
         archive_.file->read_exact(record.data_offset, out);
@@ -967,8 +968,9 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
                             std::to_string(archive.bytes.size()),
                         in_pickle());
     }
-    Storage storage = options.map_location.all_meta() ? meta_storage(static_cast<std::size_t>(bytes))
-                                                      : heap_storage(static_cast<std::size_t>(bytes));
+    Storage storage = options.map_location.all_meta()
+                          ? meta_storage(static_cast<std::size_t>(bytes))
+                          : heap_storage(static_cast<std::size_t>(bytes), true, false, options.huge_pages);
     pending.emplace(key, Pending{storage, dtype, numel, location});
     return storage;
   };
@@ -1079,8 +1081,8 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
     if (format != FileFormat::torch_legacy) return load_archive(archive, options);  // refused by its head
     // Legacy files: read whole into one buffer the tensors share (by `threads` threads, around the page
     // cache as direct_reads says); no call per record.
-    const Storage whole =
-        read_to_heap(file, 0, static_cast<std::size_t>(size), options.threads, options.direct_reads, 1);
+    const Storage whole = read_to_heap(file, 0, static_cast<std::size_t>(size), options.threads, options.direct_reads,
+                                       1, options.huge_pages);
     archive.bytes = {whole.data(), whole.size_bytes()};
     archive.views = whole;
     return load_archive(archive, options);
