@@ -4,17 +4,17 @@
 
 #include <array>
 #include <bit>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <span>
 #include <string_view>
 
 #if defined(__linux__)
 #include <sys/auxv.h>
 #endif
+
+#include "tensorfile/detail/posix/random_bits.hpp"
 
 namespace tensorfile::detail {
 
@@ -65,7 +65,7 @@ namespace tensorfile::detail {
 /// hash make a dict cost n^2 to build: a 1 MB pickle of 100,000 such int keys took 22 s with a fixed hash). One key
 /// for every module of the process, so that a Dict built in one shared library is searched by another, whatever
 /// their symbol visibility: on Linux it is derived from the 16 random bytes the kernel gives each process
-/// (AT_RANDOM, through SipHash, so the key tells nothing of them); elsewhere drawn once per module.
+/// (AT_RANDOM, through SipHash, so the key tells nothing of them); elsewhere drawn once per module (getrandom()).
 [[nodiscard]] inline const std::array<std::uint64_t, 2>& process_hash_key() noexcept {
   static const std::array<std::uint64_t, 2> key = [] {
     std::array<std::uint64_t, 2> random{};
@@ -78,13 +78,9 @@ namespace tensorfile::detail {
                                           siphash13(random[1], random[0], bytes)};
     }
 #endif
-    try {
-      std::random_device device;
-      for (auto& word : random) word = std::uint64_t{device()} << 32 | device();
-    } catch (...) {  // no entropy source: the clock and an address, still unknown to a file
-      random[0] = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-      random[1] = reinterpret_cast<std::uintptr_t>(&random) * 0x9e3779b97f4a7c15ull;
-    }
+    // getrandom(), else the clock, a counter and the pid: still unknown to a file.
+    random[0] = random_bits();
+    random[1] = random_bits() ^ reinterpret_cast<std::uintptr_t>(&random) * 0x9e3779b97f4a7c15ull;
     return random;
   }();
   return key;
