@@ -17,15 +17,6 @@
 
 namespace tensorfile::cli {
 
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 namespace {
 
 // ---- unsupported values: the type name Python would report ----------------------------------
@@ -265,7 +256,7 @@ class Describer {
   }
 
   void walk(const TensorDict& td, const std::string& path, std::size_t depth, const std::string& label) {
-    std::string batch = shape_text(td.batch_size());
+    std::string batch = to_string(td.batch_size());
     if (!td.lazy_view().empty()) batch += " (" + td.lazy_view() + ")";  // read from a lazy layout: say how
     switch (td.kind()) {
       case TensorDictKind::plain:

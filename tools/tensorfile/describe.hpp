@@ -87,7 +87,4 @@ struct Description {
 /// "torch.nn.modules.linear.Linear"); for a Global (a class or function reference), its qualified name.
 [[nodiscard]] std::string unsupported_name(const Value& v);
 
-/// A shape as the tool prints it: "[2, 3]", "[]" for 0-d.
-[[nodiscard]] std::string shape_text(const Shape& shape);
-
 }  // namespace tensorfile::cli

@@ -137,7 +137,7 @@ std::string render_tree(const Description& d, const std::string& header) {
     }
     const TensorRecord& r = d.tensors[node.index];
     type = std::max(type, dtype_name(r.tensor.dtype()).size());
-    shape = std::max(shape, shape_text(r.tensor.sizes()).size());
+    shape = std::max(shape, to_string(r.tensor.sizes()).size());
     tag = std::max(tag, escape_controls(r.tag).size());
     bytes = std::max(bytes, human_bytes(r.tensor.nbytes()).size());
   }
@@ -162,7 +162,7 @@ std::string render_tree(const Description& d, const std::string& header) {
     }
     const TensorRecord& r = d.tensors[node.index];
     std::string line = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}  ", name, left, dtype_name(r.tensor.dtype()),
-                                   type, shape_text(r.tensor.sizes()), shape, escape_controls(r.tag), tag,
+                                   type, to_string(r.tensor.sizes()), shape, escape_controls(r.tag), tag,
                                    human_bytes(r.tensor.nbytes()), bytes);
     if (r.storage) {
       line += fmt::format("storage #{}{}", *r.storage, users[*r.storage] > 1 ? " (shared)" : "");

@@ -97,12 +97,6 @@ void walk_tensors(const Value& v, std::string path, Fn& fn) {
   walk_tensors_at(v, path, fn);
 }
 
-inline std::string shape_text(const Tensor& t) {
-  std::string out = "[";
-  for (std::size_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.sizes()[d]);
-  return out + "]";
-}
-
 inline std::string scalar_text(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::none:
@@ -119,7 +113,7 @@ inline std::string scalar_text(const Value& v) {
     case Value::Kind::tensor: {
       const Tensor& t = v.as_tensor();
       return std::string(v.is_parameter() ? "Parameter" : "Tensor") + " " + std::string(dtype_name(t.dtype())) + " " +
-             shape_text(t) + (t.device().is_cpu() ? "" : " " + t.device().str()) +
+             to_string(t.sizes()) + (t.device().is_cpu() ? "" : " " + t.device().str()) +
              (t.requires_grad() ? " requires_grad" : "");
     }
     case Value::Kind::storage: {
