@@ -38,7 +38,7 @@ class StorageTags {
 
 /// One tensor (or bare storage, seen as a 1-d tensor of all of it).
 struct TensorRecord {
-  std::string path{};                    ///< "" for the root, else "/" + step per level
+  std::string path{};                    ///< as named_tensors() spells it: "" for the root, "a/0/b" below
   Tensor tensor{};                       ///< as loaded: meta when no data was read
   bool parameter = false;                ///< an nn.Parameter
   bool has_record = true;                ///< false for a tensor saved on meta (no bytes in the file)

@@ -230,7 +230,8 @@ const CommandSpec inspect_spec{
         "\"safetensors-sharded\" | \"torch-zip-sharded\" | ..., \"tensors\": [{\"path\",\n"
         "\"dtype\", \"shape\", \"stride\", \"storage_offset\", \"requires_grad\", \"device\", \"storage\",\n"
         "\"sha256\" (with --hash)}], \"values\": [{\"path\", \"type\", \"value\"}]}: a path is \"\" for the root and\n"
-        "\"/\" + key or index per level (\"~\" and \"/\" in keys escaped as ~0 and ~1); \"device\" is where the\n"
+        "the keys and indices below it joined by \"/\" (\"optim/state/0/exp_avg\"), as --select takes it and the\n"
+        "library's named_tensors() gives it, keys unescaped; \"device\" is where the\n"
         "tensor loads with map_location \"cpu\" (\"meta\" for tensors saved without data); \"storage\" is an id\n"
         "shared by the tensors of one storage; sha256 hashes the values in C order, little-endian.\n"
         "The JSON follows tests/interop/torch_reference.py, which prints the same for real torch.",

@@ -60,7 +60,7 @@ int inspect_numpy(const Args& args, const std::filesystem::path& file, FileForma
     std::uint64_t total = 0;
     for (const TensorRecord& r : description.tensors) {
       total += r.tensor.nbytes();
-      std::string line = fmt::format("  {}  {}  {}  {}", escape_controls(r.path.empty() ? "(root)" : r.path.substr(1)),
+      std::string line = fmt::format("  {}  {}  {}  {}", escape_controls(r.path.empty() ? "(root)" : r.path),
                                      dtype_name(r.tensor.dtype()), r.tensor.sizes(), human_bytes(r.tensor.nbytes()));
       if (r.sha256) line += "  sha256 " + *r.sha256;
       out += line + "\n";
