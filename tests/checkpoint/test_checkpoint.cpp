@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "tensorfile/checkpoint.hpp"
@@ -376,6 +378,44 @@ bool advised_for_huge_pages(const void* address) {
   }
   FAIL("no mapping in /proc/self/smaps holds the address");
   return false;
+}
+
+TEST_CASE("one path spelling: named_tensors, select, entries, tensor() and load()", "[checkpoint]") {
+  std::vector<Fixture> all = fixtures();
+  const auto torch = [](const std::filesystem::path& p, const LoadOptions& o) { return load_torch(p, o); };
+  all.push_back({"torch nested", sample("torch", "optimizer_sgd.pt"), FileFormat::torch_zip, false, torch});
+  bool nested = false;
+  for (const Fixture& fixture : all) {
+    INFO(fixture.label);
+    std::vector<std::string> paths;
+    for (const auto& [path, tensor] : named_tensors(load(fixture.path))) paths.push_back(path);
+    std::set<std::string> asked;
+    std::mutex asking;  // the sharded loads ask from several threads
+    const LoadOptions recording{.select = [&](std::string_view path) {
+      const std::lock_guard lock(asking);
+      asked.emplace(path);
+      return true;
+    }};
+    (void)load(fixture.path, recording);
+    CHECK(asked == std::set<std::string>(paths.begin(), paths.end()));
+    const Checkpoint opened = open(fixture.path);
+    REQUIRE(opened.entries().size() == paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const std::string& path = paths[i];
+      INFO("path " << path);
+      CHECK(opened.entries()[i].path == path);
+      CHECK(path.find("//") == std::string::npos);
+      if (!path.empty()) CHECK((path.front() != '/' && path.back() != '/'));
+      nested = nested || path.find('/') != std::string::npos;
+      // A select of the path reads that tensor (others stay meta or, from unread shards, out).
+      const NamedTensors selected = named_tensors(load(fixture.path, {.select = select_paths({path})}));
+      const auto found = std::find_if(selected.begin(), selected.end(), [&](const auto& p) { return p.first == path; });
+      REQUIRE(found != selected.end());
+      CHECK_FALSE(found->second.device().is_meta());
+      CHECK(opened.tensor(path).equal(found->second));
+    }
+  }
+  CHECK(nested);  // some fixture nests tensors ("state/0/momentum_buffer", "nested/deeper/c")
 }
 
 TEST_CASE("huge_pages advises the large heap blocks of every format's load only when asked", "[checkpoint][heap]") {

@@ -2,8 +2,14 @@
 // Shape: a vector of int64 with inline room for small shapes, used as std::vector<std::int64_t> is.
 #include <tensorfile/core/shape.hpp>
 
+// fmt/ranges.h would print a Shape as a range; formatter<Shape> must win over it (only it takes a width).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <numeric>
 #include <span>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -116,5 +122,37 @@ TEST_CASE("Shape changes as std::vector<std::int64_t> does", "[shape]") {
     CHECK(s.empty());
     s.emplace_back(6) += 1;
     CHECK(s == Shape{7});
+  }
+}
+
+TEST_CASE("Shape prints as libtorch prints sizes", "[shape]") {
+  const auto streamed = [](const Shape& shape) {
+    std::ostringstream out;
+    out << shape;
+    return out.str();
+  };
+  SECTION("to_string, operator<< and fmt give one text") {
+    const Shape heap{1, -2, 3, 4, 5, 6, INT64_MAX};  // past the inline capacity
+    for (const Shape& s : {Shape{2, 3}, Shape{4}, Shape{}, heap}) {
+      CHECK(streamed(s) == tensorfile::to_string(s));
+      CHECK(fmt::format("{}", s) == tensorfile::to_string(s));
+    }
+    CHECK(tensorfile::to_string(Shape{2, 3}) == "[2, 3]");
+    CHECK(tensorfile::to_string(Shape{4}) == "[4]");
+    CHECK(tensorfile::to_string(Shape{}) == "[]");
+    CHECK(tensorfile::to_string(heap) == "[1, -2, 3, 4, 5, 6, 9223372036854775807]");
+    CHECK(tensorfile::to_string(Shape{INT64_MIN}) == "[-9223372036854775808]");
+  }
+  SECTION("a spec applies to the text as to a string's") {
+    CHECK(fmt::format("{:>8}|", Shape{2, 3}) == "  [2, 3]|");
+    CHECK(fmt::format("{:*^10}", Shape{4}) == "***[4]****");
+    CHECK(fmt::format("{:<4}|{:s}", Shape{}, Shape{1}) == "[]  |[1]");
+    CHECK(fmt::format("{:.3}", Shape{10, 20}) == "[10");
+    CHECK(fmt::format("{} and {:>5}", std::vector<Shape>{{2}, {}}, Shape{3}) == "[[2], []] and   [3]");
+  }
+  SECTION("a spec fmt would refuse for a string is refused") {
+    REQUIRE_THROWS_AS(fmt::format(fmt::runtime("{:d}"), Shape{2}), fmt::format_error);
+    REQUIRE_THROWS_AS(fmt::format(fmt::runtime("{:>{}}"), Shape{2}, 8), fmt::format_error);
+    CHECK(fmt::format(fmt::runtime("{:>" + std::string(2, '9') + "}"), Shape{2}) == std::string(96, ' ') + "[2]");
   }
 }

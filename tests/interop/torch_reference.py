@@ -16,9 +16,10 @@ compare_reference.py.
 Rules:
 - format: "torch-zip" when the file starts with PK\\3\\4, else "torch-legacy".
 - Walk: depth first from the loaded object; dicts in insertion order, lists and tuples
-  (incl. torch.Size and namedtuples) in order. A path is "" for the root plus "/" + step
-  per level; a step is a str key as is, an int key in decimal, a list/tuple index, any
-  other key as Python repr(). Steps are escaped as in JSON Pointer: "~" -> "~0", "/" -> "~1".
+  (incl. torch.Size and namedtuples) in order. A path is "" for the root, and its steps
+  joined by "/" below it ("optim/state/0/exp_avg"), as tensorfile's named_tensors() and
+  --select spell them; a step is a str key as is, an int key in decimal, a list/tuple
+  index, any other key as Python repr(). Steps are not escaped.
 - Sets and frozensets: elements sorted by (type name, value) -- type names compare as
   bytes (bool < bytes < complex < device < dtype < float < int < none < str < tuple);
   numbers numerically, str by code point, bytes bytewise, complex by (re, im), dtype by
@@ -162,10 +163,10 @@ class Describer:
             self.add_tensor(path, torch.tensor([], dtype=x.dtype, device=x.device).set_(x))
         elif isinstance(x, dict):
             for k, v in x.items():
-                self.walk(v, path + "/" + step(k))
+                self.walk(v, child(path, step(k)))
         elif isinstance(x, (list, tuple)):
             for i, v in enumerate(x):
-                self.walk(v, f"{path}/{i}")
+                self.walk(v, child(path, str(i)))
         elif isinstance(x, (set, frozenset)):
             try:
                 items = sorted(x, key=sort_key)
@@ -173,14 +174,17 @@ class Describer:
                 self.values.append({"path": path, "type": "unsupported", "value": "builtins.set"})
                 return
             for i, v in enumerate(items):
-                self.walk(v, f"{path}/{i}")
+                self.walk(v, child(path, str(i)))
         else:
             self.values.append({"path": path, "type": "unsupported", "value": type_name(x)})
 
 
 def step(key):
-    text = key if type(key) is str else str(key) if type(key) is int else repr(key)
-    return text.replace("~", "~0").replace("/", "~1")
+    return key if type(key) is str else str(key) if type(key) is int else repr(key)
+
+
+def child(path, step_text):
+    return f"{path}/{step_text}" if path else step_text
 
 
 def describe(path, hashes=True):

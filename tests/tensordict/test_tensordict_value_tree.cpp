@@ -127,12 +127,12 @@ TEST_CASE("to_tensordict reports keys it turns into text and attributes it leave
   odd.set(true, t);
   const Value root(Dict{{"odd", std::move(odd)}});
   REQUIRE_THROWS_WITH(to_tensordict(root, {.file = "x.pt"}),
-                      "tensorfile: x.pt: /odd/2.5: the float key 2.5 becomes the str key '2.5'; expected a tree that "
+                      "tensorfile: x.pt: odd/2.5: the float key 2.5 becomes the str key '2.5'; expected a tree that "
                       "converts unchanged (or a left_out list to collect changes)");
   std::vector<LeftOut> changes;
   const TensorDict td = to_tensordict(root, {.left_out = &changes});
   REQUIRE(changes.size() == 2);
-  CHECK(changes[1].path == "/odd/True");
+  CHECK(changes[1].path == "odd/True");
   CHECK(changes[1].what == "the bool key True becomes the str key 'True'");
   CHECK(td.get("odd").as_tensordict().contains("True"));
 
@@ -166,7 +166,7 @@ TEST_CASE("to_tensordict refuses what has no tensordict form, naming the file an
                       "tensorfile: x.pt: the root is of type int; expected a dict, or a list of tensors (a tensordict "
                       "tree is a dict of tensors)");
   REQUIRE_THROWS_WITH(to_tensordict(Value(Dict{{"a/b", Dict{{"c", Bytes{}}}}}), {.file = "x.pt"}),
-                      "tensorfile: x.pt: /a~1b/c: a value of type bytes has no tensordict form; expected tensors, "
+                      "tensorfile: x.pt: a/b/c: a value of type bytes has no tensordict form; expected tensors, "
                       "containers of them, or JSON values (None, bool, int, float, str, lists, str-keyed dicts)");
   Dict clash;
   clash.set(1, Tensor::from_values<float>({1}));
@@ -185,7 +185,7 @@ TEST_CASE("to_value lists pickled non-tensor data it leaves out, or refuses it",
   const Value v = to_value(td, {.left_out = &left_out});
   CHECK(v.size() == 1);
   REQUIRE(left_out.size() == 1);
-  CHECK(left_out[0].path == "/opaque");
+  CHECK(left_out[0].path == "opaque");
   CHECK(left_out[0].what == "pickled NonTensorData");
   REQUIRE_THROWS_AS(to_value(td), UnsupportedError);
 }

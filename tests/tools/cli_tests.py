@@ -516,20 +516,20 @@ def differences(a, b):
 # Fixtures that have no tensordict form, with the refusal convert gives.
 NO_TENSORDICT_FORM = {
     "meta.pt": "the root is of type Tensor",
-    "nested_containers.pt": "/bytes: a value of type bytes has no tensordict form",
+    "nested_containers.pt": "bytes: a value of type bytes has no tensordict form",
     "noncontig_view.pt": "the root is of type Tensor",
     "subclass.pt": "the root is a __main__.MyT, which is not data; nothing to write",
     "t_float32_2x3.pt": "the root is of type Tensor",
     "t_float32_2x3_buffer.pt": "the root is of type Tensor",
-    "torch_objects.pt": "/device: a value of type device has no tensordict form",
+    "torch_objects.pt": "device: a value of type device has no tensordict form",
     "whole_module.pt": "the root is a torch.nn.modules.linear.Linear, which is not data",
 }
 # Fixtures whose objects a clean re-save leaves out, by path.
 LEFT_OUT = {
-    "numpy_objects.pt": ["/np_scalar", "/np_int", "/np_array"],
-    "quantized.pt": ["/q_per_tensor", "/q_per_channel"],
-    "sparse.pt": ["/coo", "/csr"],
-    "torch_objects.pt": ["/layout"],
+    "numpy_objects.pt": ["np_scalar", "np_int", "np_array"],
+    "quantized.pt": ["q_per_tensor", "q_per_channel"],
+    "sparse.pt": ["coo", "csr"],
+    "torch_objects.pt": ["layout"],
 }
 
 
@@ -610,7 +610,7 @@ def suite_convert(opts, failures):
                            f"tensordict -> tensordict {rel}: {result.stderr}")
         pickled = run(tool, "convert", os.path.join(opts.data, "tensordict", "s05_nontensor"),
                       os.path.join(scratch, "nt.pt"))
-        failures.check("tensorfile convert: left out /obj: pickled NonTensorData" in pickled.stderr,
+        failures.check("tensorfile convert: left out obj: pickled NonTensorData" in pickled.stderr,
                        f"convert s05_nontensor: no word about the pickled leaf:\n{pickled.stderr}")
 
         # --to follows the name unless given; an existing tree is replaced.
@@ -632,7 +632,7 @@ def suite_convert(opts, failures):
         result = run(tool, "inspect", lazy)
         failures.check(result.returncode == 0 and "permuted (1, 0) of _source" in result.stdout,
                        f"inspect a permuted tree: exit {result.returncode}: {result.stdout}{result.stderr}")
-        want = {"/a": ([3, 2], hashlib.sha256(struct.pack("<6f", 0, 3, 1, 4, 2, 5)).hexdigest())}
+        want = {"a": ([3, 2], hashlib.sha256(struct.pack("<6f", 0, 3, 1, 4, 2, 5)).hexdigest())}
         for target in (lazy, os.path.join(scratch, "lazy.pt"), os.path.join(scratch, "lazy_tree")):
             if target != lazy:
                 result = run(tool, "convert", lazy, target)
@@ -651,8 +651,8 @@ def suite_convert(opts, failures):
             return {t["path"]: (t["shape"], t.get("sha256")) for t in describe(tool, path)["tensors"]}
         selections = (
             (os.path.join(opts.data, "torch", "state_dict_linear_bn.pt"), ["*.weight", "1.bias"],
-             {"/0.weight", "/1.weight", "/1.bias"}),
-            (os.path.join(opts.data, "tensordict", "s01_basic"), ["nested/deeper/*"], {"/nested/deeper/c"}),
+             {"0.weight", "1.weight", "1.bias"}),
+            (os.path.join(opts.data, "tensordict", "s01_basic"), ["nested/deeper/*"], {"nested/deeper/c"}),
         )
         for source, patterns, kept in selections:
             original = tensor_hashes(source)
@@ -663,14 +663,27 @@ def suite_convert(opts, failures):
                 if not failures.check(result.returncode == 0, f"convert {source} {out} --select: {result.stderr}"):
                     continue
                 got = tensor_hashes(target)
-                if out.endswith((".safetensors", ".npz")):  # flat names: the path's keys joined by "/" or "."
-                    got = {"/" + p.lstrip("/"): v for p, v in got.items()}
-                    want = {"/" + p.lstrip("/"): v for p, v in original.items() if p in kept}
-                    failures.check(sorted(v for v in got.values()) == sorted(want.values()) and len(got) == len(kept),
-                                   f"convert {source} {out} --select {patterns}: {sorted(got)}, expected {sorted(kept)}")
-                else:
-                    want = {p: v for p, v in original.items() if p in kept}
-                    failures.check(got == want, f"convert {source} {out} --select {patterns}: {got}, expected {want}")
+                want = {p: v for p, v in original.items() if p in kept}
+                failures.check(got == want, f"convert {source} {out} --select {patterns}: {got}, expected {want}")
+
+        # One path spelling: each tensor path inspect --json lists, given to --select as it is, writes just that
+        # tensor, which a flat file names by that path (the name is convert's named_tensors() path) and a tree
+        # lists under it again.
+        for source in (os.path.join(opts.data, "torch", "optimizer_sgd.pt"),
+                       os.path.join(opts.data, "tensordict", "s01_basic"),
+                       os.path.join(opts.data, "tensordict", "s07_tensorclass")):
+            original = tensor_hashes(source)
+            failures.check(len(original) > 1 and any("/" in p for p in original),
+                           f"{source}: no nested tensor paths to check: {sorted(original)}")
+            for path, value in sorted(original.items()):
+                failures.check(not path.startswith("/"), f"inspect --json {source}: path {path!r} starts with /")
+                for out in ("one.safetensors", "one.pt"):
+                    target = os.path.join(scratch, "spelling_" + out)
+                    result = run(tool, "convert", source, target, "--select", path)
+                    if failures.check(result.returncode == 0, f"convert {source} --select {path!r}: {result.stderr}"):
+                        got = tensor_hashes(target)
+                        failures.check(got == {path: value},
+                                       f"convert {source} {out} --select {path!r}: {got}, expected {path!r}")
         source = os.path.join(opts.data, "torch", "state_dict_linear_bn.pt")
         target = os.path.join(scratch, "typo.pt")
         result = run(tool, "convert", source, target, "--select", "0.weight", "--select", "O.bias")
@@ -780,7 +793,7 @@ def suite_hostile(opts, failures):
                 clean(result, f"inspect --json hostile {name}")
                 golden(result, f"{name}.json")
                 paths = {t["path"] for t in json.loads(result.stdout)["tensors"]}
-                expected = {"/" + HOSTILE[0], "/" + HOSTILE[2] + "/" + HOSTILE[3]}
+                expected = {HOSTILE[0], HOSTILE[2] + "/" + HOSTILE[3]}
                 failures.check(paths == expected, f"inspect --json hostile {name}: tensor paths {paths!r}, "
                                                   f"expected {expected!r}")
             result = run(tool, "verify", target, cwd=scratch)

@@ -66,7 +66,7 @@ def check_optimizer_round_trip(tool, scratch, problems):
                 "pair": (torch.ones(2), torch.zeros(2)), "epoch": 3}, source)
     tree, back = os.path.join(scratch, "adam_tree"), os.path.join(scratch, "adam_back.pt")
     # Adam's betas is a tuple inside JSON data: the one change, named on stderr, and refused by --strict.
-    betas = "tensorfile convert: changed /optimizer/param_groups/0/betas: the tuple becomes a list (JSON has no tuples)"
+    betas = "tensorfile convert: changed optimizer/param_groups/0/betas: the tuple becomes a list (JSON has no tuples)"
     result = cli_tests.run(tool, "convert", source, tree, "--strict")
     if result.returncode != 1 or betas not in result.stderr or os.path.exists(tree):
         problems.append(f"adam: --strict should refuse the betas tuple: exit {result.returncode}: {result.stderr}")
@@ -103,7 +103,7 @@ def check_optimizer_round_trip(tool, scratch, problems):
     if result.returncode != 1 or os.path.exists(odd_tree) or "--strict" not in result.stderr:
         problems.append(f"odd key: --strict gave exit {result.returncode}: {result.stderr}")
     result = cli_tests.run(tool, "convert", odd, odd_tree)
-    expected = "tensorfile convert: changed /w/2.5: the float key 2.5 becomes the str key '2.5'"
+    expected = "tensorfile convert: changed w/2.5: the float key 2.5 becomes the str key '2.5'"
     if result.returncode != 0 or expected not in result.stderr:
         problems.append(f"odd key: expected '{expected}' on stderr, got exit {result.returncode}: {result.stderr}")
     return 2

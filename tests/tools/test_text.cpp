@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of the tensorfile program's text helpers: JSON floats, path steps, byte sizes, progress frames.
+// Tests of the tensorfile program's text helpers: JSON floats, paths, byte sizes, progress frames.
 #include "tensorfile_catch.hpp"
 
 #include <cmath>
@@ -19,8 +19,11 @@ TEST_CASE("json_float") {
   CHECK(json_float(1e16) == "1e+16");
 }
 
-TEST_CASE("path_step and key_text") {
-  CHECK(path_step("a/b~c") == "a~1b~0c");
+TEST_CASE("child_path and key_text") {
+  CHECK(tensorfile::child_path("", "a") == "a");
+  CHECK(tensorfile::child_path("a", "b~c") == "a/b~c");
+  CHECK(tensorfile::child_path(tensorfile::child_path("", "a/b"), "0") ==
+        "a/b/0");  // named_tensors' spelling: steps are not escaped
   CHECK(key_text(tensorfile::Value("k")) == "k");
   CHECK(key_text(tensorfile::Value(std::int64_t{-3})) == "-3");
   CHECK(key_text(tensorfile::Value(2.5)) == "2.5");

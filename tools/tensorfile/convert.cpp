@@ -224,15 +224,14 @@ NamedTensors flat_tensors(const Value& v, const std::filesystem::path& in, Targe
     for (const TreeNode& node : d.tree) {  // the root dict's containers that hold tensors are flattened
       if (v.is_dict() && node.depth == 1 && node.kind == TreeNode::Kind::container && nested.contains(node.label)) {
         losses.changed.push_back(
-            {"/" + node.label, fmt::format("{}, flattened: its tensors are named {}/...", node.text, node.label)});
+            {node.label, fmt::format("{}, flattened: its tensors are named {}/...", node.text, node.label)});
       }
     }
     if (v.is_dict()) {
       for (const auto& [key, item] : v.as_dict()) {
         if (!key.is_string() && (item.is_tensor() || nested.contains(key_text(key)))) {
-          losses.changed.push_back(
-              {"/" + key_text(key), fmt::format("{} key, written as the name \"{}\"",
-                                                key.is_int() ? "an int" : "a non-str", key_text(key))});
+          losses.changed.push_back({key_text(key), fmt::format("{} key, written as the name \"{}\"",
+                                                               key.is_int() ? "an int" : "a non-str", key_text(key))});
         }
       }
     }
@@ -242,13 +241,13 @@ NamedTensors flat_tensors(const Value& v, const std::filesystem::path& in, Targe
   for (const auto& [path, tensor] : named) {
     std::string name = path.empty() ? in.stem().string() : path;
     if (!holds_dtype(target, tensor.dtype())) {
-      losses.left_out.push_back({"/" + path, fmt::format("a {} tensor; {} has no {}", dtype_name(tensor.dtype()),
-                                                         format, dtype_name(tensor.dtype()))});
+      losses.left_out.push_back({path, fmt::format("a {} tensor; {} has no {}", dtype_name(tensor.dtype()), format,
+                                                   dtype_name(tensor.dtype()))});
       continue;
     }
     const Storage& s = tensor.storage();
     if (s.device().is_meta()) {
-      losses.left_out.push_back({"/" + path, fmt::format("a tensor saved without data ({} needs the bytes)", format)});
+      losses.left_out.push_back({path, fmt::format("a tensor saved without data ({} needs the bytes)", format)});
       continue;
     }
     if (s.size_bytes() == 0) {
@@ -264,14 +263,14 @@ NamedTensors flat_tensors(const Value& v, const std::filesystem::path& in, Targe
     const bool same_view = kept_tensor.raw_data() == tensor.raw_data() && kept_tensor.sizes() == tensor.sizes() &&
                            kept_tensor.strides() == tensor.strides() && kept_tensor.dtype() == tensor.dtype();
     if (same_view && metadata != nullptr) {
-      losses.changed.push_back({"/" + path, fmt::format("shared tensors: {} is {} (the same view); written once, "
-                                                        "recorded in __metadata__ as {} -> {}",
-                                                        name, kept, name, kept)});
+      losses.changed.push_back({path, fmt::format("shared tensors: {} is {} (the same view); written once, "
+                                                  "recorded in __metadata__ as {} -> {}",
+                                                  name, kept, name, kept)});
       metadata->emplace_back(name, kept);
       continue;
     }
     losses.changed.push_back(
-        {"/" + path, fmt::format("shared tensors: {} shares its storage with {}; written as a copy", name, kept)});
+        {path, fmt::format("shared tensors: {} shares its storage with {}; written as a copy", name, kept)});
     out.emplace_back(std::move(name), tensor.contiguous().clone());
   }
   return out;

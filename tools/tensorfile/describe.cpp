@@ -17,15 +17,6 @@
 
 namespace tensorfile::cli {
 
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 namespace {
 
 // ---- unsupported values: the type name Python would report ----------------------------------
@@ -228,7 +219,7 @@ class Describer {
                               dict.metadata() != nullptr ? ", with _metadata" : ""));
         for (const auto& [key, item] : dict) {
           const std::string text = key_text(key);
-          walk(item, path + "/" + path_step(text), depth + 1, text);
+          walk(item, child_path(path, text), depth + 1, text);
         }
         return;
       }
@@ -237,7 +228,7 @@ class Describer {
         const auto& items = v.elements();
         container(depth, label, fmt::format("{}, {}", v.is_list() ? "list" : "tuple", items_text(items.size())));
         for (std::size_t i = 0; i < items.size(); ++i) {
-          walk(items[i], path + "/" + std::to_string(i), depth + 1, fmt::format("[{}]", i));
+          walk(items[i], child_path(path, std::to_string(i)), depth + 1, fmt::format("[{}]", i));
         }
         return;
       }
@@ -252,7 +243,7 @@ class Describer {
         container(depth, label,
                   fmt::format("{}, {} (sorted)", v.as_set().frozen ? "frozenset" : "set", items_text(items.size())));
         for (std::size_t i = 0; i < items.size(); ++i) {
-          walk(*items[i], path + "/" + std::to_string(i), depth + 1, fmt::format("[{}]", i));
+          walk(*items[i], child_path(path, std::to_string(i)), depth + 1, fmt::format("[{}]", i));
         }
         return;
       }
@@ -265,7 +256,7 @@ class Describer {
   }
 
   void walk(const TensorDict& td, const std::string& path, std::size_t depth, const std::string& label) {
-    std::string batch = shape_text(td.batch_size());
+    std::string batch = to_string(td.batch_size());
     if (!td.lazy_view().empty()) batch += " (" + td.lazy_view() + ")";  // read from a lazy layout: say how
     switch (td.kind()) {
       case TensorDictKind::plain:
@@ -283,10 +274,10 @@ class Describer {
                               items_text(td.size())));
         break;
     }
-    for (const auto& item : td) walk(item.value, path + "/" + path_step(item.key), depth + 1, item.key);
+    for (const auto& item : td) walk(item.value, child_path(path, item.key), depth + 1, item.key);
     for (const auto& [key, field] : td.class_fields()) {
       const std::string text = key_text(key);
-      walk(field, path + "/" + path_step(text), depth + 1, text);
+      walk(field, child_path(path, text), depth + 1, text);
     }
   }
 

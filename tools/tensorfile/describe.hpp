@@ -38,7 +38,7 @@ class StorageTags {
 
 /// One tensor (or bare storage, seen as a 1-d tensor of all of it).
 struct TensorRecord {
-  std::string path{};                    ///< "" for the root, else "/" + step per level
+  std::string path{};                    ///< as named_tensors() spells it: "" for the root, "a/0/b" below
   Tensor tensor{};                       ///< as loaded: meta when no data was read
   bool parameter = false;                ///< an nn.Parameter
   bool has_record = true;                ///< false for a tensor saved on meta (no bytes in the file)
@@ -86,8 +86,5 @@ struct Description {
 /// What Python would call the type of an object tensorfile keeps opaque ("numpy.ndarray", "tensor:sparse_coo",
 /// "torch.nn.modules.linear.Linear"); for a Global (a class or function reference), its qualified name.
 [[nodiscard]] std::string unsupported_name(const Value& v);
-
-/// A shape as the tool prints it: "[2, 3]", "[]" for 0-d.
-[[nodiscard]] std::string shape_text(const Shape& shape);
 
 }  // namespace tensorfile::cli

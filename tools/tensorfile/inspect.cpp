@@ -137,7 +137,7 @@ std::string render_tree(const Description& d, const std::string& header) {
     }
     const TensorRecord& r = d.tensors[node.index];
     type = std::max(type, dtype_name(r.tensor.dtype()).size());
-    shape = std::max(shape, shape_text(r.tensor.sizes()).size());
+    shape = std::max(shape, to_string(r.tensor.sizes()).size());
     tag = std::max(tag, escape_controls(r.tag).size());
     bytes = std::max(bytes, human_bytes(r.tensor.nbytes()).size());
   }
@@ -162,7 +162,7 @@ std::string render_tree(const Description& d, const std::string& header) {
     }
     const TensorRecord& r = d.tensors[node.index];
     std::string line = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>{}}  ", name, left, dtype_name(r.tensor.dtype()),
-                                   type, shape_text(r.tensor.sizes()), shape, escape_controls(r.tag), tag,
+                                   type, to_string(r.tensor.sizes()), shape, escape_controls(r.tag), tag,
                                    human_bytes(r.tensor.nbytes()), bytes);
     if (r.storage) {
       line += fmt::format("storage #{}{}", *r.storage, users[*r.storage] > 1 ? " (shared)" : "");
@@ -230,7 +230,8 @@ const CommandSpec inspect_spec{
         "\"safetensors-sharded\" | \"torch-zip-sharded\" | ..., \"tensors\": [{\"path\",\n"
         "\"dtype\", \"shape\", \"stride\", \"storage_offset\", \"requires_grad\", \"device\", \"storage\",\n"
         "\"sha256\" (with --hash)}], \"values\": [{\"path\", \"type\", \"value\"}]}: a path is \"\" for the root and\n"
-        "\"/\" + key or index per level (\"~\" and \"/\" in keys escaped as ~0 and ~1); \"device\" is where the\n"
+        "the keys and indices below it joined by \"/\" (\"optim/state/0/exp_avg\"), as --select takes it and the\n"
+        "library's named_tensors() gives it, keys unescaped; \"device\" is where the\n"
         "tensor loads with map_location \"cpu\" (\"meta\" for tensors saved without data); \"storage\" is an id\n"
         "shared by the tensors of one storage; sha256 hashes the values in C order, little-endian.\n"
         "The JSON follows tests/interop/torch_reference.py, which prints the same for real torch.",

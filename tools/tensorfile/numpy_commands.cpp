@@ -60,9 +60,8 @@ int inspect_numpy(const Args& args, const std::filesystem::path& file, FileForma
     std::uint64_t total = 0;
     for (const TensorRecord& r : description.tensors) {
       total += r.tensor.nbytes();
-      std::string line =
-          fmt::format("  {}  {}  {}  {}", escape_controls(r.path.empty() ? "(root)" : r.path.substr(1)),
-                      dtype_name(r.tensor.dtype()), shape_text(r.tensor.sizes()), human_bytes(r.tensor.nbytes()));
+      std::string line = fmt::format("  {}  {}  {}  {}", escape_controls(r.path.empty() ? "(root)" : r.path),
+                                     dtype_name(r.tensor.dtype()), r.tensor.sizes(), human_bytes(r.tensor.nbytes()));
       if (r.sha256) line += "  sha256 " + *r.sha256;
       out += line + "\n";
     }
@@ -81,7 +80,7 @@ int verify_numpy(const Args& args, const std::filesystem::path& file, FileFormat
       checked = fmt::format("numpy .npz, {} arrays, every CRC-32 and .npy header", named_tensors(loaded).size());
     } else {
       const Tensor t = load_npy(file);
-      checked = fmt::format("numpy .npy, {} {}, header and data size", dtype_name(t.dtype()), shape_text(t.sizes()));
+      checked = fmt::format("numpy .npy, {} {}, header and data size", dtype_name(t.dtype()), t.sizes());
     }
     fmt::print("{}: OK: {}\n", shown, checked);
     return exit_ok;

@@ -12,8 +12,6 @@ namespace tensorfile::cli {
 
 namespace {
 
-std::string child_path(const std::string& path, std::string_view step) { return path + "/" + path_step(step); }
-
 class Cleaner {
  public:
   explicit Cleaner(std::vector<Dropped>& dropped) : dropped_(dropped) {}
@@ -39,7 +37,7 @@ class Cleaner {
       List out;
       out.reserve(in.size());
       for (std::size_t i = 0; i < in.size(); ++i) {
-        std::optional<Value> item = clean(in[i], path + "/" + std::to_string(i));
+        std::optional<Value> item = clean(in[i], child_path(path, std::to_string(i)));
         changed = changed || !item || item->identity() != in[i].identity();
         if (item) {
           out.push_back(std::move(*item));

@@ -2,15 +2,23 @@
 // Shape: a tensor's sizes or strides, a vector of int64 that keeps up to five of them inline (no allocation).
 #pragma once
 
+// fmt/core.h, not fmt/format.h: it declares fmt::formatter for a fraction of the parse time.
+#include <fmt/core.h>
+
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iosfwd>
 #include <iterator>
 #include <new>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
+
+#include "tensorfile/config.hpp"
 
 namespace tensorfile {
 
@@ -259,4 +267,61 @@ class Shape {
   };
 };
 
+/// The values in brackets, as libtorch prints sizes and inspect and Value trees show them: "[2, 3]", "[4]", "[]".
+[[nodiscard]] TENSORFILE_ENTRY std::string to_string(const Shape& shape);
+
+/// Writes to_string(shape).
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Shape& shape);
+
 }  // namespace tensorfile
+
+/// fmt support: `fmt::format("{}", t.sizes())` is to_string(shape); a spec applies to that text as to a string's
+/// ("{:>12}", "{:*^20}"), with its width written out ("{:>{}}" is a fmt::format_error).
+template <>
+struct fmt::formatter<tensorfile::Shape> {
+  /// Checks the spec as a string's and keeps it.
+  template <class ParseContext>
+  constexpr auto parse(ParseContext& ctx) -> decltype(ctx.begin()) {
+    fmt::formatter<fmt::string_view> as_string;
+    const auto end = as_string.parse(ctx);
+    spec_ = fmt::string_view(ctx.begin(), static_cast<std::size_t>(end - ctx.begin()));
+    return end;
+  }
+  /// Writes to_string(shape) under the spec.
+  template <class Context>
+  auto format(const tensorfile::Shape& shape, Context& ctx) const -> decltype(ctx.out()) {
+    // With fmt/core.h alone, formatter<string_view>::format and format_to's core are declared, not defined;
+    // vformat is compiled in libfmt. The spec views the format string (as fmt's chrono formatter keeps its own),
+    // which lives through the one format call.
+    std::string pattern = "{:";
+    pattern.append(spec_.data(), spec_.size()).append("}");
+    const std::string text = tensorfile::to_string(shape);
+    const std::string formatted = fmt::vformat(pattern, fmt::make_format_args(text));
+    auto out = ctx.out();
+    for (const char c : formatted) *out++ = c;
+    return out;
+  }
+
+ private:
+  fmt::string_view spec_{};
+};
+
+#if TENSORFILE_DEFINITIONS
+#include <ostream>
+
+namespace tensorfile {
+
+TENSORFILE_ENTRY std::string to_string(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Shape& shape) { return out << to_string(shape); }
+
+}  // namespace tensorfile
+
+#endif  // TENSORFILE_DEFINITIONS

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
@@ -97,20 +98,21 @@ class TensorView {
     return data_[offset];
   }
 
-  /// Element at `index`, checked: throws ArgumentError on a wrong count or an out-of-range index.
-  [[nodiscard]] T& at(std::span<const std::int64_t> index) const {
-    if (index.size() != sizes_.size()) {
-      throw ArgumentError("index has " + std::to_string(index.size()) + " entries; expected " +
-                          std::to_string(sizes_.size()));
-    }
+  /// Element at a full multi-index, checked: `view.at(10)`, `view.at(1, 2)`. The rank is known only at run time, so
+  /// a count of indices other than dim() throws ArgumentError, as an index outside its dimension does.
+  template <std::integral... I>
+  [[nodiscard]] T& at(I... index) const {
+    check_count(sizeof...(I));
     std::int64_t offset = 0;
-    for (std::size_t d = 0; d < index.size(); ++d) {
-      if (index[d] < 0 || index[d] >= sizes_[d]) {
-        throw ArgumentError("index " + std::to_string(index[d]) + " is out of range for dimension " +
-                            std::to_string(d) + "; expected 0 to " + std::to_string(sizes_[d] - 1));
-      }
-      offset += index[d] * strides_[d];
-    }
+    std::size_t d = 0;
+    ((offset += checked_index(index, d) * strides_[d], ++d), ...);
+    return data_[offset];
+  }
+  /// Element at `index` (one entry per dimension), checked as at(i0, i1, ...).
+  [[nodiscard]] T& at(std::span<const std::int64_t> index) const {
+    check_count(index.size());
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < index.size(); ++d) offset += checked_index(index[d], d) * strides_[d];
     return data_[offset];
   }
   /// at() with a braced list: `view.at({1, 2})`.
@@ -128,6 +130,28 @@ class TensorView {
   [[nodiscard]] T* data() const noexcept { return data_; }                           ///< element (0,...,0)
 
  private:
+  void check_count(std::size_t count) const {
+    if (count != sizes_.size()) {
+      throw ArgumentError("index has " + std::to_string(count) + " entries; expected " + std::to_string(sizes_.size()));
+    }
+  }
+  // `index` as an offset along dimension `d`; ArgumentError outside [0, size(d)). Unsigned indices are compared
+  // unconverted, so one past INT64_MAX cannot wrap into range.
+  template <std::integral I>
+  [[nodiscard]] std::int64_t checked_index(I index, std::size_t d) const {
+    bool inside = false;
+    if constexpr (std::is_signed_v<I>) {
+      inside = index >= 0 && index < sizes_[d];
+    } else {
+      inside = static_cast<std::uint64_t>(index) < static_cast<std::uint64_t>(sizes_[d]);
+    }
+    if (!inside) {
+      throw ArgumentError("index " + std::to_string(index) + " is out of range for dimension " + std::to_string(d) +
+                          "; expected 0 to " + std::to_string(sizes_[d] - 1));
+    }
+    return static_cast<std::int64_t>(index);
+  }
+
   T* data_;
   std::vector<std::int64_t> sizes_;
   std::vector<std::int64_t> strides_;

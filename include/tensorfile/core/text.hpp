@@ -85,7 +85,7 @@ namespace tensorfile {
 }
 
 /// One step of a slash-separated path, escaped as a JSON pointer escapes it ("~" -> "~0", "/" -> "~1"), so
-/// a key holding "/" cannot be read as two steps. The tool's paths and value_tree's errors use it.
+/// a key holding "/" cannot be read as two steps.
 [[nodiscard]] inline std::string json_pointer_step(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -6,6 +6,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,8 +28,23 @@ namespace tensorfile {
 /// other keys as python_repr() ("True", "2.5", "(1, 'a')").
 [[nodiscard]] TENSORFILE_ENTRY std::string key_text(const Value& key);
 
-/// Every tensor (and bare storage) in `v` with its path: dict keys and list indices joined by
-/// "/", e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is listed twice.
+/// Appends one step to a tensor path, as every path of the library and the tool is spelled: "optim" + "state" ->
+/// "optim/state", "" (the root) + "optim" -> "optim". Steps are not escaped: a key holding "/" reads as two steps,
+/// as in the names the flat formats save.
+inline void append_path_step(std::string& path, std::string_view step) {
+  if (!path.empty()) path += '/';
+  path += step;
+}
+
+/// `path` with `step` appended as append_path_step() does.
+[[nodiscard]] inline std::string child_path(std::string path, std::string_view step) {
+  append_path_step(path, step);
+  return path;
+}
+
+/// Every tensor (and bare storage) in `v` with its path: dict keys (key_text()) and list indices joined by
+/// append_path_step(), e.g. "optim/state/0/exp_avg"; "" for a tensor at the root. A tensor reached twice is
+/// listed twice. LoadOptions::select and Checkpoint::entries() name tensors so, and `tensorfile inspect` too.
 [[nodiscard]] TENSORFILE_ENTRY NamedTensors named_tensors(const Value& v);
 
 /// The tree of `v`, one item a line, tensors as "Tensor float32 [2, 3]" (no values).
@@ -67,8 +83,7 @@ template <class Fn>
 void walk_tensors_at(const Value& v, std::string& path, Fn& fn) {
   const auto child = [&](std::string_view step, const Value& item) {
     const std::size_t length = path.size();
-    if (length != 0) path += '/';
-    path += step;
+    append_path_step(path, step);
     walk_tensors_at(item, path, fn);
     path.resize(length);
   };
@@ -97,12 +112,6 @@ void walk_tensors(const Value& v, std::string path, Fn& fn) {
   walk_tensors_at(v, path, fn);
 }
 
-inline std::string shape_text(const Tensor& t) {
-  std::string out = "[";
-  for (std::size_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.sizes()[d]);
-  return out + "]";
-}
-
 inline std::string scalar_text(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::none:
@@ -119,7 +128,7 @@ inline std::string scalar_text(const Value& v) {
     case Value::Kind::tensor: {
       const Tensor& t = v.as_tensor();
       return std::string(v.is_parameter() ? "Parameter" : "Tensor") + " " + std::string(dtype_name(t.dtype())) + " " +
-             shape_text(t) + (t.device().is_cpu() ? "" : " " + t.device().str()) +
+             to_string(t.sizes()) + (t.device().is_cpu() ? "" : " " + t.device().str()) +
              (t.requires_grad() ? " requires_grad" : "");
     }
     case Value::Kind::storage: {

@@ -14,7 +14,7 @@ namespace tensorfile {
 
 /// Something to_value() left out of its result, and what it was.
 struct LeftOut {
-  std::string path{};  ///< where it was: "/key/0/..." ("/" and "~" in keys written "~1" and "~0"), "" for the root
+  std::string path{};  ///< where it was, as named_tensors() spells paths ("key/0/..."), "" for the root
   std::string what{};  ///< e.g. "pickled NonTensorData"
 };
 
@@ -49,16 +49,13 @@ struct ValueTreeOptions {
 #include <utility>
 
 #include "tensorfile/core/error.hpp"
-#include "tensorfile/core/text.hpp"
 #include "tensorfile/core/value_print.hpp"
 
 namespace tensorfile {
 
 namespace detail::td {
 
-inline std::string tree_child(const std::string& path, std::string_view step) {
-  return path + "/" + json_pointer_step(step);
-}
+inline std::string tree_child(const std::string& path, std::string_view step) { return child_path(path, step); }
 inline std::string tree_member(const std::string& path) { return path.empty() ? "(root)" : path; }
 
 inline bool holds_tensor(const Value& v) {
@@ -180,7 +177,7 @@ class ValueToTensorDict {
       case Value::Kind::tuple:
         if (v.is_tuple() && report) report_change(options_, path, "the tuple becomes a list (JSON has no tuples)");
         for (std::size_t i = 0; i < v.elements().size(); ++i) {
-          check_json(v.elements()[i], path + "/" + std::to_string(i), report);
+          check_json(v.elements()[i], tree_child(path, std::to_string(i)), report);
         }
         return;
       case Value::Kind::dict:
