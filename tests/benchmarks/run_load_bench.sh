@@ -16,6 +16,7 @@
 #                  also loaded N times each by heap, torch.load, the floors and `dd iflag=direct bs=16M`, the page
 #                  cache dropped before each run; not root: skipped with a note)
 #   --table-only   print the tables of an earlier run's DIR/results.jsonl (needs --dir)
+#   --list         print the jobs of one round and the warm processes, run nothing
 # Formats, each of the main set (1 GiB of float32 in 2,000 tensors; --quick: 64 MiB): torch zip, safetensors
 # single and sharded (Hugging Face index), torch .bin shards (index), .npy (one array), .npz (2,000 members),
 # a tensordict memmap tree; and the 5,000-tensor small torch file.
@@ -36,6 +37,7 @@ seed=1
 quick=0
 cold=1
 table_only=0
+list=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
@@ -46,7 +48,8 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1; shift ;;
     --no-cold) cold=0; shift ;;
     --table-only) table_only=1; shift ;;
-    -h|--help) sed -n '3,26p' "$0"; exit 0 ;;
+    --list) list=1; shift ;;
+    -h|--help) sed -n '3,27p' "$0"; exit 0 ;;
     *) echo "run_load_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -112,8 +115,10 @@ def cell(c, config):
     return f"{c[config]['median']:.1f} ({c[config]['min']:.1f})" if config in c else "-"
 print()
 print("per format: fresh-process median (min) ms; floors and peers: medians; peer = torch.load, numpy.load (eager),")
-print("safetensors.load_file when installed; peer mmap = numpy.load(mmap_mode='r')")
+print("safetensors.load_file when installed; peer mmap = numpy.load(mmap_mode='r'); cold: page cache dropped (root)")
+cold = any("heap@cold" in c for c in s.values())
 head = ["set format", "MiB", "heap", "heap huge", "mmap"] + [floors[f] for f in floors] + ["peer", "peer mmap"]
+head += ["cold heap", "cold torch.load", "cold dd direct"] if cold else []
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for name, c in s.items():
@@ -124,6 +129,8 @@ for name, c in s.items():
     cells = [name, f"{some['bytes'] / MiB:.0f}", cell(c, "heap"), cell(c, "heap_huge"), cell(c, "mmap")]
     cells += [f"{med(c, f):.1f}" if f in c else "-" for f in floors]
     cells += [f"{labels[peer]} {med(c, peer):.1f}" if peer else "-", f"{med(c, 'numpy.mmap'):.1f}" if "numpy.mmap" in c else "-"]
+    if cold:
+        cells += [cell(c, "heap@cold")] + [f"{med(c, k):.1f}" if k in c else "-" for k in ("torch.load@cold", "dd_direct@cold")]
     print("| " + " | ".join(cells) + " |")
 
 def ratio(a, b):
@@ -237,40 +244,10 @@ if [[ $table_only -eq 1 ]]; then
   exit 0
 fi
 
-scratch="$(mktemp -d "${TMPDIR:-/tmp}/tensorfile_bench.XXXXXX")"
-trap 'rm -rf "$scratch"' EXIT
-if [[ -z "$dir" ]]; then dir="$scratch/files"; fi
-mkdir -p "$dir"
-
-# ---- programs -------------------------------------------------------------------------------
-if [[ -z "$bin" ]]; then
-  # A wrapper project, so that no top-level option is needed and only these two benchmarks are built.
-  mkdir -p "$scratch/project"
-  cat > "$scratch/project/CMakeLists.txt" <<CMAKE
-cmake_minimum_required(VERSION 3.21)
-project(tensorfile_load_bench LANGUAGES CXX)
-find_package(fmt 9 REQUIRED)
-add_library(tensorfile INTERFACE)
-add_library(tensorfile::tensorfile ALIAS tensorfile)
-target_include_directories(tensorfile INTERFACE "$root/include")
-target_compile_features(tensorfile INTERFACE cxx_std_20)
-target_link_libraries(tensorfile INTERFACE fmt::fmt)
-add_subdirectory("$here" benchmarks)
-CMAKE
-  echo "== building bench_load and bench_libtorch (Release)" >&2
-  cmake -S "$scratch/project" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  targets=(tensorfile_bench_load)
-  cmake --build "$scratch/build" --target help | grep -q tensorfile_bench_libtorch && targets+=(tensorfile_bench_libtorch)
-  cmake --build "$scratch/build" -j 2 --target "${targets[@]}" >/dev/null
-  bin="$scratch/build/benchmarks"
-fi
-[[ -x "$bin/bench_load" ]] || { echo "run_load_bench.sh: no $bin/bench_load" >&2; exit 1; }
+# ---- configurations -------------------------------------------------------------------------
 have_libtorch=0
-[[ -x "$bin/bench_libtorch" ]] && have_libtorch=1
 have_safetensors=0
 "$python" -c "import safetensors.torch" 2>/dev/null && have_safetensors=1
-
-# ---- files ----------------------------------------------------------------------------------
 main=big_2000
 [[ $quick -eq 1 ]] && main=big_2000_64mib
 sets=(big_2000_64mib small_5000)
@@ -278,21 +255,6 @@ sets=(big_2000_64mib small_5000)
 set_suffixes() {  # SET: the files make_bench_files.py writes for it
   if [[ $1 == small_5000 ]]; then echo .pt _dict.pt; else echo .pt _dict.pt .safetensors _st_shards _bin_shards .npy .npz _tensordict; fi
 }
-missing=0
-for name in "${sets[@]}"; do
-  for suffix in $(set_suffixes "$name"); do [[ -e "$dir/$name$suffix" ]] || missing=1; done
-done
-if [[ $missing -eq 1 ]]; then
-  echo "== writing benchmark files into $dir" >&2
-  quick_flag=()
-  [[ $quick -eq 1 ]] && quick_flag=(--quick)
-  "$python" "$here/make_bench_files.py" --out "$dir" "${quick_flag[@]}" >&2
-fi
-for name in "${sets[@]}"; do
-  for suffix in $(set_suffixes "$name"); do find "$dir/$name$suffix" -type f -exec cat {} + >/dev/null; done
-done
-
-# ---- configurations -------------------------------------------------------------------------
 # One job a line: SET FORMAT CONFIG PATH (PATH relative to DIR: what load() and the peers are given).
 floor_configs="pread_floor populate_floor huge_floor huge2_floor"
 jobs_of() {  # SET FORMAT PATH CONFIG...
@@ -317,19 +279,19 @@ fresh_jobs() {
   jobs_of "$m" tensordict "${m}_tensordict" $floor_configs mmap
   jobs_of small_5000 torch small_5000.pt $floor_configs decode_floor heap heap_huge mmap meta select "${torch_peers[@]}"
   if [[ $m != big_2000_64mib ]]; then  # the 64 MiB files: mmap time must not depend on the data's size
-    jobs_of big_2000_64mib torch big_2000_64mib.pt pread_floor heap mmap meta
+    jobs_of big_2000_64mib torch big_2000_64mib.pt pread_floor heap heap_huge mmap meta
     jobs_of big_2000_64mib npy big_2000_64mib.npy mmap
   fi
 }
 warm_jobs() {  # the torch files' configurations, for the in-process repeats
   fresh_jobs | awk '$2 == "torch" && $3 !~ /~4k$/'
 }
-schedule() {  # JOBS_FILE ROUNDS SEED: every job once per round, shuffled, no config twice in a row
+schedule() {  # JOBS_FILE ROUNDS SEED [LAST_CONFIG]: every job once per round, shuffled, no config twice in a row
   "$python" - "$@" <<'PY'
 import random, sys
 jobs = [line.split() for line in open(sys.argv[1]) if line.strip()]
 rounds, rng = int(sys.argv[2]), random.Random(int(sys.argv[3]))
-last = None
+last = sys.argv[4] if len(sys.argv) > 4 else None
 for _ in range(rounds):
     for attempt in range(1000):
         left, order, prev = jobs[:], [], last
@@ -350,6 +312,62 @@ for _ in range(rounds):
         print(" ".join(job))
 PY
 }
+
+if [[ $list -eq 1 ]]; then
+  [[ -n "$bin" && -x "$bin/bench_libtorch" ]] && have_libtorch=1
+  echo "# one round (SET FORMAT CONFIG PATH), shuffled anew for each of the $repeats rounds:"
+  fresh_jobs
+  echo "# warm processes:"
+  warm_jobs
+  exit 0
+fi
+
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/tensorfile_bench.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+if [[ -z "$dir" ]]; then dir="$scratch/files"; fi
+mkdir -p "$dir"
+
+# ---- programs -------------------------------------------------------------------------------
+if [[ -z "$bin" ]]; then
+  # A wrapper project, so that no top-level option is needed and only these two benchmarks are built.
+  mkdir -p "$scratch/project"
+  cat > "$scratch/project/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.21)
+project(tensorfile_load_bench LANGUAGES CXX)
+find_package(fmt 9 REQUIRED)
+add_library(tensorfile INTERFACE)
+add_library(tensorfile::tensorfile ALIAS tensorfile)
+target_include_directories(tensorfile INTERFACE "$root/include")
+target_compile_features(tensorfile INTERFACE cxx_std_20)
+target_link_libraries(tensorfile INTERFACE fmt::fmt)
+add_subdirectory("$here" benchmarks)
+CMAKE
+  echo "== building bench_load and bench_libtorch (Release)" >&2
+  cmake -S "$scratch/project" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  targets=(tensorfile_bench_load)
+  if cmake --build "$scratch/build" --target help | grep tensorfile_bench_libtorch >/dev/null; then
+    targets+=(tensorfile_bench_libtorch)
+  fi
+  cmake --build "$scratch/build" -j 2 --target "${targets[@]}" >/dev/null
+  bin="$scratch/build/benchmarks"
+fi
+[[ -x "$bin/bench_load" ]] || { echo "run_load_bench.sh: no $bin/bench_load" >&2; exit 1; }
+[[ -x "$bin/bench_libtorch" ]] && have_libtorch=1
+
+# ---- files ----------------------------------------------------------------------------------
+missing=0
+for name in "${sets[@]}"; do
+  for suffix in $(set_suffixes "$name"); do [[ -e "$dir/$name$suffix" ]] || missing=1; done
+done
+if [[ $missing -eq 1 ]]; then
+  echo "== writing benchmark files into $dir" >&2
+  quick_flag=()
+  [[ $quick -eq 1 ]] && quick_flag=(--quick)
+  "$python" "$here/make_bench_files.py" --out "$dir" "${quick_flag[@]}" >&2
+fi
+for name in "${sets[@]}"; do
+  for suffix in $(set_suffixes "$name"); do find "$dir/$name$suffix" -type f -exec cat {} + >/dev/null; done
+done
 
 # ---- runs -----------------------------------------------------------------------------------
 results="$dir/results.jsonl"
@@ -449,7 +467,7 @@ while read -r set format config path <&3; do run "$set" "$format" "$config" "$pa
 # The small file's warm process loads 51 times: the floor's first few repeats still fault fresh memory.
 echo "== warm processes (torch files: $((repeats + 1)) loads each, the small file at least 51)" >&2
 warm_jobs > "$scratch/warm_jobs"
-schedule "$scratch/warm_jobs" 1 "$seed" > "$scratch/warm"
+schedule "$scratch/warm_jobs" 1 "$seed" "${previous##* }" > "$scratch/warm"
 while read -r set format config path <&3; do
   loads=$((repeats + 1))
   [[ $set == small_5000 && $loads -lt 51 ]] && loads=51
