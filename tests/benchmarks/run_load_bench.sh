@@ -158,6 +158,11 @@ if main:
         print(f"  {main}: torch.load / {labels[heap]}: {x:.2f}x (target >= 2.5x: {verdict(x, 2.5, True)})")
         y = ratio(med(c, heap), med(c, best))
         print(f"  {main}: {labels[heap]} / best floor ({floors[best]}): {y:.2f}x (target <= 1.3x: {verdict(y, 1.3, False)})")
+if main:
+    print(f"  {main}: each fresh heap load, ms, after the process before it:")
+    for heap in ("heap", "heap_huge"):
+        fresh = groups[main][heap]["fresh"] if heap in groups[main] else []
+        print(f"    {labels[heap]}: " + ", ".join(f"{r['first_ms']:.0f} after {r['after']}" for r in fresh))
 def of_main(*formats):  # (name, format, configs) of the main set's groups of these formats
     for fmt in formats:
         if f"{main_set} {fmt}" in s:
