@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
-// bench_load MODE FILE [REPEATS]: times tensorfile::load (heap, mmap, meta) against the pread floor; one JSON line.
+// bench_load MODE PATH [REPEATS]: times tensorfile::load (heap, mmap, meta, select) of a checkpoint in any format
+// against floors of the same bytes; one JSON line.
 //
-// Each configuration belongs in its own process so that peak_rss_kb (ru_maxrss) is its own.
-// Timed: load_torch() alone (the floors: open, fstat, one destination, pread all: pread_floor into operator new's
-// memory, populate_floor into a MAP_POPULATE mapping, huge_floor into a huge-page advised mapping populated
-// with MADV_POPULATE_WRITE, huge2_floor the same read by two threads; decode_floor is pread_floor and one pass
-// that decodes every opcode of the pickle). Not timed:
+// PATH is what load() takes: a file (torch, safetensors, .npy, .npz), a Hugging Face *.index.json (its folder's
+// files are the bytes) or a folder (a tensordict tree: every file under it). Each configuration belongs in its own
+// process so that peak_rss_kb (ru_maxrss) is its own. The heap page policy is the environment's
+// (TENSORFILE_HUGE_PAGES=1: huge pages on), reported as "huge_pages".
+// Timed: load() alone (the floors: open and fstat every file, one destination for all their bytes, pread them all:
+// pread_floor into operator new's memory, populate_floor into a MAP_POPULATE mapping, huge_floor into a huge-page
+// advised mapping populated with MADV_POPULATE_WRITE, huge2_floor the same read by two threads; decode_floor, for a
+// torch zip file, is pread_floor and one pass that decodes every opcode of the pickle). Not timed:
 // destroying the previous result, and the checksum that keeps the result alive: one byte per
 // tensor for heap (already resident), the data pointers for mmap (so that no page is faulted in
 // and RSS shows what the load itself maps), numel for meta.
@@ -20,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <new>
@@ -28,6 +33,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -39,6 +45,34 @@
 namespace {
 
 using tensorfile_bench::Timings;
+
+// The files whose bytes a load of `path` reads: the file itself; a *.index.json's folder (the index and its
+// shards); every regular file under a folder. Sorted, so that every floor reads them in one order.
+std::vector<std::filesystem::path> data_files(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const bool index = name.size() > 11 && name.ends_with(".index.json");
+  const std::filesystem::path folder = index ? path.parent_path() : path;
+  if (!index && !std::filesystem::is_directory(folder)) return {path};
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::uint64_t bytes_of(const std::vector<std::filesystem::path>& files) {
+  std::uint64_t total = 0;
+  for (const auto& file : files) total += std::filesystem::file_size(file);
+  return total;
+}
+
+// The page policy of this process's default heap loads, as the library resolves it.
+std::string huge_pages_field() {
+  const bool on =
+      tensorfile::detail::resolve_huge_pages(tensorfile::HugePages::from_environment) == tensorfile::HugePages::on;
+  return std::string("\"huge_pages\": \"") + (on ? "on" : "off") + "\", ";
+}
 
 struct Result {
   std::size_t tensors = 0;
@@ -89,14 +123,14 @@ int bench_tensorfile(Mode mode, const std::string& mode_name, const std::string&
     if (mode == Mode::select)
       options.select = [first = true](std::string_view) mutable { return std::exchange(first, false); };
     const std::uint64_t rchar_before = tensorfile_bench::proc_io("rchar");
-    t.run([&] { value = tensorfile::load_torch(path, options); });
+    t.run([&] { value = tensorfile::load(std::filesystem::path(path), options); });
     bytes_read = tensorfile_bench::proc_io("rchar") - rchar_before;
     r = checksum_of(*value, mode);
     anon = tensorfile_bench::proc_status_kb("RssAnon");
     file = tensorfile_bench::proc_status_kb("RssFile");
   }
-  tensorfile_bench::print_json("tensorfile", mode_name, path, std::filesystem::file_size(path), r.tensors, t, anon,
-                               file, r.checksum, "\"bytes_read\": " + std::to_string(bytes_read) + ", ");
+  tensorfile_bench::print_json("tensorfile", mode_name, path, bytes_of(data_files(path)), r.tensors, t, anon, file,
+                               r.checksum, huge_pages_field() + "\"bytes_read\": " + std::to_string(bytes_read) + ", ");
   return 0;
 }
 
@@ -215,11 +249,28 @@ std::uint64_t decode_opcodes(std::span<const std::byte> pickle) {
   return 0;
 }
 
-// The floor: open, fstat, make the destination, pread the whole file (with `threads` threads, each a
-// contiguous share). Timed from open to the last byte read.
+// One file of a floor's set: its descriptor, its size and where its bytes go in the one destination.
+struct FloorPiece {
+  int fd = -1;
+  std::uint64_t at = 0;
+  std::uint64_t size = 0;
+};
+
+// Reads bytes [begin, end) of the set laid end to end: each piece's share of the range from its file.
+void pread_range(const std::vector<FloorPiece>& pieces, std::byte* out, std::uint64_t begin, std::uint64_t end) {
+  for (const FloorPiece& piece : pieces) {
+    const std::uint64_t from = std::max(begin, piece.at);
+    const std::uint64_t to = std::min(end, piece.at + piece.size);
+    if (from < to) pread_all(piece.fd, out + piece.at, from - piece.at, to - piece.at);
+  }
+}
+
+// The floor: open and fstat each file, make one destination for all their bytes, pread them all (with `threads`
+// threads, each a contiguous share of the bytes). Timed from the first open to the last byte read.
 // `pass`, when given, runs over the bytes read, inside the timed part, and its result goes into the checksum.
 int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threads, const std::string& path,
                 int repeats, const std::function<std::uint64_t(std::span<const std::byte>)>& pass = {}) {
+  const std::vector<std::filesystem::path> files = data_files(path);
   Timings t;
   std::uint64_t checksum = 0;
   std::uint64_t size = 0;
@@ -228,24 +279,31 @@ int bench_floor(const std::string& mode_name, FloorMemory memory, unsigned threa
   for (int i = 0; i < repeats; ++i) {
     std::optional<FloorBuffer> buffer;
     t.run([&] {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        std::perror(path.c_str());
-        std::exit(1);
+      std::vector<FloorPiece> pieces;
+      pieces.reserve(files.size());
+      size = 0;
+      for (const auto& name : files) {
+        const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+          std::perror(name.c_str());
+          std::exit(1);
+        }
+        struct stat info {};
+        ::fstat(fd, &info);
+        pieces.push_back({fd, size, static_cast<std::uint64_t>(info.st_size)});
+        size += pieces.back().size;
       }
-      struct stat info {};
-      ::fstat(fd, &info);
-      size = static_cast<std::uint64_t>(info.st_size);
       buffer.emplace(static_cast<std::size_t>(size), memory);
       std::vector<std::thread> pool;
       const std::uint64_t share = (size / threads + 4095) / 4096 * 4096;
       for (unsigned k = 1; k < threads; ++k) {
-        pool.emplace_back(
-            [&, k] { pread_all(fd, buffer->data(), std::min(size, k * share), std::min(size, (k + 1) * share)); });
+        pool.emplace_back([&, k] {
+          pread_range(pieces, buffer->data(), std::min(size, k * share), std::min(size, (k + 1) * share));
+        });
       }
-      pread_all(fd, buffer->data(), 0, std::min(size, share));
+      pread_range(pieces, buffer->data(), 0, std::min(size, share));
       for (auto& thread : pool) thread.join();
-      ::close(fd);
+      for (const FloorPiece& piece : pieces) ::close(piece.fd);
       if (pass) checksum += pass(std::span(buffer->data(), static_cast<std::size_t>(size)));
     });
     checksum += size ? std::to_integer<std::uint64_t>(buffer->data()[size - 1]) : 0;
@@ -300,7 +358,7 @@ int main(int argc, char** argv) {
   tensorfile_bench::mark_start();
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor|decode_floor FILE "
+                 "usage: %s heap|mmap|meta|select|pread_floor|populate_floor|huge_floor|huge2_floor|decode_floor PATH "
                  "[REPEATS=5]\n",
                  argv[0]);
     return 2;

@@ -2,8 +2,10 @@
 // Save benchmark (a program, never a test): tensorfile::save of a loaded checkpoint against the
 // floor of writing the same number of bytes with plain write() from one buffer.
 //
-//   bench_save MODE IN.pt OUT_DIR [REPEATS]    MODE: save | write_floor
-// Prints one JSON line: min/median wall ms and peak RSS before and after (no fsync in either).
+//   bench_save MODE IN.pt OUT_DIR [REPEATS]    MODE: save | convert | write_floor
+// save: save_torch of the checkpoint loaded before timing; convert: the torch file to .safetensors, both timed
+// (load with mmap, then save_safetensors), as `tensorfile convert` does; write_floor: the file's size in bytes
+// written from one buffer. Prints one JSON line: min/median wall ms and peak RSS before and after (no fsync).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,12 +20,13 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: bench_save save|write_floor IN.pt OUT_DIR [REPEATS]\n");
+    std::fprintf(stderr, "usage: bench_save save|convert|write_floor IN.pt OUT_DIR [REPEATS]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const std::filesystem::path in = argv[2];
-  const std::filesystem::path out = std::filesystem::path(argv[3]) / ("bench_" + mode + ".pt");
+  const std::filesystem::path out =
+      std::filesystem::path(argv[3]) / ("bench_" + mode + (mode == "convert" ? ".safetensors" : ".pt"));
   const int repeats = argc > 4 ? std::stoi(argv[4]) : 3;
   const auto file_bytes = std::filesystem::file_size(in);
 
@@ -32,7 +35,7 @@ int main(int argc, char** argv) {
   std::vector<std::byte> buffer;
   if (mode == "save") {
     value = tensorfile::load_torch(in);
-  } else {
+  } else if (mode != "convert") {
     buffer.assign(file_bytes, std::byte{1});
   }
   const long rss_before = tensorfile_bench::peak_rss_kb();
@@ -42,6 +45,8 @@ int main(int argc, char** argv) {
     wall.push_back(tensorfile_bench::time_ms([&] {
       if (mode == "save") {
         tensorfile::save_torch(value, out, {.sync = false});
+      } else if (mode == "convert") {
+        tensorfile::save(tensorfile::load(in, {.mmap = tensorfile::MapMode::copy_on_write}), out, {.sync = false});
       } else {
         tensorfile_bench::write_floor(buffer, out);
       }

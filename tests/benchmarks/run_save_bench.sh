@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Save benchmark (issue: save): the 1 GiB, 2,000-tensor state_dict saved by tensorfile::save
-# (no fsync), by Python torch.save, and the floor: the same number of bytes written with one
-# plain write() from one buffer; all in one run, interleaved, each in its own process.
+# (no fsync), by Python torch.save, converted from the torch file to .safetensors (load with mmap + save),
+# and the floor: the same number of bytes written with one plain write() from one buffer; all in one run,
+# interleaved, each in its own process.
 #   run_save_bench.sh [--dir D] [--bin B] [--repeats N]
 # D holds (or gets) big_2000.pt from make_bench_files.py; B holds bench_save (else it is built).
 set -euo pipefail
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 python=/usr/bin/python3
 mkdir -p "$dir"
-[ -f "$dir/big_2000.pt" ] || "$python" "$here/make_bench_files.py" --out "$dir"
+[ -f "$dir/big_2000.pt" ] || "$python" "$here/make_bench_files.py" --out "$dir" --torch-only
 if [ -z "$bin" ]; then
   bin=$dir/build
   mkdir -p "$bin"
@@ -31,6 +32,7 @@ mkdir -p "$out"
 for round in 1 2 3; do
   "$bin/bench_save" write_floor "$dir/big_2000.pt" "$out" "$repeats"
   "$bin/bench_save" save "$dir/big_2000.pt" "$out" "$repeats"
+  "$bin/bench_save" convert "$dir/big_2000.pt" "$out" "$repeats"
   "$python" - "$dir/big_2000.pt" "$out" "$repeats" <<'PY'
 import os, resource, sys, time
 import torch
