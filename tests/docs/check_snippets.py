@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # Tested documentation: compiles every ```cpp block of README.md, CONTRIBUTING.md and docs/*.md against include/
-# (header-only), runs the programs, checks the tool's flags the shell blocks name and the option fields OPTIONS.md
-# must list. A README that lies fails this test.
+# (header-only, or against the built compiled library), runs the programs, and checks the tool's flags the shell
+# blocks name, the option fields OPTIONS.md must list and every relative link. A README that lies fails this test.
 """Check the C++ snippets, tool commands and option reference of tensorfile's documentation.
 
 Block kinds, by the words after ```cpp (or an HTML comment `<!-- snippet: WORDS -->` on the line before):
@@ -102,7 +102,7 @@ class Checker:
         self.root = args.root
         self.flags = ["-std=c++20", "-O0", "-pthread", f"-I{self.root / 'include'}"]
         self.libraries = ["-lfmt"]
-        if args.compiled:  # the bodies come from the built library: a block compiles in 2 s rather than 15
+        if args.compiled:  # the bodies come from the built library: a block compiles in 2-3 s rather than 12-20
             self.flags.append("-DTENSORFILE_SEPARATE_COMPILATION")
             self.libraries.insert(0, str(args.compiled))
 
@@ -169,6 +169,32 @@ def check_tool(tool, blocks, root):
     return errors, checked
 
 
+def anchor(heading):
+    """GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces as '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def check_links(files, root):
+    """Every relative link of the Markdown files names a file that exists, and a #fragment one of its headings."""
+    errors, checked = [], 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        prose = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.MULTILINE | re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            name, _, fragment = target.partition("#")
+            linked = (path.parent / name).resolve() if name else path
+            checked += 1
+            if not linked.exists():
+                errors.append(f"{path.relative_to(root)}: links to {target}, which does not exist")
+            elif fragment and linked.suffix == ".md":
+                headings = re.findall(r"^#+\s+(.*)$", linked.read_text(encoding="utf-8"), flags=re.MULTILINE)
+                if fragment not in {anchor(h) for h in headings}:
+                    errors.append(f"{path.relative_to(root)}: links to {target}, a heading {linked.name} lacks")
+    return errors, checked
+
+
 def option_fields(header):
     """The dotted field names of LoadOptions and SaveOptions (LoadLimits as `limits.`), parsed from options.hpp."""
     text = re.sub(r"//[^\n]*", "", header.read_text(encoding="utf-8"))
@@ -219,7 +245,7 @@ def main():
     parser.add_argument("--root", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2])
     parser.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--tool", help="the built tensorfile program, whose --help the shell blocks are checked against")
+    parser.add_argument("--tool", help="the built tensorfile program: shell blocks are checked against its --help")
     parser.add_argument("--cuda-include", help="the CUDA Toolkit's include directory (cuda blocks are skipped without)")
     parser.add_argument("--cuda-lib", default="", help="the directory holding libcudart")
     parser.add_argument("--compiled", type=pathlib.Path,
@@ -229,7 +255,7 @@ def main():
     args = parser.parse_args()
     args.root = args.root.resolve()
     files = args.files or [args.root / "README.md", args.root / "CONTRIBUTING.md",
-                           *sorted((args.root / "docs").glob("*.md"))]
+                           *sorted((args.root / "docs").glob("*.md")), args.root / "tests/data/README.md"]
     blocks = []
     for path in files:
         path = path.resolve()
@@ -247,12 +273,13 @@ def main():
             errors += [e for e in pool.map(checker.compile, range(len(cpp)), cpp) if e]
     tool_errors, commands = check_tool(args.tool, blocks, args.root)
     option_errors, option_count = check_options(args.root)
-    errors += tool_errors + option_errors
+    link_errors, links = check_links([p.resolve() for p in files if p.resolve().is_relative_to(args.root)], args.root)
+    errors += tool_errors + option_errors + link_errors
 
     ran = sum(runs(b) for b in cpp)
     print(f"check_snippets: {len(cpp)} C++ blocks compiled ({ran} run), {commands} tool commands checked against "
           f"{'--help' if args.tool else 'the tool sources'}, {option_count} option fields looked up in "
-          f"docs/OPTIONS.md, in {time.monotonic() - started:.1f} s"
+          f"docs/OPTIONS.md, {links} links followed, in {time.monotonic() - started:.1f} s"
           + (", compiled mode" if args.compiled else ", header-only"))
     for block in skipped:
         print(f"check_snippets: SKIPPED {block.where}: a cuda block, and no --cuda-include was given")
