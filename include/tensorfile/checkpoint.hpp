@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The front door: open() / load() / save() for every format tensorfile reads and writes, over any byte source
-// (formats/source.hpp); the per-format functions are the long form. Above the formats, as state_dict.hpp.
+/// @file
+/// The front door: open() / load() / save() for every format tensorfile reads and writes, over any byte source
+/// (formats/source.hpp); the per-format functions are the long form. Above the formats, as state_dict.hpp.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Header-only (the default) or separately compiled: where the bodies of tensorfile's heavy functions are compiled.
+/// @file
+/// Header-only (the default) or separately compiled: where the bodies of tensorfile's heavy functions are compiled.
 #pragma once
 
 // A public header declares its heavy functions (the loaders, the savers, printing, conversion kernels) with
@@ -11,6 +12,15 @@
 // cheap; the bodies are compiled once, in include/tensorfile/separate_compilation.cpp, which defines
 // TENSORFILE_COMPILING_DEFINITIONS. Mixing the two modes in one program breaks the one-definition rule, so it is
 // a link error (detail/mode_check.hpp).
+
+/// @def TENSORFILE_ENTRY
+/// Marks a heavy function's declaration: `inline` header-only, nothing in compiled mode (one definition, in the
+/// compiled library).
+
+/// @def TENSORFILE_DEFINITIONS
+/// 1 where this translation unit compiles the heavy functions' bodies (every TU header-only, only
+/// separate_compilation.cpp in compiled mode), else 0.
+
 #if defined(TENSORFILE_SEPARATE_COMPILATION)
 #define TENSORFILE_ENTRY
 #if defined(TENSORFILE_COMPILING_DEFINITIONS)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// CUDA for tensorfile: Tensor::to(cuda), device storages, and loads streamed to the GPU (link tensorfile::cuda).
+/// @file
+/// CUDA for tensorfile: Tensor::to(cuda), device storages, and loads streamed to the GPU (link tensorfile::cuda).
 #pragma once
 
 #include <cuda_runtime_api.h>

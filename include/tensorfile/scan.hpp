@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// scan(): is a checkpoint safe to hand to Python's torch.load? Every global every pickle of the file references,
-// with a verdict, read from the pickles alone (no tensor data). It sits above the formats because it covers them all.
+/// @file
+/// scan(): is a checkpoint safe to hand to Python's torch.load? Every global every pickle of the file references,
+/// with a verdict, read from the pickles alone (no tensor data). It sits above the formats because it covers them all.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// load_state_dict(): one entry point for a model's weights in any layout tensorfile reads (a torch file, a
-// safetensors file, a tensordict tree, or shards listed by a Hugging Face *.index.json). Above the formats.
+/// @file
+/// load_state_dict(): one entry point for a model's weights in any layout tensorfile reads (a torch file, a
+/// safetensors file, a tensordict tree, or shards listed by a Hugging Face *.index.json). Above the formats.
 #pragma once
 
 #include <cstddef>
@@ -101,11 +102,11 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 [[nodiscard]] TENSORFILE_ENTRY Value load_state_dict(const std::filesystem::path& path,
                                                      const LoadOptions& options = {});
 
-/// The hidden temporaries that crash-safe saves left in `directory` (not below it): files named
-/// `.<name>.tmp-<16 hex digits>`, as save(), save_safetensors() and save_safetensors_sharded() name a file while
-/// they write it; a killed save leaves one per file it was writing, as large as what it had written. A save in
-/// progress has them too. The next save_safetensors_sharded() of that prefix to the directory removes those of its
-/// names. Sorted by name. Throws IoError when the directory cannot be read.
+/// The hidden temporaries that crash-safe saves left in `directory` (not below it), sorted by name. They are
+/// files named `.<name>.tmp-<16 hex digits>`, as save(), save_safetensors() and save_safetensors_sharded() name a
+/// file while they write it; a killed save leaves one per file it was writing, as large as what it had written. A
+/// save in progress has them too. The next save_safetensors_sharded() of that prefix to the directory removes
+/// those of its names. Throws IoError when the directory cannot be read.
 [[nodiscard]] TENSORFILE_ENTRY std::vector<std::filesystem::path> leftover_save_temporaries(
     const std::filesystem::path& directory);
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The umbrella header: everything tensorfile offers on the host (CUDA lives in <tensorfile/cuda.hpp>).
+/// @file
+/// The umbrella header: everything tensorfile offers on the host (CUDA lives in <tensorfile/cuda.hpp>).
 #pragma once
 
 #include "tensorfile/version.hpp"
@@ -49,3 +50,8 @@
 #include "tensorfile/scan.hpp"
 #include "tensorfile/state_dict.hpp"
 #include "tensorfile/verify.hpp"
+
+/// @namespace tensorfile
+/// Tensors from and to files: torch.save, safetensors, NumPy .npy/.npz and tensordict memmap trees, read on the
+/// heap, as views of one memory mapping, or as meta tensors. `open()`, `load()` and `save()` (checkpoint.hpp) take
+/// any format; the per-format functions are the long form.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A full structural and bounds check of a torch file or tensordict tree, returned as a report (what `tensorfile
-// verify` prints). It sits above the formats because it dispatches over all of them.
+/// @file
+/// A full structural and bounds check of a torch file or tensordict tree, returned as a report (what `tensorfile
+/// verify` prints). It sits above the formats because it dispatches over all of them.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Borrowed backend: a span of someone else's memory, optionally kept alive by a shared owner.
+/// @file
+/// Borrowed backend: a span of someone else's memory, optionally kept alive by a shared owner.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Mmap backend: shares one memory mapping of a file, in one of the MapMode modes.
+/// @file
+/// Mmap backend: shares one memory mapping of a file, in one of the MapMode modes.
 #pragma once
 
 #include <cstddef>

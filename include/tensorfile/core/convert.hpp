@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Element conversion between dtypes with torch 1.13's CPU results bit for bit (x86): the kernels behind
-// Tensor::to(DType).
+/// @file
+/// Element conversion between dtypes with torch 1.13's CPU results bit for bit (x86): the kernels behind
+/// Tensor::to(DType).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Device: where a tensor's bytes live (cpu, cuda:N, or meta: nowhere), parsed from torch's spellings.
+/// @file
+/// Device: where a tensor's bytes live (cpu, cuda:N, or meta: nowhere), parsed from torch's spellings.
 #pragma once
 
 #include <charconv>
@@ -67,6 +68,7 @@ struct Device {
     return out;
   }
 
+  /// Same kind and index ("cuda" and "cuda:0" differ).
   friend constexpr bool operator==(const Device&, const Device&) noexcept = default;
 };
 

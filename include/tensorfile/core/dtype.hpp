@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// DType: the element types torch knows, their sizes and names, and the C++ types that hold them.
+/// @file
+/// DType: the element types torch knows, their sizes and names, and the C++ types that hold them.
 #pragma once
 
 #include <array>
@@ -154,37 +155,37 @@ inline constexpr std::array<DTypeAlias, 11> dtype_aliases{{
 template <class T>
 inline constexpr std::optional<DType> dtype_of_v = std::nullopt;
 template <>
-inline constexpr std::optional<DType> dtype_of_v<bool> = DType::Bool;
+inline constexpr std::optional<DType> dtype_of_v<bool> = DType::Bool;  ///< torch.bool
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::uint8_t> = DType::UInt8;
+inline constexpr std::optional<DType> dtype_of_v<std::uint8_t> = DType::UInt8;  ///< torch.uint8
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::int8_t> = DType::Int8;
+inline constexpr std::optional<DType> dtype_of_v<std::int8_t> = DType::Int8;  ///< torch.int8
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::int16_t> = DType::Int16;
+inline constexpr std::optional<DType> dtype_of_v<std::int16_t> = DType::Int16;  ///< torch.int16
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::int32_t> = DType::Int32;
+inline constexpr std::optional<DType> dtype_of_v<std::int32_t> = DType::Int32;  ///< torch.int32
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::int64_t> = DType::Int64;
+inline constexpr std::optional<DType> dtype_of_v<std::int64_t> = DType::Int64;  ///< torch.int64
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::uint16_t> = DType::UInt16;
+inline constexpr std::optional<DType> dtype_of_v<std::uint16_t> = DType::UInt16;  ///< torch.uint16
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::uint32_t> = DType::UInt32;
+inline constexpr std::optional<DType> dtype_of_v<std::uint32_t> = DType::UInt32;  ///< torch.uint32
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::uint64_t> = DType::UInt64;
+inline constexpr std::optional<DType> dtype_of_v<std::uint64_t> = DType::UInt64;  ///< torch.uint64
 template <>
-inline constexpr std::optional<DType> dtype_of_v<Half> = DType::Float16;
+inline constexpr std::optional<DType> dtype_of_v<Half> = DType::Float16;  ///< torch.float16
 template <>
-inline constexpr std::optional<DType> dtype_of_v<BFloat16> = DType::BFloat16;
+inline constexpr std::optional<DType> dtype_of_v<BFloat16> = DType::BFloat16;  ///< torch.bfloat16
 template <>
-inline constexpr std::optional<DType> dtype_of_v<float> = DType::Float32;
+inline constexpr std::optional<DType> dtype_of_v<float> = DType::Float32;  ///< torch.float32
 template <>
-inline constexpr std::optional<DType> dtype_of_v<double> = DType::Float64;
+inline constexpr std::optional<DType> dtype_of_v<double> = DType::Float64;  ///< torch.float64
 template <>
-inline constexpr std::optional<DType> dtype_of_v<ComplexHalf> = DType::Complex32;
+inline constexpr std::optional<DType> dtype_of_v<ComplexHalf> = DType::Complex32;  ///< torch.complex32
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::complex<float>> = DType::Complex64;
+inline constexpr std::optional<DType> dtype_of_v<std::complex<float>> = DType::Complex64;  ///< torch.complex64
 template <>
-inline constexpr std::optional<DType> dtype_of_v<std::complex<double>> = DType::Complex128;
+inline constexpr std::optional<DType> dtype_of_v<std::complex<double>> = DType::Complex128;  ///< torch.complex128
 
 /// A C++ type that names exactly one DType (const-qualified types name the same one).
 template <class T>

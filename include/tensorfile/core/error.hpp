@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// tensorfile::Error and its subclasses: every failure names the file, the member and the byte offset.
+/// @file
+/// tensorfile::Error and its subclasses: every failure names the file, the member and the byte offset.
 #pragma once
 
 #include <cerrno>
@@ -51,6 +52,7 @@ struct ErrorLocation {
 /// `tensorfile: <file>: <member>: <what went wrong> (at byte N)`, leaving out the parts that are unknown.
 class Error : public std::runtime_error {
  public:
+  /// An error of kind `code`: `reason` says what went wrong, `where` where (its empty parts stay out of what()).
   Error(ErrorCode code, const std::string& reason, ErrorLocation where = {})
       : std::runtime_error(compose(reason, where)), code_(code), reason_(reason), where_(std::move(where)) {}
 
@@ -85,6 +87,7 @@ class Error : public std::runtime_error {
 /// The bytes do not follow the format (truncated, corrupt or hostile input).
 class FormatError : public Error {
  public:
+  /// An Error of code ErrorCode::format.
   explicit FormatError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::format, reason, std::move(where)) {}
 };
@@ -92,6 +95,7 @@ class FormatError : public Error {
 /// A valid construct that tensorfile does not read; the message names it.
 class UnsupportedError : public Error {
  public:
+  /// An Error of code ErrorCode::unsupported.
   explicit UnsupportedError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::unsupported, reason, std::move(where)) {}
 };
@@ -99,6 +103,7 @@ class UnsupportedError : public Error {
 /// A dtype mismatch or an unknown dtype name.
 class DTypeError : public Error {
  public:
+  /// An Error of code ErrorCode::dtype.
   explicit DTypeError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::dtype, reason, std::move(where)) {}
 };
@@ -106,6 +111,7 @@ class DTypeError : public Error {
 /// The caller asked for something impossible (bad option, out-of-range size).
 class ArgumentError : public Error {
  public:
+  /// An Error of code ErrorCode::invalid_argument.
   explicit ArgumentError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::invalid_argument, reason, std::move(where)) {}
 };
@@ -113,6 +119,7 @@ class ArgumentError : public Error {
 /// A configured resource limit was reached.
 class LimitError : public Error {
  public:
+  /// An Error of code ErrorCode::limit.
   explicit LimitError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::limit, reason, std::move(where)) {}
 };
@@ -120,6 +127,7 @@ class LimitError : public Error {
 /// A device is missing, not built in, or failed.
 class DeviceError : public Error {
  public:
+  /// An Error of code ErrorCode::device.
   explicit DeviceError(const std::string& reason, ErrorLocation where = {})
       : Error(ErrorCode::device, reason, std::move(where)) {}
 };
@@ -127,6 +135,7 @@ class DeviceError : public Error {
 /// The operating system refused; keeps errno. The reason ends in ": <strerror(errno)>".
 class IoError : public Error {
  public:
+  /// An Error of code ErrorCode::io whose reason gets ": <strerror(error_number)>" appended.
   IoError(const std::string& reason, int error_number, ErrorLocation where = {})
       : Error(ErrorCode::io, reason + ": " + std::generic_category().message(error_number), std::move(where)),
         errno_(error_number) {}

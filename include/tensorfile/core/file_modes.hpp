@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The public choices of how a file is mapped (MapMode) and read (DirectReads), and of the heap pages a load fills
-// (HugePages), apart from the POSIX code that acts on them, so that an options struct names them without pulling
-// that code into every including TU.
+/// @file
+/// The public choices of how a file is mapped (MapMode) and read (DirectReads), and of the heap pages a load fills
+/// (HugePages), apart from the POSIX code that acts on them, so that an options struct names them without pulling
+/// that code into every including TU.
 #pragma once
 
 namespace tensorfile {

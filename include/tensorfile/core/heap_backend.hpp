@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Heap backend: owns 64-byte aligned host memory; large blocks come from their own mapping, advised for transparent
-// huge pages when asked (HugePages), so that filling them costs one fault per 2 MiB instead of per 4 KiB.
+/// @file
+/// Heap backend: owns 64-byte aligned host memory; large blocks come from their own mapping, advised for transparent
+/// huge pages when asked (HugePages), so that filling them costs one fault per 2 MiB instead of per 4 KiB.
 #pragma once
 
 #include <atomic>

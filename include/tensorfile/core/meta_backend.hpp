@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Meta backend: a size and no bytes, for shapes-and-dtypes-only tensors.
+/// @file
+/// Meta backend: a size and no bytes, for shapes-and-dtypes-only tensors.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@ class MetaBackend {
  public:
   [[nodiscard]] static constexpr StorageKind kind() noexcept { return StorageKind::meta; }  ///< backend kind
 
+  /// Claims `size` bytes, allocating none.
   explicit MetaBackend(std::size_t size) noexcept : size_(size) {}
 
   [[nodiscard]] std::byte* data() const noexcept { return nullptr; }       ///< no bytes

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Printing tensors exactly as torch 1.13's repr does, with torch's set_printoptions as PrintOptions.
+/// @file
+/// Printing tensors exactly as torch 1.13's repr does, with torch's set_printoptions as PrintOptions.
 #pragma once
 
 #include <fmt/format.h>
@@ -49,6 +50,7 @@ TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const PrintedTensor
 /// fmt support: `fmt::format("{}", tensor)`.
 template <>
 struct fmt::formatter<tensorfile::Tensor> : fmt::formatter<std::string_view> {
+  /// Writes to_string(t) under the spec, as a string is written.
   template <class Context>
   auto format(const tensorfile::Tensor& t, Context& ctx) const {
     const std::string text = tensorfile::to_string(t);
@@ -59,6 +61,7 @@ struct fmt::formatter<tensorfile::Tensor> : fmt::formatter<std::string_view> {
 /// fmt support: `fmt::format("{}", tensorfile::printed(t, {.precision = 2}))`.
 template <>
 struct fmt::formatter<tensorfile::PrintedTensor> : fmt::formatter<std::string_view> {
+  /// Writes to_string(p.tensor, p.options) under the spec, as a string is written.
   template <class Context>
   auto format(const tensorfile::PrintedTensor& p, Context& ctx) const {
     const std::string text = tensorfile::to_string(p.tensor, p.options);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// 16-bit floating-point value types (IEEE half and bfloat16) and a half-precision complex pair.
+/// @file
+/// 16-bit floating-point value types (IEEE half and bfloat16) and a half-precision complex pair.
 #pragma once
 
 #include <bit>
@@ -70,6 +71,7 @@ struct Half {
     h.bits = raw;
     return h;
   }
+  /// Same bits, not IEEE equality: +0 and -0 differ, a NaN equals the same NaN.
   friend constexpr bool operator==(Half a, Half b) noexcept { return a.bits == b.bits; }
 };
 
@@ -89,6 +91,7 @@ struct BFloat16 {
     b.bits = raw;
     return b;
   }
+  /// Same bits, not IEEE equality: +0 and -0 differ, a NaN equals the same NaN.
   friend constexpr bool operator==(BFloat16 a, BFloat16 b) noexcept { return a.bits == b.bits; }
 };
 
@@ -96,6 +99,7 @@ struct BFloat16 {
 struct ComplexHalf {
   Half real;  ///< real part
   Half imag;  ///< imaginary part
+  /// Both parts have the same bits (as Half compares).
   friend constexpr bool operator==(ComplexHalf a, ComplexHalf b) noexcept {
     return a.real == b.real && a.imag == b.imag;
   }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Shape: a tensor's sizes or strides, a vector of int64 that keeps up to five of them inline (no allocation).
+/// @file
+/// Shape: a tensor's sizes or strides, a vector of int64 that keeps up to five of them inline (no allocation).
 #pragma once
 
 // fmt/core.h, not fmt/format.h: it declares fmt::formatter for a fraction of the parse time.
@@ -105,11 +106,14 @@ class Shape {
   [[nodiscard]] const_iterator cbegin() const noexcept { return begin(); }                      ///< first value
   [[nodiscard]] const_iterator cend() const noexcept { return end(); }                          ///< past the last value
   [[nodiscard]] reverse_iterator rbegin() noexcept { return reverse_iterator(end()); }          ///< last value
+  /// Last value.
   [[nodiscard]] const_reverse_iterator rbegin() const noexcept { return const_reverse_iterator(end()); }
   [[nodiscard]] reverse_iterator rend() noexcept { return reverse_iterator(begin()); }  ///< before the first
+  /// Before the first value.
   [[nodiscard]] const_reverse_iterator rend() const noexcept { return const_reverse_iterator(begin()); }
   /// Value `i` (< size(), unchecked).
   [[nodiscard]] std::int64_t& operator[](size_type i) noexcept { return data()[i]; }
+  /// Value `i`, read only (< size(), unchecked).
   [[nodiscard]] const std::int64_t& operator[](size_type i) const noexcept { return data()[i]; }
   [[nodiscard]] std::int64_t& front() noexcept { return data()[0]; }                     ///< first value (not empty)
   [[nodiscard]] const std::int64_t& front() const noexcept { return data()[0]; }         ///< first value (not empty)
@@ -274,6 +278,9 @@ class Shape {
 TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Shape& shape);
 
 }  // namespace tensorfile
+
+/// @namespace fmt
+/// {fmt}: tensorfile specializes its `formatter` for Shape, Tensor, PrintedTensor and Value.
 
 /// fmt support: `fmt::format("{}", t.sizes())` is to_string(shape); a spec applies to that text as to a string's
 /// ("{:>12}", "{:*^20}"), with its width written out ("{:>{}}" is a fmt::format_error).

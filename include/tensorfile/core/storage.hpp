@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Storage: a block of bytes on a device with shared ownership, backed by any storage_backend.
+/// @file
+/// Storage: a block of bytes on a device with shared ownership, backed by any storage_backend.
 #pragma once
 
 #include <concepts>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tensor: a Storage seen through a dtype, sizes, strides and an offset (in elements, as in torch).
+/// @file
+/// Tensor: a Storage seen through a dtype, sizes, strides and an offset (in elements, as in torch).
 #pragma once
 
 #include <cstddef>

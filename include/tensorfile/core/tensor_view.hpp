@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// TensorView<T>: a typed, strided window on host memory with multi-index access and C-order iteration.
+/// @file
+/// TensorView<T>: a typed, strided window on host memory with multi-index access and C-order iteration.
 #pragma once
 
 #include <cassert>
@@ -28,15 +29,18 @@ class TensorView {
   /// C-order iterator over every element of the view.
   class iterator {
    public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = std::remove_cv_t<T>;
-    using difference_type = std::ptrdiff_t;
-    using pointer = T*;
-    using reference = T&;
+    using iterator_category = std::forward_iterator_tag;  ///< a forward iterator
+    using value_type = std::remove_cv_t<T>;               ///< the element type without const
+    using difference_type = std::ptrdiff_t;               ///< a count of steps
+    using pointer = T*;                                   ///< address of an element
+    using reference = T&;                                 ///< an element, read-only when T is const
 
     iterator() = default;
+    /// The current element.
     reference operator*() const noexcept { return view_->data_[offset_]; }
+    /// The current element's address.
     pointer operator->() const noexcept { return view_->data_ + offset_; }
+    /// Steps to the next element in C order (the last index moves fastest).
     iterator& operator++() noexcept {
       ++position_;
       // Odometer step: bump the last index, carrying into earlier ones.
@@ -50,11 +54,13 @@ class TensorView {
       }
       return *this;
     }
+    /// Steps to the next element, returning the iterator as it was.
     iterator operator++(int) noexcept {
       iterator old = *this;
       ++*this;
       return old;
     }
+    /// Same position in the walk (iterators of one view).
     friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.position_ == b.position_; }
 
    private:

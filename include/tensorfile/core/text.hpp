@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Python's text forms (repr of floats, str and bytes) and JSON strings as Python's json module writes them.
+/// @file
+/// Python's text forms (repr of floats, str and bytes) and JSON strings as Python's json module writes them.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +37,7 @@ namespace tensorfile {
   return out;
 }
 
-/// `text` as a JSON string, as Python's json.dumps writes it (ASCII only: lower-case \uXXXX escapes,
+/// `text` as a JSON string, as Python's json.dumps writes it (ASCII only: lower-case `\uXXXX` escapes,
 /// surrogate pairs above U+FFFF). Bytes that are not UTF-8 come through as latin-1 code points, never lost.
 [[nodiscard]] inline std::string json_string(std::string_view text) {
   std::string out;
@@ -44,9 +45,9 @@ namespace tensorfile {
   return out;
 }
 
-/// `text` safe to show on a terminal: printable ASCII and UTF-8 as is (a backslash too); \n, \r, \t and the
-/// other C0 controls, DEL and bytes that are not UTF-8 (lone surrogates included) as \xNN, one per byte; C1
-/// controls (U+0080..U+009F) as \u0080..\u009f. Text with none of these comes back unchanged.
+/// `text` safe to show on a terminal: printable ASCII and UTF-8 as is (a backslash too); `\n`, `\r`, `\t` and
+/// the other C0 controls, DEL and bytes that are not UTF-8 (lone surrogates included) as `\xNN`, one per byte; C1
+/// controls (U+0080..U+009F) as `\u0080`..`\u009f`. Text with none of these comes back unchanged.
 [[nodiscard]] inline std::string escape_controls(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
+/// @file
+/// Value: the object tree torch.load returns (None, numbers, strings, containers, tensors, ...).
 #pragma once
 
 #include <complex>
@@ -31,6 +32,7 @@ class Value;
 
 /// Python's None.
 struct None {
+  /// Every None equals every other.
   friend constexpr bool operator==(None, None) noexcept { return true; }
 };
 
@@ -40,12 +42,14 @@ struct BigInt {
 
   /// Decimal text, e.g. "1180591620717411303424".
   [[nodiscard]] std::string str() const;
+  /// Same bytes.
   friend bool operator==(const BigInt&, const BigInt&) = default;
 };
 
 /// Python bytes (and bytearray).
 struct Bytes {
   std::vector<std::byte> data;  ///< the bytes
+  /// Same bytes.
   friend bool operator==(const Bytes&, const Bytes&) = default;
 };
 
@@ -54,6 +58,7 @@ struct Bytes {
 struct Global {
   std::string module;  ///< e.g. "numpy.core.multiarray"
   std::string name;    ///< e.g. "_reconstruct"
+  /// Same module and name.
   friend bool operator==(const Global&, const Global&) = default;
 };
 
@@ -216,29 +221,43 @@ class Value {
 
   /// The held value; each throws ArgumentError naming both kinds when the Value holds another kind.
   [[nodiscard]] bool as_bool() const { return expect(Kind::boolean).scalar_.boolean; }
+  /// A Python int within 64 bits.
   [[nodiscard]] std::int64_t as_int() const { return expect(Kind::integer).scalar_.integer; }
+  /// A Python int beyond 64 bits.
   [[nodiscard]] const BigInt& as_big_int() const { return expect(Kind::big_integer).box<BigInt>(); }
   /// A float, or an int converted to double.
   [[nodiscard]] double as_float() const;
+  /// A Python complex.
   [[nodiscard]] std::complex<double> as_complex() const { return expect(Kind::complex).scalar_.complex; }
+  /// A str.
   [[nodiscard]] const std::string& as_string() const { return expect(Kind::string).string_; }
+  /// A bytes or bytearray.
   [[nodiscard]] const Bytes& as_bytes() const { return expect(Kind::bytes).box<Bytes>(); }
+  /// A tuple's elements.
   [[nodiscard]] const List& as_tuple() const;
+  /// A list's elements, read only.
   [[nodiscard]] const List& as_list() const;
   /// The list, to change through List's checked members (which refuse cycles).
   [[nodiscard]] List& as_list();
+  /// A dict or OrderedDict, read only.
   [[nodiscard]] const Dict& as_dict() const;
   /// The dict, to change through Dict's checked members (which refuse cycles).
   [[nodiscard]] Dict& as_dict();
+  /// A set or frozenset, read only.
   [[nodiscard]] const Set& as_set() const;
   /// The set, to change through its items' checked members (which refuse cycles).
   [[nodiscard]] Set& as_set();
+  /// A tensor or nn.Parameter.
   [[nodiscard]] const Tensor& as_tensor() const { return expect(Kind::tensor).box<TensorBox>(); }
   /// Whether a tensor value is an nn.Parameter.
   [[nodiscard]] bool is_parameter() const noexcept { return is_tensor() && box<TensorBox>().parameter; }
+  /// A storage saved on its own.
   [[nodiscard]] const StorageValue& as_storage() const;
+  /// A torch.device.
   [[nodiscard]] Device as_device() const { return expect(Kind::device).scalar_.device; }
+  /// A torch.dtype.
   [[nodiscard]] DType as_dtype() const { return expect(Kind::dtype).scalar_.dtype; }
+  /// A reference to a class or function.
   [[nodiscard]] const Global& as_global() const { return expect(Kind::global).box<Global>(); }
   /// The opaque object (read only: it describes what the file held).
   [[nodiscard]] const Object& as_object() const;
@@ -249,9 +268,12 @@ class Value {
   [[nodiscard]] const Value& at(std::size_t index) const;
   /// Dict lookup by str key; throws ArgumentError when missing or not a dict.
   [[nodiscard]] const Value& operator[](std::string_view key) const;
+  /// Dict lookup by str key, as operator[](std::string_view).
   [[nodiscard]] const Value& operator[](const char* key) const { return (*this)[std::string_view(key)]; }
   /// List/tuple index, or dict lookup by int key (optimizer state uses int keys), as Python's v[i].
   [[nodiscard]] const Value& operator[](std::int64_t index) const;
+  /// As operator[](std::int64_t); an exact match for an int literal, which `v[0]` would otherwise find ambiguous
+  /// (`0` also converts to `const char*`).
   [[nodiscard]] const Value& operator[](int index) const { return (*this)[std::int64_t{index}]; }
   /// Number of elements of a list, tuple, dict or set; throws for other kinds.
   [[nodiscard]] std::size_t size() const;
@@ -267,11 +289,13 @@ class Value {
   /// `ckpt.at_path({"optimizer", "state", 0, "exp_avg"})`. Throws ArgumentError naming the path and the step that
   /// failed (a missing key, an index out of range, a value that is no container).
   [[nodiscard]] const Value& at_path(std::span<const PathStep> path) const;
+  /// at_path() over a braced list of steps.
   [[nodiscard]] const Value& at_path(std::initializer_list<PathStep> path) const {
     return at_path(std::span<const PathStep>(path.begin(), path.size()));
   }
   /// The value at `path` as at_path() finds it, or null where at_path() would throw.
   [[nodiscard]] const Value* find_path(std::span<const PathStep> path) const;
+  /// find_path() over a braced list of steps.
   [[nodiscard]] const Value* find_path(std::initializer_list<PathStep> path) const {
     return find_path(std::span<const PathStep>(path.begin(), path.size()));
   }
@@ -543,11 +567,11 @@ class Dict {
   void clear() noexcept;
   /// Number of items.
   [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return index_.empty(); }
+  [[nodiscard]] bool empty() const noexcept { return index_.empty(); }  ///< no item
   /// Items in insertion order.
   [[nodiscard]] const std::vector<Item>& items() const noexcept { return index_.items(); }
-  [[nodiscard]] auto begin() const noexcept { return index_.begin(); }
-  [[nodiscard]] auto end() const noexcept { return index_.end(); }
+  [[nodiscard]] auto begin() const noexcept { return index_.begin(); }  ///< first item
+  [[nodiscard]] auto end() const noexcept { return index_.end(); }      ///< past the last item
   /// The `_metadata` of a state_dict (an OrderedDict of module prefix to {"version": N}), or null.
   [[nodiscard]] const Value* metadata() const;
 

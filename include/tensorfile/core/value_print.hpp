@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Walking and printing Values: every tensor with its path, and a tree view with dtypes and shapes.
+/// @file
+/// Walking and printing Values: every tensor with its path, and a tree view with dtypes and shapes.
 #pragma once
 
 #include <fmt/format.h>
@@ -58,6 +59,7 @@ TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Value& v);
 /// fmt support: `fmt::format("{}", value)`.
 template <>
 struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
+  /// Writes to_string(v) under the spec, as a string is written.
   template <class Context>
   auto format(const tensorfile::Value& v, Context& ctx) const {
     const std::string text = tensorfile::to_string(v);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// CUDA backend: owns device memory (cudaMalloc), frees it on its device; the runtime's host API only.
+/// @file
+/// CUDA backend: owns device memory (cudaMalloc), frees it on its device; the runtime's host API only.
 #pragma once
 
 #include <cuda_runtime_api.h>

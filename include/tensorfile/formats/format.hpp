@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Which file format a path or a byte sequence holds, told from the file system and the first bytes only.
+/// @file
+/// Which file format a path or a byte sequence holds, told from the file system and the first bytes only.
 #pragma once
 
 #include <fcntl.h>

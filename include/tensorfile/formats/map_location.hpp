@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// MapLocation: where loaded storages go, in torch.load's map_location forms; shared by every format's loader.
+/// @file
+/// MapLocation: where loaded storages go, in torch.load's map_location forms; shared by every format's loader.
 #pragma once
 
 #include <cstddef>

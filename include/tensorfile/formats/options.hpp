@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The one options vocabulary of every load and save: a common part every format reads, with each format's
-// extras nested under its name (`.torch`, `.safetensors`, `.npy`, `.sharded`, `.tensordict`, `.cuda`).
+/// @file
+/// The one options vocabulary of every load and save: a common part every format reads, with each format's
+/// extras nested under its name (`.torch`, `.safetensors`, `.npy`, `.sharded`, `.tensordict`, `.cuda`).
 #pragma once
 
 #include <cstddef>
@@ -106,15 +107,15 @@ struct LoadOptions {
     /// before it is read; a Storage it returns (of the record's size) is used as is, map_location not applied;
     /// nullopt reads and places the record as usual. Not called for legacy files.
     std::function<std::optional<Storage>(const StorageRecord&)> storage_source{};
-  } torch{};
+  } torch{};  ///< what only torch.save files need
   /// .safetensors files.
   struct Safetensors {
     std::uint64_t max_header_bytes = 100'000'000;  ///< longest header accepted (the reference's limit)
-  } safetensors{};
+  } safetensors{};                                 ///< what only .safetensors files need
   /// .npy files and the members of .npz files.
   struct Npy {
     std::uint64_t max_header_bytes = 1 << 20;  ///< longest header accepted (NumPy 1.24 writes < 1 KiB for 32 dims)
-  } npy{};
+  } npy{};                                     ///< what only .npy files need
   /// Checkpoints in several files listed by a Hugging Face *.index.json.
   struct Sharded {
     /// A tensor in a shard that the index does not list: false: FormatError; true: left out (the index decides).
@@ -122,7 +123,7 @@ struct LoadOptions {
     /// Set: every disagreement between the index and its shards is appended here as the FormatError it is, and
     /// the load returns the tensors that agree; unset: the load throws them (one error listing all when several).
     std::vector<FormatError>* mismatches = nullptr;
-  } sharded{};
+  } sharded{};  ///< what only sharded checkpoints need
   /// tensordict memmap trees.
   struct Tensordict {
     bool non_blocking = false;     ///< let device copies complete asynchronously (CUDA only)
@@ -133,7 +134,7 @@ struct LoadOptions {
     /// Map data files that have more than one hard link MAP_SHARED too; off: an unset `mmap` maps them
     /// copy_on_write, MapMode::shared refuses them, as another name of the file may lie outside the tree.
     bool allow_shared_hard_links = false;
-  } tensordict{};
+  } tensordict{};  ///< what only tensordict trees need
   /// The cuda:: loads (<tensorfile/cuda.hpp>): the ring of pinned host memory that streams files to a device.
   struct Cuda {
     std::size_t ring_bytes = std::size_t{256} << 20;  ///< pinned host memory of the ring in all
@@ -143,12 +144,12 @@ struct LoadOptions {
     bool single_allocation = true;  ///< one device allocation per file and device that the storages slice
     bool keep_ring = false;         ///< keep the ring for the next load to the device (until cuda::release_ring())
     Progress progress{};            ///< called as bytes reach the device, one call at a time
-  } cuda{};
+  } cuda{};                         ///< what only the cuda:: loads need
 };
 
 /// Which of tensordict's JSON backends save_memmap imitates when it writes meta.json.
 enum class MetaJsonStyle : std::uint8_t {
-  stdlib,  ///< Python's json module: ", " and ": " separators, \uXXXX escapes for non-ASCII, NaN/Infinity tokens
+  stdlib,  ///< Python's json module: ", " and ": " separators, `\uXXXX` escapes for non-ASCII, NaN/Infinity tokens
   orjson,  ///< orjson: compact separators, raw UTF-8, NaN and infinities written as null
 };
 
@@ -175,7 +176,7 @@ struct SaveOptions {
     std::uint64_t max_records = std::uint64_t{1} << 24;  ///< most archive records: one per storage, plus 6
     std::size_t max_memo = 1u << 22;                     ///< most pickle memo entries
     std::size_t max_container = 1u << 26;                ///< most items in one container
-  } torch{};
+  } torch{};                                             ///< what only torch.save files need
   /// .safetensors files, single or sharded.
   struct Safetensors {
     /// The `__metadata__` string map, written in this order; empty: none, or for a Value the `__metadata__` a
@@ -184,22 +185,22 @@ struct SaveOptions {
     std::vector<std::pair<std::string, std::string>> metadata{};
     bool sort = true;        ///< the reference's order: by descending dtype alignment, then by name; false: as given
     bool pad_header = true;  ///< pad the header with spaces to a multiple of 8 bytes, as the reference does
-  } safetensors{};
+  } safetensors{};           ///< what only .safetensors files need
   /// .npz files.
   struct Npz {
     bool compress = false;  ///< DEFLATE every member, as np.savez_compressed does
-  } npz{};
+  } npz{};                  ///< what only .npz files need
   /// Sharded safetensors checkpoints (save_safetensors_sharded).
   struct Sharded {
     std::uint64_t max_shard_size = 5'000'000'000;  ///< most tensor bytes per shard (huggingface_hub's 5 GB)
-    std::string prefix = "model";  ///< <prefix>-00001-of-00003.safetensors, <prefix>.safetensors.index.json
-  } sharded{};
+    std::string prefix = "model";  ///< `<prefix>-00001-of-00003.safetensors`, `<prefix>.safetensors.index.json`
+  } sharded{};                     ///< what only sharded checkpoints need
   /// tensordict memmap trees (save_memmap).
   struct Tensordict {
     MetaJsonStyle json = MetaJsonStyle::stdlib;  ///< meta.json text
     bool overwrite = true;    ///< replace an existing tree at the prefix; false: ArgumentError when one is there
     bool encode_keys = true;  ///< %XX-encode file names (tensordict >= 0.13); false: raw keys, unsafe ones refused
-  } tensordict{};
+  } tensordict{};             ///< what only tensordict trees need
 };
 
 }  // namespace tensorfile

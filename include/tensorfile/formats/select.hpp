@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Which tensors a load reads: the `select` option every format's loader takes, and select_paths() to build one.
+/// @file
+/// Which tensors a load reads: the `select` option every format's loader takes, and select_paths() to build one.
 #pragma once
 
 #include <functional>

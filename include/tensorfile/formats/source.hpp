@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Where a load's bytes come from: a path, a memory span, a std::istream or a ranged reader (remote storage plugs
-// in there), one Source value every front-door entry point takes, and the one internal reader they funnel into.
+/// @file
+/// Where a load's bytes come from: a path, a memory span, a std::istream or a ranged reader (remote storage plugs
+/// in there), one Source value every front-door entry point takes, and the one internal reader they funnel into.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +22,8 @@ namespace tensorfile {
 class RangeReader {
  public:
   RangeReader() = default;
-  RangeReader(const RangeReader&) = default;
-  RangeReader& operator=(const RangeReader&) = default;
+  RangeReader(const RangeReader&) = default;             ///< copyable: the base holds no state
+  RangeReader& operator=(const RangeReader&) = default;  ///< copyable: the base holds no state
   virtual ~RangeReader() = default;
 
   /// Reads up to `out.size()` bytes starting at `offset` into `out` and returns how many it read: fewer is
@@ -60,8 +61,10 @@ class Source {
 
   /// A path: a file, or a directory (a tensordict tree, a model folder). A null `const char*` is an ArgumentError.
   TENSORFILE_ENTRY Source(std::filesystem::path path);  // NOLINT(google-explicit-constructor): reads as a path
-  TENSORFILE_ENTRY Source(const char* path);            // NOLINT(google-explicit-constructor)
-  TENSORFILE_ENTRY Source(const std::string& path);     // NOLINT(google-explicit-constructor)
+  /// A path spelled as a C string (null: ArgumentError).
+  TENSORFILE_ENTRY Source(const char* path);  // NOLINT(google-explicit-constructor)
+  /// A path spelled as a string.
+  TENSORFILE_ENTRY Source(const std::string& path);  // NOLINT(google-explicit-constructor)
 
   /// Bytes in memory, borrowed; `name` stands for them in messages (default "<memory>").
   [[nodiscard]] TENSORFILE_ENTRY static Source memory(std::span<const std::byte> bytes, std::string name = {});

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// DLPack: hand a Tensor to another framework (to_dlpack) and take one from it (from_dlpack), both zero-copy.
+/// @file
+/// DLPack: hand a Tensor to another framework (to_dlpack) and take one from it (from_dlpack), both zero-copy.
 #pragma once
 
 #include <dlpack/dlpack.h>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// from_buffer: a 1-d tensor sharing a caller's memory, as torch.frombuffer makes it.
+/// @file
+/// from_buffer: a 1-d tensor sharing a caller's memory, as torch.frombuffer makes it.
 #pragma once
 
 #include <concepts>

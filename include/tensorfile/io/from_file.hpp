@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// from_file: a 1-d tensor over a memory-mapped file, as torch.from_file makes it.
+/// @file
+/// from_file: a 1-d tensor over a memory-mapped file, as torch.from_file makes it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// load_npy() and save_npy(): NumPy's .npy files on the heap, as views of one mapping, or as meta tensors.
+/// @file
+/// load_npy() and save_npy(): NumPy's .npy files on the heap, as views of one mapping, or as meta tensors.
 #pragma once
 
 #include <cstddef>

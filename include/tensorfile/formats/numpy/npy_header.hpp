@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The .npy header: magic, version 1.0/2.0/3.0, and the dict literal (descr, fortran_order, shape), parsed strictly.
+/// @file
+/// The .npy header: magic, version 1.0/2.0/3.0, and the dict literal (descr, fortran_order, shape), parsed strictly.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// load_npz() and save_npz(): NumPy's .npz archives (np.savez, np.savez_compressed) as an ordered name -> Tensor dict.
+/// @file
+/// load_npz() and save_npz(): NumPy's .npz archives (np.savez, np.savez_compressed) as an ordered name -> Tensor dict.
 #pragma once
 
 #include <cstddef>

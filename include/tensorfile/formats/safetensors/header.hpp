@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The safetensors header: what a file holds (names, dtypes, shapes, data offsets, __metadata__), read
-// and fully validated without touching the tensor data. The loader, and any tool that only lists a
-// file (or an index of shards), start here.
+/// @file
+/// The safetensors header: what a file holds (names, dtypes, shapes, data offsets, __metadata__), read
+/// and fully validated without touching the tensor data. The loader, and any tool that only lists a
+/// file (or an index of shards), start here.
 #pragma once
 
 #include <cstdint>

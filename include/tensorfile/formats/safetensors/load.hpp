@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// load_safetensors(): read a .safetensors file into a state-dict-shaped Value, on the heap, as views of
-// one mapping, or as meta tensors (header only), with map_location as load() takes it.
+/// @file
+/// load_safetensors(): read a .safetensors file into a state-dict-shaped Value, on the heap, as views of
+/// one mapping, or as meta tensors (header only), with map_location as load() takes it.
 #pragma once
 
 #include <cstddef>

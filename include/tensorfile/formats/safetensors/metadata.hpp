@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Where a loaded safetensors file keeps its `__metadata__`: shared by the loader, which puts it there, and
-// the writer, which writes it back.
+/// @file
+/// Where a loaded safetensors file keeps its `__metadata__`: shared by the loader, which puts it there, and
+/// the writer, which writes it back.
 #pragma once
 
 #include <string_view>

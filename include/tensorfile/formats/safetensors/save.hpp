@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// save_safetensors(): write named tensors as a .safetensors file with the reference writer's layout,
-// crash-safely (temporary file, fsync, rename) like save().
+/// @file
+/// save_safetensors(): write named tensors as a .safetensors file with the reference writer's layout,
+/// crash-safely (temporary file, fsync, rename) like save().
 #pragma once
 
 #include <cstddef>

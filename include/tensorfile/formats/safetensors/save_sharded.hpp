@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// save_safetensors_sharded(): named tensors as model-0000K-of-0000N.safetensors shards plus the
-// model.safetensors.index.json the Hugging Face tools write, each file written crash-safely.
+/// @file
+/// save_safetensors_sharded(): named tensors as model-0000K-of-0000N.safetensors shards plus the
+/// model.safetensors.index.json the Hugging Face tools write, each file written crash-safely.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace tensorfile {
 
 /// What save_safetensors_sharded() wrote.
 struct SafetensorsShards {
-  std::vector<std::filesystem::path> files{};  ///< the shards in order (one file: <prefix>.safetensors)
+  std::vector<std::filesystem::path> files{};  ///< the shards in order (one file: `<prefix>.safetensors`)
   std::filesystem::path index{};               ///< the index file; empty when everything fit in one file
   std::uint64_t total_size = 0;                ///< the index's metadata.total_size: the tensors' bytes
 };

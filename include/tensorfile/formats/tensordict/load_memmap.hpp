@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// load_memmap: a TensorDict from a directory written by tensordict's memmap() (versions 0.4 to 0.14).
+/// @file
+/// load_memmap: a TensorDict from a directory written by tensordict's memmap() (versions 0.4 to 0.14).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// save_memmap and memmap: write a TensorDict as the directory tree tensordict 0.14's td.memmap(prefix) writes.
+/// @file
+/// save_memmap and memmap: write a TensorDict as the directory tree tensordict 0.14's td.memmap(prefix) writes.
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// TensorDict: tensordict's insertion-ordered tree of tensors, nested TensorDicts and non-tensor data.
+/// @file
+/// TensorDict: tensordict's insertion-ordered tree of tensors, nested TensorDicts and non-tensor data.
 #pragma once
 
 #include <cstddef>
@@ -193,20 +194,28 @@ class Entry {
     expect(Kind::tensor);
     return tensor_;
   }
+  /// The Tensor, to change.
   [[nodiscard]] Tensor& as_tensor() {
     expect(Kind::tensor);
     return tensor_;
   }
+  /// The NestedTensor.
   [[nodiscard]] const NestedTensor& as_nested_tensor() const { return boxed<NestedTensor>(Kind::nested_tensor); }
+  /// The NestedTensor, to change.
   [[nodiscard]] NestedTensor& as_nested_tensor() { return boxed<NestedTensor>(Kind::nested_tensor); }
+  /// The sub-TensorDict.
   [[nodiscard]] const TensorDict& as_tensordict() const { return boxed<TensorDict>(Kind::tensordict); }
+  /// The sub-TensorDict, to change.
   [[nodiscard]] TensorDict& as_tensordict() { return boxed<TensorDict>(Kind::tensordict); }
+  /// The NonTensorData.
   [[nodiscard]] const NonTensorData& as_non_tensor() const { return boxed<NonTensorData>(Kind::non_tensor); }
+  /// The NonTensorData, to change.
   [[nodiscard]] NonTensorData& as_non_tensor() { return boxed<NonTensorData>(Kind::non_tensor); }
 
   /// The entry `key` of a sub-TensorDict: `td["nested"]["e"]`. Throws ArgumentError when this is not a
   /// TensorDict or the key is missing.
   [[nodiscard]] const Entry& operator[](std::string_view key) const;
+  /// The entry `key` of a sub-TensorDict, to change; throws as the const form does.
   [[nodiscard]] Entry& operator[](std::string_view key);
 
   /// The name of a kind: "Tensor", "NestedTensor", "TensorDict", "NonTensorData".
@@ -272,7 +281,7 @@ inline constexpr std::string_view torch_container_member = "_tensorfile_torch_co
 /// What a TensorDict directory holds, beyond its entries.
 enum class TensorDictKind : std::uint8_t {
   plain,        ///< a TensorDict (or a TensorDict-like class stored the same way)
-  tensorclass,  ///< a @tensorclass instance: its fields are the entries, its other attributes class_fields()
+  tensorclass,  ///< a `@tensorclass` instance: its fields are the entries, its other attributes class_fields()
   lazy_stack,   ///< a LazyStackedTensorDict: entries "0", "1"... stacked along stack_dim()
 };
 
@@ -325,9 +334,11 @@ class TensorDict {
   [[nodiscard]] std::int64_t stack_dim() const noexcept { return stack_dim_; }  ///< lazy stacks: stacking dim
   /// Tensorclasses: the JSON attributes stored next to `_tensordict/` (meta.json members after `_type`).
   [[nodiscard]] const Dict& class_fields() const noexcept { return class_fields_; }
+  /// Tensorclasses: the JSON attributes, to change.
   [[nodiscard]] Dict& class_fields() noexcept { return class_fields_; }
   /// Tensorclasses: the raw bytes of other.pickle (attributes that are not JSON), never unpickled.
   [[nodiscard]] const std::optional<Bytes>& class_pickle() const noexcept { return class_pickle_; }
+  /// Tensorclasses: the raw bytes of other.pickle, to set or clear.
   [[nodiscard]] std::optional<Bytes>& class_pickle() noexcept { return class_pickle_; }
   /// When read from one of tensordict's lazy layouts (a _SubTensorDict, a _PermutedTensorDict...): how this
   /// collection derives from the stored one ("permuted (1, 0) of _source"); empty otherwise. Not saved (a save
@@ -359,13 +370,19 @@ class TensorDict {
 
   /// The entry `key`, or null.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::string_view key) const noexcept;
+  /// The entry `key`, to change, or null.
   [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::string_view key) noexcept;
   /// The entry at a nested key ({"nested", "e"}), or null when a key is missing or a step is not a TensorDict.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string_view> key) const noexcept;
+  /// The nested find() over a braced list: `td.find({"nested", "e"})`.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::initializer_list<std::string_view> key) const;
+  /// The nested find() over a key held as strings.
   [[nodiscard]] TENSORFILE_ENTRY const Entry* find(std::span<const std::string> key) const;
+  /// The nested find(), to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::span<const std::string_view> key) noexcept;
+  /// The nested find() over a braced list, to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::initializer_list<std::string_view> key);
+  /// The nested find() over a key held as strings, to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry* find(std::span<const std::string> key);
 
   /// Whether `key` is present.
@@ -375,17 +392,24 @@ class TensorDict {
 
   /// The entry `key`; throws ArgumentError when missing.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& operator[](std::string_view key) const;
+  /// The entry `key`, to change; throws ArgumentError when missing.
   [[nodiscard]] TENSORFILE_ENTRY Entry& operator[](std::string_view key);
 
   /// The entry `key`; throws ArgumentError when missing.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::string_view key) const;
+  /// The entry `key`, to change; throws ArgumentError when missing.
   [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::string_view key);
   /// The entry at a nested key: `td.get({"nested", "e"})`; throws ArgumentError naming the missing step.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string_view> key) const;
+  /// The nested get(), to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::span<const std::string_view> key);
+  /// The nested get() over a braced list.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::initializer_list<std::string_view> key) const;
+  /// The nested get() over a braced list, to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::initializer_list<std::string_view> key);
+  /// The nested get() over a key held as strings.
   [[nodiscard]] TENSORFILE_ENTRY const Entry& get(std::span<const std::string> key) const;
+  /// The nested get() over a key held as strings, to change the entry.
   [[nodiscard]] TENSORFILE_ENTRY Entry& get(std::span<const std::string> key);
 
   /// Inserts `value` at `key`, or replaces the value there (keeping its position); returns it. Throws
@@ -394,7 +418,9 @@ class TensorDict {
   TENSORFILE_ENTRY Entry& set(std::string key, Entry value);
   /// Sets a nested key, creating missing intermediate TensorDicts with this batch size.
   TENSORFILE_ENTRY Entry& set(std::span<const std::string_view> key, Entry value);
+  /// The nested set() over a braced list: `td.set({"nested", "e"}, tensor)`.
   TENSORFILE_ENTRY Entry& set(std::initializer_list<std::string_view> key, Entry value);
+  /// The nested set() over a key held as strings.
   TENSORFILE_ENTRY Entry& set(std::span<const std::string> key, Entry value);
 
   /// Removes `key`; returns whether it was present.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Conversion between torch object trees (Value, e.g. a state_dict or a checkpoint) and TensorDict trees.
+/// @file
+/// Conversion between torch object trees (Value, e.g. a state_dict or a checkpoint) and TensorDict trees.
 #pragma once
 
 #include <filesystem>

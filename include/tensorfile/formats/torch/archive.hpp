@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The records of a torch zip file as a listing (names, offsets, sizes, CRC-32), and its version and byteorder.
+/// @file
+/// The records of a torch zip file as a listing (names, offsets, sizes, CRC-32), and its version and byteorder.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// load_torch(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
+/// @file
+/// load_torch(): read a torch.save file (zip or legacy format) into a Value, safely, with map_location and mmap.
 #pragma once
 
 #include <cstddef>

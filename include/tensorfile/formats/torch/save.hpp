@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// save_torch(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
+/// @file
+/// save_torch(): write a Value as a torch.save file (zip format) that torch.load reads, crash-safely.
 #pragma once
 
 #include <cstddef>

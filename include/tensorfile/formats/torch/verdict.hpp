@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// GlobalVerdict and classify_global's declaration: what scan()'s report names, without the lists behind the verdicts.
+/// @file
+/// GlobalVerdict and classify_global's declaration: what scan()'s report names, without the lists behind the verdicts.
 #pragma once
 
 #include <cstdint>
