@@ -26,7 +26,8 @@
 namespace tensorfile {
 
 /// Where a tensor's bytes lie, for the formats that keep them in one place: the file (a shard's for a sharded
-/// checkpoint, a leaf's data file in a tensordict tree; the source's name for memory, a stream or a reader), the
+/// checkpoint, a leaf's data file in a tensordict tree on disk; the source's name for memory, a stream or a reader,
+/// folder/name for a file of a FolderReader), the
 /// zip member holding them (torch zip records, .npz members; empty otherwise) and the offset of the tensor's first
 /// byte in the file. The bytes are the tensor's C-order elements, `nbytes` of them.
 struct TensorLocation {
@@ -52,10 +53,10 @@ struct CheckpointState;  // defined below, in the definitions block
 /// stand-ins, meta.json), no tensor data. Copies are cheap and share the one opened state (the file handle, the
 /// mapping with `mmap`). Every member is const and may be called from several threads at once, reading the same
 /// or different entries: reads are pread calls or views of the one mapping, and loads are independent (a
-/// RangeReader source must allow concurrent reads, as RangeReader says). Borrows the Source's memory or reader: the
-/// caller keeps them alive as long as the handle (and memory, with `mmap`, as long as the tensors viewing it); a
-/// stream is read whole by open() and not used after. Heap tensors are the caller's own bytes; views of a buffer of
-/// the handle's (`mmap` over a stream or a reader read whole) are read-only and keep it alive. A file that shrinks
+/// RangeReader source must allow concurrent reads, as RangeReader says). Borrows the Source's memory, reader or
+/// folder: the caller keeps them alive as long as the handle (and memory, with `mmap`, as long as the tensors viewing
+/// it); a stream is read whole by open() and not used after. Heap tensors are the caller's own bytes; views of a buffer
+/// of the handle's (`mmap` over a stream or a reader read whole) are read-only and keep it alive. A file that shrinks
 /// after open() is a FormatError at the next read (a tensor already viewing a mapped file still faults if its bytes
 /// go); a file replaced by a rename keeps being read where pread reads it, and a tensor the format's loader
 /// gives unlike its entry (the path opened again) is a FormatError.
@@ -117,7 +118,11 @@ class Checkpoint {
 /// first read to its end into one heap buffer); a RangeReader is read by ranges for safetensors and .npy (8 bytes,
 /// the header, then each tensor's range as it is asked for), and whole into one heap buffer for torch zip and legacy
 /// files and .npz archives (parsed then as memory; a reader whose mapped() holds the bytes is parsed in place).
-/// Sharded checkpoints and tensordict trees need a path (ArgumentError otherwise). Throws FormatError for a source
+/// A FolderReader is read file by file through the readers it opens, as a path is: a single file as a reader, an
+/// index and its shards (each opened by open(); mismatches reported as for a path), a model folder, a tensordict
+/// tree (a leaf a read-only view of its reader's mapped() bytes where it has them, else a heap copy, and `mmap` set
+/// then an ArgumentError; no entry locations; the undeclared-subdirectory check only where the folder lists). An index
+/// in memory, a stream or a reader is an ArgumentError (its shards cannot be found). Throws FormatError for a source
 /// that is no format tensorfile reads, or whose index is corrupt or truncated, naming the source and the byte
 /// offset; the format's loader's errors otherwise.
 [[nodiscard]] TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options = {});
@@ -148,7 +153,10 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 
 #if TENSORFILE_DEFINITIONS
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -160,6 +168,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file.hpp"
+#include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/map_location.hpp"
@@ -204,8 +213,11 @@ struct CheckpointState {
   Storage held;                         // a sized reader read whole: the heap buffer `memory` spans
   Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
   std::optional<NpyHeader> npy;         // .npy: its header (byte order, layout), for reads by range
-  std::vector<Checkpoint> shards;       // sharded: each shard opened
-  std::vector<std::size_t> shard_of;    // sharded: per entry, its shard
+  FolderReader* folder = nullptr;       // a folder source's folder: a tree is read through it
+  std::string relative;                 // a folder source's tree: its directory in the folder
+  std::vector<std::shared_ptr<RangeReader>> readers;           // a folder source's files read, before what reads them
+  std::vector<std::shared_ptr<const CheckpointState>> shards;  // sharded: each shard opened
+  std::vector<std::size_t> shard_of;                           // sharded: per entry, its shard
 };
 
 /// Called while an Error of a loader given the source as memory is in flight: the same error, naming the source
@@ -316,8 +328,12 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   return Value(std::move(dict));
 }
 
+[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options);
+[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options);
+
 /// The format's loader over the handle's source, with `options`.
 [[nodiscard]] inline Value load_format(const CheckpointState& state, const LoadOptions& options) {
+  if (state.sharded && state.folder != nullptr) return load_opened_shards(state, options);
   if (state.sharded) return load_state_dict(state.path, options);
   const bool by_path = state.source.kind() == Source::Kind::path;
   switch (state.format) {
@@ -335,11 +351,61 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
       return by_path ? load_npz(state.path, options) : load_npz(state.memory, span_options(state, options));
     case FileFormat::tensordict: {
       std::vector<LeftOut> left_out;
+      if (state.folder != nullptr) {
+        return to_value(td::load_memmap_folder(*state.folder, state.relative, options),
+                        {.file = state.name, .left_out = &left_out});
+      }
       return to_value(load_memmap(state.path, options), {.file = state.path, .left_out = &left_out});
     }
     case FileFormat::unknown: break;
   }
   throw FormatError("not a format tensorfile reads", {.file = state.name, .offset = 0});
+}
+
+/// A sharded checkpoint of a folder, as load_state_dict() loads one of a path: each shard holding a kept tensor
+/// loaded by its handle (up to `threads` at once), the tensors merged in the index's order; the unkept tensors of
+/// the other shards are meta stand-ins (unless `select_drops`) for safetensors shards and left out for torch ones.
+/// The index and the shards were checked against each other by open().
+[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options) {
+  const std::size_t count = state.shards.size();
+  std::vector<std::uint8_t> wanted(count, options.select ? 0 : 1);
+  for (std::size_t i = 0; i < state.entries.size(); ++i) {
+    if (options.select && options.select(state.entries[i].path)) wanted[state.shard_of[i]] = 1;
+  }
+  std::vector<Value> loaded(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t k = next++; k < count; k = next++) {
+      if (wanted[k] == 0) continue;
+      try {
+        loaded[k] = load_with(*state.shards[k], options);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min(options.threads != 0 ? options.threads : default_read_threads(), count);
+  std::vector<std::thread> helpers;
+  for (std::size_t i = 1; i < threads; ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  Dict merged;
+  merged.ordered = true;
+  for (std::size_t i = 0; i < state.entries.size(); ++i) {
+    const std::string& path = state.entries[i].path;
+    const Value& shard = loaded[state.shard_of[i]];
+    const Value* tensor = shard.is_dict() ? shard.as_dict().find(std::string_view(path)) : nullptr;
+    if (tensor != nullptr) {
+      merged.set(path, *tensor);
+    } else if (!options.select_drops && state.shards[state.shard_of[i]]->format == FileFormat::safetensors) {
+      merged.set(path, state.meta[i]);
+    }
+  }
+  return Value(std::move(merged));
 }
 
 /// Puts `buffer` in `tree` at `path` (a key of a flat dict, keys joined by '/' in a tensordict tree, "" the tensor
@@ -556,13 +622,21 @@ inline void open_npz(CheckpointState& state) {
   }
 }
 
-/// A tensordict tree: the meta load; a leaf's location is its data file where one lies at its key path.
+/// A tensordict tree: the meta load; a leaf's location is its data file where one lies at its key path (none in a
+/// folder, where looking would cost a request per leaf).
 inline void open_tree(CheckpointState& state) {
   LoadOptions meta = state.options;
   meta.map_location = "meta";
   meta.select = {};
   meta.into.clear();
+  meta.tensordict.skipped = nullptr;  // filled by the loads, once each
   std::vector<LeftOut> left_out;
+  if (state.folder != nullptr) {
+    state.values = to_value(td::load_memmap_folder(*state.folder, state.relative, meta),
+                            {.file = state.name, .left_out = &left_out});
+    add_entries(state, state.values);
+    return;
+  }
   state.values = to_value(load_memmap(state.path, meta), {.file = state.path, .left_out = &left_out});
   add_entries(state, state.values);
   for (CheckpointEntry& entry : state.entries) {
@@ -586,6 +660,15 @@ inline void open_tree(CheckpointState& state) {
   }
 }
 
+/// The "metadata" member of an index's text, as a Value (None when it has none); `index` names it in errors.
+[[nodiscard]] inline Value index_metadata_of(const std::string& text, const std::filesystem::path& index) {
+  JsonReader json(text, index);
+  const Value document = td::parse_json_document(json);
+  if (!document.is_dict()) return Value();
+  const Value* metadata = document.as_dict().find(std::string_view("metadata"));
+  return metadata != nullptr ? *metadata : Value();
+}
+
 /// The "metadata" member of the index at `index`, as a Value (None when it has none).
 [[nodiscard]] inline Value index_metadata(const std::filesystem::path& index, std::uint64_t max_bytes) {
   const FileHandle file = FileHandle::open(index, OpenMode::read);
@@ -597,27 +680,21 @@ inline void open_tree(CheckpointState& state) {
   }
   std::string text(static_cast<std::size_t>(size), '\0');
   file.read_exact(0, std::as_writable_bytes(std::span(text)));
-  JsonReader json(text, index);
-  const Value document = td::parse_json_document(json);
-  if (!document.is_dict()) return Value();
-  const Value* metadata = document.as_dict().find(std::string_view("metadata"));
-  return metadata != nullptr ? *metadata : Value();
+  return index_metadata_of(text, index);
 }
 
-inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions& options);
-
-/// A sharded checkpoint: every shard opened, the entries in the index's order with their shards' locations.
-inline void open_shards(CheckpointState& state, const StateDictLayout& layout) {
-  for (const std::filesystem::path& file : layout.files) state.shards.push_back(open_path(file, state.options));
-  state.metadata = index_metadata(layout.index, state.options.limits.max_index_bytes);
+/// A sharded checkpoint whose shards `state.shards` are open (in `layout.files`' order; the layout's names are
+/// those messages give): the entries in the index's order with their shards' locations.
+inline void index_shards(CheckpointState& state, const StateDictLayout& layout) {
   Dict values;
   values.ordered = true;
   std::vector<FormatError> mismatches;
   std::vector<std::unordered_map<std::string, bool, KeyedStringHash>> listed(layout.files.size());
   for (const auto& [name, shard] : layout.weight_map) listed[shard].emplace(name, true);
   for (const auto& [name, shard] : layout.weight_map) {
-    const Checkpoint& opened = state.shards[shard];
-    const CheckpointEntry* entry = opened.find(name);
+    const CheckpointState& opened = *state.shards[shard];
+    const auto found = opened.by_path.find(name);
+    const CheckpointEntry* entry = found == opened.by_path.end() ? nullptr : &opened.entries[found->second];
     if (entry == nullptr) {
       mismatches.emplace_back("tensor \"" + name + "\" is listed in the index but missing from its shard",
                               ErrorLocation{.file = layout.files[shard], .member = name});
@@ -634,7 +711,7 @@ inline void open_shards(CheckpointState& state, const StateDictLayout& layout) {
   }
   if (!state.options.sharded.allow_unlisted) {
     for (std::size_t k = 0; k < state.shards.size(); ++k) {
-      for (const CheckpointEntry& entry : state.shards[k].entries()) {
+      for (const CheckpointEntry& entry : state.shards[k]->entries) {
         if (listed[k].contains(entry.path)) continue;
         mismatches.emplace_back("the shard holds tensor \"" + entry.path +
                                     "\", which the index does not list; expected only the index's names (or "
@@ -705,13 +782,15 @@ inline void map_views(CheckpointState& state) {
 }
 
 /// open() of a state whose source is set.
-[[nodiscard]] inline Checkpoint open_state(std::shared_ptr<CheckpointState> state) {
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_state(std::shared_ptr<CheckpointState> state) {
   open_format(*state);
   map_views(*state);
-  return Checkpoint(std::move(state));
+  return state;
 }
 
-inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions& options) {
+/// open() of a path.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_path(const std::filesystem::path& path,
+                                                                const LoadOptions& options) {
   auto state = std::make_shared<CheckpointState>();
   state->options = options;
   const StateDictLayout layout = resolve_state_dict(path, options.limits.max_index_bytes);
@@ -721,8 +800,10 @@ inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions
     state->path = layout.index;
     state->name = layout.index.string();
     state->source = Source(layout.index);
-    open_shards(*state, layout);
-    return Checkpoint(std::move(state));
+    for (const std::filesystem::path& file : layout.files) state->shards.push_back(open_path(file, options));
+    state->metadata = index_metadata(layout.index, options.limits.max_index_bytes);
+    index_shards(*state, layout);
+    return state;
   }
   state->path = layout.files.empty() ? path : layout.files.front();
   state->name = state->path.string();
@@ -733,10 +814,150 @@ inline Checkpoint open_path(const std::filesystem::path& path, const LoadOptions
   return open_state(std::move(state));
 }
 
+/// open() of memory, a stream or a reader, named `name` in messages.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_bytes(const Source& source, const LoadOptions& options) {
+  auto state = std::make_shared<CheckpointState>();
+  state->options = options;
+  state->source = source;
+  state->name = source.name();
+  state->bytes = std::make_unique<SourceBytes>(source, false);
+  const SourceBytes& bytes = *state->bytes;
+  state->memory = bytes.memory();
+  state->owns_memory = bytes.held().defined();
+  const std::vector<std::byte> head = source_head(bytes);
+  state->format = detect_format(head);
+  if (state->format == FileFormat::unknown && looks_like_json_object(head)) {
+    throw ArgumentError(
+        "a sharded checkpoint's index needs a path or a folder (its shards are files beside it); expected a path "
+        "or Source::folder()",
+        {.file = state->name});
+  }
+  const bool ranged = state->format == FileFormat::safetensors || state->format == FileFormat::npy;
+  if (bytes.reader() != nullptr) {
+    const std::optional<std::span<const std::byte>> mapped = bytes.mapped();
+    if (options.mmap && !mapped) {
+      throw ArgumentError("the reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
+                          {.file = state->name});
+    }
+    if (!ranged && state->format != FileFormat::unknown) {  // zip and pickle formats: parsed as memory
+      if (mapped) {
+        state->memory = *mapped;
+      } else {
+        state->held = bytes.whole();
+        state->memory = {state->held.data(), state->held.size_bytes()};
+        state->owns_memory = true;
+        state->bytes = std::make_unique<SourceBytes>(Source::memory(state->memory, state->name), false);
+      }
+    }
+  }
+  return open_state(std::move(state));
+}
+
+/// A file of a folder, under the name folder/relative: the folder's reader with that name.
+class FolderFile final : public RangeReader {
+ public:
+  FolderFile(std::unique_ptr<RangeReader> reader, std::string name)
+      : reader_(std::move(reader)), name_(std::move(name)) {}
+  std::size_t read(std::uint64_t offset, std::span<std::byte> out) override { return reader_->read(offset, out); }
+  [[nodiscard]] std::optional<std::uint64_t> size() const override { return reader_->size(); }
+  [[nodiscard]] std::string name() const override { return name_; }
+  [[nodiscard]] std::optional<std::span<const std::byte>> mapped() const override { return reader_->mapped(); }
+
+ private:
+  std::unique_ptr<RangeReader> reader_;
+  std::string name_;
+};
+
+/// The file `relative` of `folder` named folder/relative; null when the folder has none.
+[[nodiscard]] inline std::shared_ptr<RangeReader> open_folder_file(FolderReader& folder, const std::string& relative) {
+  std::unique_ptr<RangeReader> reader = folder.open(relative);
+  if (!reader) return nullptr;
+  return std::make_shared<FolderFile>(std::move(reader), folder.name() + "/" + relative);
+}
+
+/// open() of the file or directory `relative` of `folder`: a file is read by its reader (an index: its shards too,
+/// from the same folder), a directory is taken as a model folder (the first of state_dict_file_names in it), else
+/// the tensordict tree of its meta.json.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_folder(FolderReader& folder, const std::string& relative,
+                                                                  const LoadOptions& options) {
+  std::string file = relative;
+  std::shared_ptr<RangeReader> reader = relative.empty() ? nullptr : open_folder_file(folder, relative);
+  std::string directory = relative;
+  while (directory.ends_with('/')) directory.pop_back();
+  const std::string prefix = directory.empty() ? std::string() : directory + "/";
+  for (std::size_t i = 0; reader == nullptr && i < std::size(state_dict_file_names); ++i) {
+    file = prefix + std::string(state_dict_file_names[i]);
+    reader = open_folder_file(folder, file);
+  }
+  const std::string shown = folder.name() + (relative.empty() ? "" : "/" + relative);
+  if (reader == nullptr) {
+    if (!folder.open(prefix + "meta.json")) {
+      throw FormatError("the folder holds no " + std::string(relative.empty() ? "" : "such file, no ") +
+                            "model file and no meta.json; expected a file, or a folder with one of "
+                            "model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json, "
+                            "pytorch_model.bin or a tensordict tree's meta.json",
+                        {.file = shown});
+    }
+    auto state = std::make_shared<CheckpointState>();
+    state->options = options;
+    state->format = FileFormat::tensordict;
+    state->folder = &folder;
+    state->relative = directory;
+    state->name = shown;
+    state->source = Source::folder(folder, directory);
+    return open_state(std::move(state));
+  }
+  std::vector<std::byte> head(format_sniff_bytes);  // without a size() the reader is not read whole for this
+  std::size_t got = 0;
+  while (got < head.size()) {
+    const std::size_t n = reader->read(got, std::span(head).subspan(got));
+    if (n == 0 || n > head.size() - got) break;  // the end, or a broken count open_bytes refuses
+    got += n;
+  }
+  head.resize(got);
+  if (!looks_like_json_object(head)) {
+    std::shared_ptr<CheckpointState> state = open_bytes(Source::reader(*reader), options);
+    state->readers.push_back(std::move(reader));
+    return state;
+  }
+  // An index: its weight_map's shards, named below the index's directory, opened from the folder.
+  auto state = std::make_shared<CheckpointState>();
+  state->options = options;
+  state->sharded = true;
+  state->folder = &folder;
+  state->name = reader->name();
+  state->source = Source::folder(folder, file);
+  const std::string text = read_small_file(*reader, state->name, options.limits.max_index_bytes);
+  StateDictLayout layout;
+  layout.index = file;
+  parse_state_dict_index(text, file, layout);
+  for (std::filesystem::path& shard : layout.files) {
+    const std::string name = shard.generic_string();
+    std::shared_ptr<RangeReader> shard_reader = open_folder_file(folder, name);
+    if (shard_reader == nullptr) {
+      throw FormatError("the index lists shard \"" + name + "\", which the folder does not hold; expected the file",
+                        {.file = state->name});
+    }
+    std::shared_ptr<CheckpointState> opened = open_bytes(Source::reader(*shard_reader), options);
+    opened->readers.push_back(std::move(shard_reader));
+    if (opened->format != FileFormat::safetensors && opened->format != FileFormat::torch_zip &&
+        opened->format != FileFormat::torch_legacy) {
+      throw FormatError("not a safetensors or torch file; expected a shard", {.file = opened->name, .offset = 0});
+    }
+    shard = opened->name;
+    state->shards.push_back(std::move(opened));
+  }
+  layout.index = state->name;
+  state->format = state->shards.empty() ? FileFormat::safetensors : state->shards.front()->format;
+  state->metadata = index_metadata_of(text, state->name);
+  index_shards(*state, layout);
+  return state;
+}
+
 /// Checkpoint::tensor().
 inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
   const std::size_t i = entry_index(state, path);
-  if (state.sharded) return state.shards[state.shard_of[i]].tensor(path);
+  if (state.sharded) return read_tensor(*state.shards[state.shard_of[i]], path);
   if (reads_directly(state, i)) return read_direct(state, i);
   LoadOptions options = state.options;
   options.select = select_one(path);
@@ -755,7 +976,7 @@ inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
 /// Checkpoint::read_into().
 inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer) {
   const std::size_t i = entry_index(state, path);
-  if (state.sharded) return state.shards[state.shard_of[i]].read_into(path, buffer);
+  if (state.sharded) return read_into_buffer(*state.shards[state.shard_of[i]], path, buffer);
   const CheckpointEntry& entry = state.entries[i];
   const auto refuse = [&](const std::string& why) {
     throw ArgumentError("the buffer for \"" + std::string(path) + "\" " + why, {.file = state.name});
@@ -823,40 +1044,11 @@ TENSORFILE_ENTRY Value Checkpoint::load(const TensorSelect& select) const {
 TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*state_, state_->options); }
 
 TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
-  if (source.kind() == Source::Kind::path) return detail::open_path(source.path(), options);
-  auto state = std::make_shared<detail::CheckpointState>();
-  state->options = options;
-  state->source = source;
-  state->name = source.name();
-  state->bytes = std::make_unique<detail::SourceBytes>(source, false);
-  const detail::SourceBytes& bytes = *state->bytes;
-  state->memory = bytes.memory();
-  state->owns_memory = bytes.held().defined();
-  const std::vector<std::byte> head = detail::source_head(bytes);
-  state->format = detect_format(head);
-  if (state->format == FileFormat::unknown && detail::looks_like_json_object(head)) {
-    throw ArgumentError("a sharded checkpoint's index needs a path (its shards are files beside it); expected a path",
-                        {.file = state->name});
+  switch (source.kind()) {
+    case Source::Kind::path: return Checkpoint(detail::open_path(source.path(), options));
+    case Source::Kind::folder: return Checkpoint(detail::open_folder(*source.folder(), source.relative(), options));
+    default: return Checkpoint(detail::open_bytes(source, options));
   }
-  const bool ranged = state->format == FileFormat::safetensors || state->format == FileFormat::npy;
-  if (bytes.reader() != nullptr) {
-    const std::optional<std::span<const std::byte>> mapped = bytes.mapped();
-    if (options.mmap && !mapped) {
-      throw ArgumentError("the reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
-                          {.file = state->name});
-    }
-    if (!ranged && state->format != FileFormat::unknown) {  // zip and pickle formats: parsed as memory
-      if (mapped) {
-        state->memory = *mapped;
-      } else {
-        state->held = bytes.whole();
-        state->memory = {state->held.data(), state->held.size_bytes()};
-        state->owns_memory = true;
-        state->bytes = std::make_unique<detail::SourceBytes>(Source::memory(state->memory, state->name), false);
-      }
-    }
-  }
-  return detail::open_state(std::move(state));
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "same_tensors.hpp"
 #include "tensorfile/checkpoint.hpp"
 #include "tensorfile/tensorfile.hpp"
 #include "tensorfile_catch.hpp"
@@ -20,6 +21,7 @@
 namespace checkpoint_test {
 
 using namespace tensorfile;
+using tensorfile_test::check_same_tensors;
 using tensorfile_test::sample;
 using tensorfile_test::ScratchDir;
 
@@ -65,21 +67,6 @@ std::vector<Fixture> fixtures() {
       {"sharded safetensors", sample("safetensors", "samples.safetensors.index.json"), FileFormat::safetensors, true,
        sharded},
   };
-}
-
-/// Both trees hold the same tensors at the same paths: dtype, shape, device and (off meta) values.
-void check_same_tensors(const Value& got, const Value& expected) {
-  const NamedTensors a = named_tensors(got);
-  const NamedTensors b = named_tensors(expected);
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    INFO("tensor " << b[i].first);
-    CHECK(a[i].first == b[i].first);
-    CHECK(a[i].second.dtype() == b[i].second.dtype());
-    CHECK(a[i].second.sizes() == b[i].second.sizes());
-    CHECK(a[i].second.device() == b[i].second.device());
-    if (!b[i].second.device().is_meta()) CHECK(a[i].second.equal(b[i].second));
-  }
 }
 
 /// check_same_tensors with the tensors taken in name order (safetensors saves sort them).

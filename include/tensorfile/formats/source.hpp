@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
 /// @file
-/// Where a load's bytes come from: a path, a memory span, a std::istream or a ranged reader (remote storage plugs
-/// in there), one Source value every front-door entry point takes, and the one internal reader they funnel into.
+/// Where a load's bytes come from: a path, a memory span, a std::istream, a ranged reader or a folder of them (remote
+/// storage plugs in there), one Source value every front-door entry point takes, and the one internal reader they
+/// funnel into.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tensorfile/config.hpp"
 
@@ -42,11 +45,38 @@ class RangeReader {
   [[nodiscard]] virtual std::optional<std::span<const std::byte>> mapped() const { return std::nullopt; }
 };
 
+/// A folder of files the caller implements, for the formats that span several files: a sharded checkpoint (its
+/// index and shards), a model folder, a tensordict tree. Remote storage, an archive or a cache plugs in here as a
+/// RangeReader does for one file. `open` and `list` may be called from several threads at once.
+class FolderReader {
+ public:
+  FolderReader() = default;
+  FolderReader(const FolderReader&) = default;             ///< copyable: the base holds no state
+  FolderReader& operator=(const FolderReader&) = default;  ///< copyable: the base holds no state
+  virtual ~FolderReader() = default;
+
+  /// A reader of the file at `relative`: '/'-separated names below the folder, never absolute, never "." or ".."
+  /// (the loaders refuse such names before they ask), such as "model-00001-of-00002.safetensors" or "td/a.memmap".
+  /// Null when there is no such file. The reader lives as long as what was read from it needs it (views of its
+  /// mapped() bytes keep it alive).
+  [[nodiscard]] virtual std::unique_ptr<RangeReader> open(const std::string& relative) = 0;
+  /// The entries of the directory `relative` ("" the folder itself), subdirectories ending in '/'; nullopt (the
+  /// default) when the folder cannot be listed (plain HTTP). Tensordict trees use it to refuse the subdirectories
+  /// their meta.json does not declare, as load_memmap does; without it that check is skipped.
+  [[nodiscard]] virtual std::optional<std::vector<std::string>> list(const std::string& relative) {
+    (void)relative;
+    return std::nullopt;
+  }
+  /// What messages call the folder (a URL, a path); a file in it is named by this, '/' and its relative name.
+  [[nodiscard]] virtual std::string name() const = 0;
+};
+
 /// The bytes open(), load() and the other front-door functions read: a file path (read with pread, or mapped
 /// when `mmap` is set), a span of memory (borrowed: the caller keeps it alive as long as what was opened from it,
 /// and with `mmap` as long as the tensors, read-only views of it; without `mmap` tensors are copies), a
 /// std::istream (read to its end into one heap buffer by open() or load(), and not used after) or a RangeReader
-/// (borrowed: the caller keeps it alive as long as what was opened from it). Converts implicitly from a path, so that
+/// (borrowed: the caller keeps it alive as long as what was opened from it) or a FolderReader (borrowed the same
+/// way) with the file in it to open. Converts implicitly from a path, so that
 /// `open("model.pt")` reads naturally; the other kinds have named factories. Copies are cheap and borrow the
 /// same bytes.
 class Source {
@@ -57,6 +87,7 @@ class Source {
     memory,  ///< a span the caller owns
     stream,  ///< a std::istream the caller owns
     reader,  ///< a RangeReader the caller owns
+    folder,  ///< a file (or the whole) of a FolderReader the caller owns
   };
 
   /// A path: a file, or a directory (a tensordict tree, a model folder). A null `const char*` is an ArgumentError.
@@ -73,12 +104,20 @@ class Source {
   [[nodiscard]] TENSORFILE_ENTRY static Source stream(std::istream& in, std::string name = {});
   /// A ranged reader, borrowed; messages name it by reader.name().
   [[nodiscard]] TENSORFILE_ENTRY static Source reader(RangeReader& reader);
+  /// The file `relative` of a folder, borrowed: a single file, an index (its shards read from the same folder),
+  /// or a tensordict tree's directory; "" (the default) is the folder itself, read as a model folder (the first of
+  /// state_dict_file_names it holds, else the tensordict tree its meta.json starts). Messages name
+  /// folder.name(), '/' and `relative`.
+  [[nodiscard]] TENSORFILE_ENTRY static Source folder(FolderReader& folder, std::string relative = {});
 
   [[nodiscard]] Kind kind() const noexcept { return kind_; }                          ///< which bytes
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }  ///< Kind::path: the path
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }  ///< Kind::memory: the bytes
   [[nodiscard]] std::istream* stream() const noexcept { return stream_; }             ///< Kind::stream: the stream
   [[nodiscard]] RangeReader* reader() const noexcept { return reader_; }              ///< Kind::reader: the reader
+  [[nodiscard]] FolderReader* folder() const noexcept { return folder_; }             ///< Kind::folder: the folder
+  /// Kind::folder: the file in the folder ("" the folder itself).
+  [[nodiscard]] const std::string& relative() const noexcept { return relative_; }
   /// What messages call the source: the path, the reader's name(), or the name given to memory() / stream().
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
@@ -90,6 +129,8 @@ class Source {
   std::span<const std::byte> bytes_{};
   std::istream* stream_ = nullptr;
   RangeReader* reader_ = nullptr;
+  FolderReader* folder_ = nullptr;
+  std::string relative_{};
   std::string name_{};
 };
 
@@ -140,7 +181,46 @@ TENSORFILE_ENTRY Source Source::reader(RangeReader& reader) {
   return source;
 }
 
+TENSORFILE_ENTRY Source Source::folder(FolderReader& folder, std::string relative) {
+  Source source;
+  source.kind_ = Kind::folder;
+  source.folder_ = &folder;
+  source.name_ = relative.empty() ? folder.name() : folder.name() + "/" + relative;
+  source.relative_ = std::move(relative);
+  return source;
+}
+
 namespace detail {
+
+/// All of a small file a reader holds (an index, a meta.json), read as its bytes arrive: more than `limit` bytes is
+/// a LimitError naming `name`, whatever size() claims; short reads are retried.
+[[nodiscard]] inline std::string read_small_file(RangeReader& reader, const std::string& name, std::uint64_t limit) {
+  if (const std::optional<std::uint64_t> size = reader.size(); size && *size > limit) {
+    throw LimitError(
+        "file is too large; expected at most " + std::to_string(limit) + " bytes, got " + std::to_string(*size),
+        {.file = name});
+  }
+  std::string text(static_cast<std::size_t>(std::min<std::uint64_t>(limit, 16383)) + 1, '\0');
+  std::size_t done = 0;
+  while (true) {
+    if (done == text.size()) {
+      if (done > limit) {
+        throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes", {.file = name});
+      }
+      text.resize(static_cast<std::size_t>(std::min<std::uint64_t>(limit + 1, std::uint64_t{done} * 2)));
+    }
+    const std::size_t n = reader.read(done, std::as_writable_bytes(std::span(text)).subspan(done));
+    if (n == 0) break;
+    if (n > text.size() - done) {
+      throw FormatError("the reader returned " + std::to_string(n) + " bytes, more than the " +
+                            std::to_string(text.size() - done) + " asked for",
+                        {.file = name, .offset = done});
+    }
+    done += n;
+  }
+  text.resize(done);
+  return text;
+}
 
 /// The one reader every Source funnels into: ranges of a file (pread), of memory, or of a RangeReader, each
 /// range read whole or refused with a FormatError naming the source and the offset. A stream, and a reader
@@ -160,6 +240,9 @@ class SourceBytes {
         size_ = memory_.size();
         break;
       case Source::Kind::stream: hold(read_stream_to_heap(*source.stream())); break;
+      case Source::Kind::folder:
+        throw ArgumentError("a folder is read by open() file by file; expected a file, memory, a stream or a reader",
+                            {.file = name_});
       case Source::Kind::reader:
         reader_ = source.reader();
         if (const std::optional<std::uint64_t> size = reader_->size()) {

@@ -65,14 +65,17 @@ namespace tensorfile {
 #include <string_view>
 #include <utility>
 
+#include "tensorfile/backends/borrowed.hpp"
 #include "tensorfile/backends/mmap.hpp"
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/detail/into_refusal.hpp"
+#include "tensorfile/formats/source.hpp"
 #include "tensorfile/formats/tensordict/detail/files.hpp"
 #include "tensorfile/formats/tensordict/detail/keys.hpp"
 #include "tensorfile/formats/tensordict/detail/lazy_views.hpp"
@@ -84,7 +87,9 @@ namespace tensorfile::detail::td {
 /// one mmap (none on meta). Files are only ever opened, never created, grown or written, and always through
 /// the descriptor of their directory, itself opened from the tree's root descriptor: a symbolic link is
 /// resolved by the kernel (or a walk) that cannot leave the root, and a tree renamed away by a concurrent
-/// save_memmap stays the one this load reads.
+/// save_memmap stays the one this load reads. Over a FolderReader the same tree is read through the folder's
+/// readers instead: leaves are views of a reader's mapped() bytes or heap copies, and the link, cycle and
+/// concurrent-save checks, which need a file system, are the folder's business.
 class MemmapLoader {
  public:
   MemmapLoader(std::filesystem::path prefix, const LoadOptions& options)
@@ -95,12 +100,23 @@ class MemmapLoader {
     }
   }
 
+  /// The tree at `relative` ("" the folder itself) of `folder`.
+  MemmapLoader(FolderReader& folder, std::string relative, const LoadOptions& options)
+      : MemmapLoader(relative.empty() ? folder.name() : folder.name() + "/" + relative, options) {
+    folder_ = &folder;
+    root_relative_ = std::move(relative);
+  }
+
   /// The node at the prefix; nullopt when it was loaded into `out`. A load that failed, or met a missing
   /// file, while a concurrent save replaced the tree at the prefix starts again on the new tree.
   std::optional<Entry> load_root(TensorDict* out) {
     if constexpr (std::endian::native != std::endian::little) {
       throw UnsupportedError("tensordict data files are little-endian; expected a little-endian host",
                              {.file = prefix_});
+    }
+    if (folder_ != nullptr) {
+      Dir root{{}, prefix_, root_relative_};
+      return load_node(root, out);
     }
     std::optional<TensorDict> out_before;
     if (out != nullptr) out_before = *out;
@@ -138,9 +154,10 @@ class MemmapLoader {
  private:
   struct Dir {
     FileHandle handle;
-    std::filesystem::path path;  // for messages: the prefix joined with the names that led here
-    std::string relative;        // the names that led here from the root, '/'-separated ("" at the root)
-    nlink_t links = 0;           // its link count, from the fstat of load_node
+    std::filesystem::path path;           // for messages: the prefix joined with the names that led here
+    std::string relative;                 // the names that led here from the root, '/'-separated ("" at the root)
+    nlink_t links = 0;                    // its link count, from the fstat of load_node
+    std::unique_ptr<RangeReader> meta{};  // a folder's: its meta.json, opened when the directory was looked for
   };
 
   /// Whether the prefix names another directory than `root` now (a concurrent save replaced the tree).
@@ -236,11 +253,44 @@ class MemmapLoader {
     throw IoError("cannot open for reading", error, {.file = dir.path / name});
   }
 
-  /// The bytes of an optional side file (other.pickle, pickle.pkl).
-  std::optional<Bytes> read_side_bytes(const Dir& dir, const std::string& name) {
+  /// A folder's reader of file `name` of `dir`; null when the folder has none.
+  std::unique_ptr<RangeReader> open_in_folder(const Dir& dir, const std::string& name) {
+    return folder_->open(dir.relative.empty() ? name : dir.relative + '/' + name);
+  }
+
+  /// All of a small file (meta.json, pickles) of `dir`; nullopt when it does not exist.
+  std::optional<std::string> read_side_text(Dir& dir, const std::string& name) {
+    const std::filesystem::path path = dir.path / name;
+    if (folder_ != nullptr) {
+      std::unique_ptr<RangeReader> reader =
+          name == meta_name_ && dir.meta ? std::move(dir.meta) : open_in_folder(dir, name);
+      if (!reader) return std::nullopt;
+      return read_small_file(*reader, path.string(), options_.limits.max_meta_json_bytes);
+    }
     const FileHandle fd = open_side_file(dir, name);
     if (!fd.valid()) return std::nullopt;
-    const std::string text = read_whole_file(fd, dir.path / name, options_.limits.max_meta_json_bytes);
+    return read_whole_file(fd, path, options_.limits.max_meta_json_bytes);
+  }
+
+  /// The sub-collection directory `name` of `dir`; nullopt when it does not exist (in a folder: has no meta.json).
+  std::optional<Dir> open_child(const Dir& dir, const std::string& name) {
+    if (folder_ != nullptr) {
+      std::unique_ptr<RangeReader> meta = open_in_folder(dir, name + '/' + meta_name_);
+      if (!meta) return std::nullopt;
+      Dir child = child_dir(dir, FileHandle(), name);
+      child.meta = std::move(meta);
+      return child;
+    }
+    FileHandle fd = open_subdir(dir, name);
+    if (!fd.valid()) return std::nullopt;
+    return child_dir(dir, std::move(fd), name);
+  }
+
+  /// The bytes of an optional side file (other.pickle, pickle.pkl).
+  std::optional<Bytes> read_side_bytes(Dir& dir, const std::string& name) {
+    const std::optional<std::string> read = read_side_text(dir, name);
+    if (!read) return std::nullopt;
+    const std::string& text = *read;
     Bytes bytes;
     bytes.data.resize(text.size());
     std::memcpy(bytes.data.data(), text.data(), text.size());
@@ -297,13 +347,15 @@ class MemmapLoader {
                        {.file = dir.path});
     }
     struct stat info {};
-    if (::fstat(dir.handle.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path});
-    for (const Ancestor& ancestor : ancestors_) {  // a symlinked sub-collection may lead back up: a cycle
-      if (ancestor.device == info.st_dev && ancestor.inode == info.st_ino) {
-        throw FormatError("directory cycle: the sub-collection directory is its own ancestor " +
-                              ancestor.path.string() +
-                              " (a symbolic link leads back up); expected a tree, got a directory inside itself",
-                          {.file = dir.path});
+    if (folder_ == nullptr) {  // a folder's names only nest: no cycle
+      if (::fstat(dir.handle.fd(), &info) != 0) throw IoError("cannot stat", errno, {.file = dir.path});
+      for (const Ancestor& ancestor : ancestors_) {  // a symlinked sub-collection may lead back up: a cycle
+        if (ancestor.device == info.st_dev && ancestor.inode == info.st_ino) {
+          throw FormatError("directory cycle: the sub-collection directory is its own ancestor " +
+                                ancestor.path.string() +
+                                " (a symbolic link leads back up); expected a tree, got a directory inside itself",
+                            {.file = dir.path});
+        }
       }
     }
     struct Leave {
@@ -318,13 +370,13 @@ class MemmapLoader {
     ancestors_.push_back({info.st_dev, info.st_ino, dir.path});
     const Leave leave{depth_, ancestors_};
     dir.links = info.st_nlink;
-    const FileHandle meta_fd = open_side_file(dir, meta_name_);
-    if (!meta_fd.valid()) {
+    const std::optional<std::string> meta_text = read_side_text(dir, meta_name_);
+    if (!meta_text) {
       throw FormatError("file is missing; expected the meta.json of a tensordict memmap directory, got no file",
                         {.file = dir.path / meta_name_});
     }
     const std::filesystem::path meta_path = dir.path / meta_name_;
-    const std::string text = read_whole_file(meta_fd, meta_path, options_.limits.max_meta_json_bytes);
+    const std::string& text = *meta_text;
     DirMeta meta = read_dir_meta(text, meta_path);
     JsonReader reader(text, meta_path);
     if (!meta.type_at) {
@@ -357,8 +409,9 @@ class MemmapLoader {
       return load_lazy_view(dir, reader, cls, type_name, out);
     }
     // Anything else: a tensorclass when it has _tensordict/, else a TensorDict-like class stored as a TensorDict.
-    Dir inner = child_dir(dir, open_subdir(dir, tensordict_dir_name_), tensordict_dir_name_);
-    if (inner.handle.valid()) return load_tensorclass(dir, inner, reader, std::move(type_name), out);
+    if (std::optional<Dir> inner = open_child(dir, tensordict_dir_name_)) {
+      return load_tensorclass(dir, *inner, reader, std::move(type_name), out);
+    }
     return load_tensordict(dir, meta, reader, std::move(type_name), out);
   }
 
@@ -407,19 +460,18 @@ class MemmapLoader {
         }
         case MemberKind::collection: {
           std::string name = encode_key(member.key);
-          FileHandle fd = open_subdir(dir, name);
-          if (!fd.valid() && is_safe_legacy_key(member.key, true)) {
+          std::optional<Dir> child = open_child(dir, name);
+          if (!child && is_safe_legacy_key(member.key, true)) {
             name = member.key;
-            fd = open_subdir(dir, name);
+            child = open_child(dir, name);
           }
-          if (!fd.valid()) {
+          if (!child) {
             td.erase(member.key);
             missing(dir.path / encode_key(member.key), member.key,
                     "sub-collection directory is missing; expected a directory with a meta.json, got no directory");
             continue;
           }
           declared.push_back(name);
-          Dir child = child_dir(dir, std::move(fd), name);
           TensorDict* into = nullptr;
           if (out != nullptr) {
             Entry* existing = out->find(member.key);
@@ -429,7 +481,7 @@ class MemmapLoader {
           std::optional<Entry> entry;
           {
             const PathStep step(path_, member.key);
-            entry = load_node(child, into);
+            entry = load_node(*child, into);
           }
           if (entry && emptied(*entry, dropped_before, dropped_)) {
             td.erase(member.key);
@@ -542,9 +594,19 @@ class MemmapLoader {
     if (options_.tensordict.skip_undeclared && options_.tensordict.skipped == nullptr) return;
     std::sort(declared.begin(), declared.end());
     declared.erase(std::unique(declared.begin(), declared.end()), declared.end());
-    // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
-    if (dir.links == 2 + declared.size()) return;
-    for (const std::string& name : list_subdirectories(dir.handle, dir.path)) {
+    std::vector<std::string> subdirectories;
+    if (folder_ != nullptr) {
+      std::optional<std::vector<std::string>> names = folder_->list(dir.relative);
+      if (!names) return;  // a folder that cannot be listed: nothing to compare
+      for (std::string& name : *names) {
+        if (name.size() > 1 && name.ends_with('/')) subdirectories.push_back(name.substr(0, name.size() - 1));
+      }
+    } else {
+      // A directory's link count is 2 + its subdirectories on most file systems: nothing to list when it matches.
+      if (dir.links == 2 + declared.size()) return;
+      subdirectories = list_subdirectories(dir.handle, dir.path);
+    }
+    for (const std::string& name : subdirectories) {
       if (std::binary_search(declared.begin(), declared.end(), name)) continue;
       if (options_.tensordict.skip_undeclared) {
         report_skipped(dir.path / name);
@@ -625,6 +687,7 @@ class MemmapLoader {
     append_encoded_key(name_, key);
     name_ += suffix;
     name_ += ".memmap";
+    if (folder_ != nullptr) return read_folder_leaf(dir, key, suffix, bytes);
     MapMode mode = MapMode::read_only;
     FileHandle fd = open_data(dir, name_, mode);
     if (!fd.valid() && is_safe_legacy_key(key, false)) {
@@ -672,6 +735,41 @@ class MemmapLoader {
       throw IoError("cannot map " + std::to_string(bytes) + " bytes", error, {.file = dir.path / name_, .member = key});
     }
     return Storage(MmapBackend(std::move(*mapping)));
+  }
+
+  /// map_leaf_file() in a folder (`name_` set): a view of the reader's mapped() bytes, which keeps the reader, or
+  /// the first `bytes` read to the heap; `mmap` set with a reader that cannot be mapped is an ArgumentError.
+  std::optional<Storage> read_folder_leaf(const Dir& dir, const std::string& key, std::string_view suffix,
+                                          std::size_t bytes) {
+    std::unique_ptr<RangeReader> reader = open_in_folder(dir, name_);
+    if (!reader && is_safe_legacy_key(key, false)) {
+      const std::string legacy = suffix.empty() ? key + ".memmap" : nested_shape_file_name(key + ".memmap");
+      reader = open_in_folder(dir, legacy);
+      if (reader) name_ = legacy;
+    }
+    const std::filesystem::path path = dir.path / name_;
+    if (!reader) {
+      missing(path, key, "data file is missing; expected at least " + std::to_string(bytes) + " bytes, got no file");
+      return std::nullopt;
+    }
+    std::shared_ptr<RangeReader> owner(std::move(reader));
+    const SourceBytes source(Source::reader(*owner), false);
+    if (source.size() < bytes) {
+      throw FormatError("data file is too short; expected at least " + std::to_string(bytes) + " bytes, got " +
+                            std::to_string(source.size()),
+                        {.file = path, .member = key});
+    }
+    if (const std::optional<std::span<const std::byte>> mapped = source.mapped()) {
+      return Storage(BorrowedBackend(mapped->first(bytes), owner));
+    }
+    if (options_.mmap) {
+      throw ArgumentError("the folder's reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
+                          {.file = path, .member = key});
+    }
+    if (source.held().defined()) return source.held().slice(0, bytes);  // an unsized reader, read whole
+    Storage storage = heap_storage(bytes, false, false, options_.huge_pages);
+    source.read_exact(0, {storage.mutable_data(), bytes});
+    return storage;
   }
 
   /// A nested tensor: the int64 size table in <name>.shape.memmap, the packed values in <name>.memmap.
@@ -810,11 +908,10 @@ class MemmapLoader {
     std::vector<std::string> declared;
     for (std::size_t i = 0;; ++i) {
       std::string name = std::to_string(i);
-      FileHandle fd = open_subdir(dir, name);
-      if (!fd.valid()) break;
-      Dir child = child_dir(dir, std::move(fd), name);
+      std::optional<Dir> child = open_child(dir, name);
+      if (!child) break;
       const PathStep step(path_, name);
-      std::optional<Entry> entry = load_node(child, nullptr);
+      std::optional<Entry> entry = load_node(*child, nullptr);
       TensorDictAccess::set_unchecked(td, name, std::move(*entry));
       declared.push_back(std::move(name));
     }
@@ -844,13 +941,13 @@ class MemmapLoader {
                              {.file = meta_path});
     }
     const Dict fields = other_members(reader);
-    FileHandle fd = open_subdir(dir, source_dir_name_);
-    if (!fd.valid()) {
+    std::optional<Dir> found = open_child(dir, source_dir_name_);
+    if (!found) {
       throw FormatError("source directory is missing; expected the viewed collection of " + std::string(cls) +
                             " in _source/, got no directory",
                         {.file = dir.path / source_dir_name_});
     }
-    Dir source_dir = child_dir(dir, std::move(fd), source_dir_name_);
+    Dir& source_dir = *found;
     // Views and gathers are taken on the mapped source; the result moves to the device whole.
     const bool device_copy = std::exchange(copy_to_device_, false);
     std::optional<Entry> source;
@@ -911,6 +1008,8 @@ class MemmapLoader {
   const LoadOptions& options_;
   std::optional<Device> device_;  // map_location's one device; unset: the saved one
   std::filesystem::path prefix_;
+  FolderReader* folder_ = nullptr;  // reads the tree through a folder's readers, not the file system
+  std::string root_relative_;       // with a folder: the tree's directory in it
   int root_fd_ = -1;
   std::optional<std::filesystem::path> root_canonical_;
   static constexpr int max_depth = 256;     // directory levels; the recursion would exhaust the stack long after
@@ -928,6 +1027,19 @@ class MemmapLoader {
   const std::string tensordict_dir_name_ = "_tensordict";
   const std::string source_dir_name_ = "_source";
 };
+
+/// load_memmap() of the tree at `relative` of `folder` ("" the folder itself), for open() of a folder source.
+[[nodiscard]] inline TensorDict load_memmap_folder(FolderReader& folder, const std::string& relative,
+                                                   const LoadOptions& options) {
+  MemmapLoader loader(folder, relative, options);
+  std::optional<Entry> entry = loader.load_root(options.tensordict.out);
+  if (!entry) return *options.tensordict.out;
+  if (!entry->is_tensordict()) {
+    throw ArgumentError("holds a " + std::string(Entry::kind_name(entry->kind())) + "; expected a TensorDict directory",
+                        {.file = relative.empty() ? folder.name() : folder.name() + "/" + relative});
+  }
+  return std::move(entry->as_tensordict());
+}
 
 }  // namespace tensorfile::detail::td
 
