@@ -21,6 +21,7 @@
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/select.hpp"
+#include "tensorfile/formats/slice.hpp"
 #include "tensorfile/formats/source.hpp"
 
 namespace tensorfile {
@@ -86,18 +87,31 @@ class Checkpoint {
   [[nodiscard]] TENSORFILE_ENTRY const Value& metadata() const noexcept;
 
   /// The tensor at `path`, on the heap, as a view of the handle's one mapping (`mmap`), or placed by map_location
-  /// (a device, meta). Where its entry has a location and the bytes are raw little-endian C-order elements, just that
-  /// range is read (one read of the source, or a view of the mapping); a tensor sharing a torch storage then gets
-  /// its own bytes. Otherwise the format's loader reads it with a select of that path. A path that entries() does not
-  /// hold is an ArgumentError naming the source; a range past the source's end a FormatError naming the source, the
-  /// path and the offset; the loader's errors otherwise.
+  /// (a device, meta); the part of it the options' `slice` rule asks for, if any (as tensor(path, slice)). Where its
+  /// entry has a location and the bytes are raw little-endian C-order elements, just that range is read (one read of
+  /// the source, or a view of the mapping); a tensor sharing a torch storage then gets its own bytes. Otherwise the
+  /// format's loader reads it with a select of that path. A path that entries() does not hold is an ArgumentError
+  /// naming the source; a range past the source's end a FormatError naming the source, the path and the offset; the
+  /// loader's errors otherwise.
   [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path) const;
+  /// The part `slice` of the tensor at `path` (what narrow(slice.dim, slice.begin, slice.end - slice.begin) keeps of
+  /// the file's tensor; the options' `slice` rule is not asked). Where tensor(path) would read a range, only the
+  /// slice's bytes are read: one range along dimension 0, else one per row of the dimensions before `slice.dim`;
+  /// with `mmap` it is a view of the mapping. Otherwise the tensor is read as tensor(path) reads it, and the slice
+  /// is a view of it where it maps, a copy where it is on the heap. A slice outside the shape is an ArgumentError
+  /// naming the path.
+  [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path, const TensorSlice& slice) const;
   /// Reads the tensor at `path` into `buffer` (as LoadOptions::into): a contiguous writable tensor of the entry's
-  /// dtype and shape. A host buffer is read into straight from the source where tensor() would read a range;
-  /// otherwise the tensor is loaded and copied in. An unknown path or a mismatched buffer is an ArgumentError.
+  /// dtype and shape (of its slice, where the options' `slice` rule gives one). A host buffer is read into straight
+  /// from the source where tensor() would read a range; otherwise the tensor is loaded and copied in. An unknown
+  /// path or a mismatched buffer is an ArgumentError.
   TENSORFILE_ENTRY void read_into(std::string_view path, const Tensor& buffer) const;
+  /// read_into() of the part `slice` (see tensor(path, slice)): `buffer` has the slice's shape.
+  TENSORFILE_ENTRY void read_into(std::string_view path, const Tensor& buffer, const TensorSlice& slice) const;
   /// The format's loader with the handle's options and `select` (and the handle's `select_drops`): a Value shaped as
-  /// the per-format function gives it.
+  /// the per-format function gives it. With a `slice` rule, each kept tensor the rule slices is read as tensor(path,
+  /// slice) reads it and put in its place in the tree (a tensor inside a list, a tuple or an object cannot be
+  /// sliced: an ArgumentError naming it).
   [[nodiscard]] TENSORFILE_ENTRY Value load(const TensorSelect& select) const;
   /// Everything, with the handle's options: what the format's loader gives. For both: an `into` path that entries()
   /// does not hold is an ArgumentError naming the source.
@@ -460,9 +474,12 @@ inline void put_at(Value& tree, std::string_view path, const Tensor& buffer, con
   return result;
 }
 
+[[nodiscard]] inline Value load_slicing(const CheckpointState& state, const LoadOptions& options);
+
 /// load_format(), its errors naming the source.
 [[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
   for (const auto& [path, buffer] : options.into) (void)entry_index(state, path);
+  if (options.slice) return load_slicing(state, options);
   try {
     if (!options.into.empty() && !loader_fills_into(state)) return load_filling_into(state, options);
     return load_format(state, options);
@@ -573,6 +590,7 @@ inline void open_torch(CheckpointState& state) {
   LoadOptions meta = state.options;
   meta.map_location = "meta";
   meta.select = {};
+  meta.slice = {};
   meta.into.clear();
   meta.torch.storage_source = [&](const StorageRecord& record) -> std::optional<Storage> {
     Storage stand_in = meta_storage(static_cast<std::size_t>(record.size));
@@ -601,6 +619,7 @@ inline void open_npz(CheckpointState& state) {
   LoadOptions meta = state.options;
   meta.map_location = "meta";
   meta.select = {};
+  meta.slice = {};
   meta.into.clear();
   state.values = state.source.kind() == Source::Kind::path ? load_npz(state.path, meta) : load_npz(state.memory, meta);
   add_entries(state, state.values);
@@ -628,6 +647,7 @@ inline void open_tree(CheckpointState& state) {
   LoadOptions meta = state.options;
   meta.map_location = "meta";
   meta.select = {};
+  meta.slice = {};
   meta.into.clear();
   meta.tensordict.skipped = nullptr;  // filled by the loads, once each
   std::vector<LeftOut> left_out;
@@ -954,14 +974,15 @@ class FolderFile final : public RangeReader {
   return state;
 }
 
-/// Checkpoint::tensor().
-inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
+/// The tensor at `path`, whole (no slice rule asked).
+inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) {
   const std::size_t i = entry_index(state, path);
-  if (state.sharded) return read_tensor(*state.shards[state.shard_of[i]], path);
+  if (state.sharded) return whole_tensor(*state.shards[state.shard_of[i]], path);
   if (reads_directly(state, i)) return read_direct(state, i);
   LoadOptions options = state.options;
   options.select = select_one(path);
   options.select_drops = true;
+  options.slice = {};
   options.into.clear();
   const Value loaded = load_with(state, options);
   const CheckpointEntry& entry = state.entries[i];
@@ -973,24 +994,152 @@ inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
                     {.file = state.name, .member = entry.path});
 }
 
+/// `slice` of entry `i`, its dimension made non-negative; one outside the entry's shape is an ArgumentError.
+[[nodiscard]] inline TensorSlice checked_slice(const CheckpointState& state, std::size_t i, TensorSlice slice) {
+  const Shape& shape = state.entries[i].shape;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const std::int64_t dim = slice.dim < 0 ? slice.dim + rank : slice.dim;
+  const std::int64_t extent = dim >= 0 && dim < rank ? shape[static_cast<std::size_t>(dim)] : 0;
+  if (dim < 0 || dim >= rank || slice.begin < 0 || slice.begin > slice.end || slice.end > extent) {
+    throw ArgumentError("the slice [" + std::to_string(slice.begin) + ", " + std::to_string(slice.end) +
+                            ") of dimension " + std::to_string(slice.dim) + " does not fit \"" + state.entries[i].path +
+                            "\", of shape " + shape_string(shape) +
+                            "; expected a dimension it has and 0 <= begin <= end <= its extent",
+                        {.file = state.name, .member = state.entries[i].path});
+  }
+  slice.dim = dim;
+  return slice;
+}
+
+/// The shape `slice` (checked) leaves of `shape`.
+[[nodiscard]] inline Shape sliced_shape(Shape shape, const TensorSlice& slice) {
+  shape[static_cast<std::size_t>(slice.dim)] = slice.end - slice.begin;
+  return shape;
+}
+
+/// Reads the bytes of `slice` (checked) of entry `i`, which reads directly, into `out` (the slice's C-order
+/// elements): one range when the slice is whole rows of dimension 0 or more, else one per row before `slice.dim`.
+inline void read_slice_bytes(const CheckpointState& state, std::size_t i, const TensorSlice& slice,
+                             std::span<std::byte> out) {
+  const CheckpointEntry& entry = state.entries[i];
+  const auto dim = static_cast<std::size_t>(slice.dim);
+  std::uint64_t inner = element_size(entry.dtype);  // bytes of one index of `dim`
+  for (std::size_t d = dim + 1; d < entry.shape.size(); ++d) inner *= static_cast<std::uint64_t>(entry.shape[d]);
+  std::uint64_t rows = 1;  // the extents before `dim`, multiplied
+  for (std::size_t d = 0; d < dim; ++d) rows *= static_cast<std::uint64_t>(entry.shape[d]);
+  const auto extent = static_cast<std::uint64_t>(entry.shape[dim]);
+  const std::uint64_t run = static_cast<std::uint64_t>(slice.end - slice.begin) * inner;
+  if (run == 0 || rows == 0) return;
+  const bool one_range = rows == 1 || (slice.begin == 0 && static_cast<std::uint64_t>(slice.end) == extent);
+  const Storage view =
+      state.views.defined() ? range_storage(state, entry, static_cast<std::size_t>(entry.nbytes)) : Storage();
+  const auto copy = [&](std::uint64_t from, std::uint64_t to, std::uint64_t bytes) {
+    const std::span<std::byte> into = out.subspan(static_cast<std::size_t>(to), static_cast<std::size_t>(bytes));
+    if (view.defined()) {
+      std::memcpy(into.data(), view.data() + from, into.size());
+    } else {
+      state.bytes->read_exact(entry.location->offset + from, into);
+    }
+  };
+  if (one_range) return copy(static_cast<std::uint64_t>(slice.begin) * inner, 0, rows * run);
+  for (std::uint64_t row = 0; row < rows; ++row) {
+    copy((row * extent + static_cast<std::uint64_t>(slice.begin)) * inner, row * run, run);
+  }
+}
+
+/// Checkpoint::tensor(path, slice).
+inline Tensor read_sliced(const CheckpointState& state, std::string_view path, const TensorSlice& asked) {
+  const std::size_t i = entry_index(state, path);
+  const TensorSlice slice = checked_slice(state, i, asked);
+  if (state.sharded) return read_sliced(*state.shards[state.shard_of[i]], path, slice);
+  const CheckpointEntry& entry = state.entries[i];
+  if (!reads_directly(state, i) || state.views.defined()) {  // a view of what maps, a copy of what does not
+    const Tensor whole = whole_tensor(state, path);
+    Tensor part = whole.narrow(slice.dim, slice.begin, slice.end - slice.begin);
+    return whole.storage().kind() == StorageKind::heap ? part.contiguous() : part;
+  }
+  Shape shape = sliced_shape(entry.shape, slice);
+  std::size_t bytes = element_size(entry.dtype);
+  for (const std::int64_t extent : shape) bytes *= static_cast<std::size_t>(extent);
+  Storage storage = place_storage(
+      state.options.map_location, bytes, state.saved_tags[i],
+      [&] {
+        Storage out = heap_storage(bytes, false, false, state.options.huge_pages);
+        read_slice_bytes(state, i, slice, {out.mutable_data(), bytes});
+        return out;
+      },
+      [&] { return ErrorLocation{.file = state.name, .member = entry.path, .offset = entry.location->offset}; });
+  Shape strides = contiguous_strides(shape);
+  return Tensor(std::move(storage), entry.dtype, std::move(shape), std::move(strides), 0,
+                state.meta[i].requires_grad());
+}
+
+/// The slice the options' rule gives entry `path`, if any.
+[[nodiscard]] inline std::optional<TensorSlice> rule_slice(const CheckpointState& state, std::string_view path) {
+  if (!state.options.slice) return std::nullopt;
+  const CheckpointEntry& entry = state.entries[entry_index(state, path)];
+  return state.options.slice(entry.path, entry.shape);
+}
+
+/// Checkpoint::tensor().
+inline Tensor read_tensor(const CheckpointState& state, std::string_view path) {
+  if (const std::optional<TensorSlice> slice = rule_slice(state, path)) return read_sliced(state, path, *slice);
+  return whole_tensor(state, path);
+}
+
+/// The ArgumentError of a buffer for `path` that `why`.
+[[noreturn]] inline void refuse_buffer(const CheckpointState& state, std::string_view path, const std::string& why) {
+  throw ArgumentError("the buffer for \"" + std::string(path) + "\" " + why, {.file = state.name});
+}
+
+/// Checks that `buffer` can take a `dtype` tensor of `shape`: defined, of that dtype and shape, contiguous, writable.
+inline void check_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer, DType dtype,
+                         const Shape& shape) {
+  if (!buffer.defined()) refuse_buffer(state, path, "is undefined; expected a tensor");
+  if (buffer.dtype() != dtype || buffer.sizes() != shape) {
+    refuse_buffer(state, path,
+                  "is " + std::string(dtype_name(buffer.dtype())) + " " + shape_string(buffer.sizes()) + "; expected " +
+                      std::string(dtype_name(dtype)) + " " + shape_string(shape));
+  }
+  if (!buffer.is_contiguous() || !buffer.is_writable()) refuse_buffer(state, path, "is not contiguous and writable");
+}
+
+/// Whether entry `i` goes to the host (map_location sends its saved tag there).
+[[nodiscard]] inline bool goes_to_host(const CheckpointState& state, std::size_t i) {
+  return state.options.map_location.function() == nullptr &&
+         Device::parse(state.options.map_location.target_tag(state.saved_tags[i])).is_cpu();
+}
+
+/// Checkpoint::read_into(path, buffer, slice).
+inline void read_sliced_into(const CheckpointState& state, std::string_view path, const Tensor& buffer,
+                             const TensorSlice& asked) {
+  const std::size_t i = entry_index(state, path);
+  const TensorSlice slice = checked_slice(state, i, asked);
+  if (state.sharded) return read_sliced_into(*state.shards[state.shard_of[i]], path, buffer, slice);
+  const CheckpointEntry& entry = state.entries[i];
+  check_buffer(state, path, buffer, entry.dtype, sliced_shape(entry.shape, slice));
+  if (!buffer.device().is_cpu()) {
+    refuse_buffer(state, path, "is on " + buffer.device().str() + "; expected a host buffer for a slice");
+  }
+  if (goes_to_host(state, i) && reads_directly(state, i)) {
+    return read_slice_bytes(state, i, slice, {buffer.mutable_raw_data(), buffer.nbytes()});
+  }
+  const Tensor part = read_sliced(state, path, slice);
+  if (!part.device().is_cpu()) refuse_buffer(state, path, "is on the host; expected it on " + part.device().str());
+  part.copy_into(std::span<std::byte>(buffer.mutable_raw_data(), buffer.nbytes()));
+}
+
 /// Checkpoint::read_into().
 inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer) {
+  if (const std::optional<TensorSlice> slice = rule_slice(state, path)) {
+    return read_sliced_into(state, path, buffer, *slice);
+  }
   const std::size_t i = entry_index(state, path);
   if (state.sharded) return read_into_buffer(*state.shards[state.shard_of[i]], path, buffer);
   const CheckpointEntry& entry = state.entries[i];
-  const auto refuse = [&](const std::string& why) {
-    throw ArgumentError("the buffer for \"" + std::string(path) + "\" " + why, {.file = state.name});
-  };
-  if (!buffer.defined()) refuse("is undefined; expected a tensor");
-  if (buffer.dtype() != entry.dtype || buffer.sizes() != entry.shape) {
-    refuse("is " + std::string(dtype_name(buffer.dtype())) + " " + shape_string(buffer.sizes()) + "; expected " +
-           std::string(dtype_name(entry.dtype)) + " " + shape_string(entry.shape));
-  }
-  if (!buffer.is_contiguous() || !buffer.is_writable()) refuse("is not contiguous and writable");
+  check_buffer(state, path, buffer, entry.dtype, entry.shape);
   if (buffer.device().is_cpu()) {
-    const bool to_host = state.options.map_location.function() == nullptr &&
-                         Device::parse(state.options.map_location.target_tag(state.saved_tags[i])).is_cpu();
-    if (to_host && reads_directly(state, i)) {
+    if (goes_to_host(state, i) && reads_directly(state, i)) {
       const std::span<std::byte> out(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes));
       if (state.views.defined()) {
         const Storage range = range_storage(state, entry, out.size());
@@ -1000,16 +1149,93 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
       }
       return;
     }
-    const Tensor loaded = read_tensor(state, path);
-    if (!loaded.device().is_cpu()) refuse("is on the host; expected it on " + loaded.device().str());
+    const Tensor loaded = whole_tensor(state, path);
+    if (!loaded.device().is_cpu())
+      refuse_buffer(state, path, "is on the host; expected it on " + loaded.device().str());
     loaded.copy_into(std::span<std::byte>(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes)));
     return;
   }
   LoadOptions options = state.options;  // a device buffer: the loader's `into`
   options.select = select_one(path);
   options.select_drops = true;
+  options.slice = {};
   options.into = {{std::string(path), buffer}};
   (void)load_with(state, options);
+}
+
+/// Leaves out of `tree`'s dicts the tensors whose path (below `path`) `keep` refuses.
+inline void drop_unkept(Value& tree, const std::string& path, const TensorSelect& keep) {
+  if (!tree.is_dict()) return;
+  Dict& dict = tree.as_dict();
+  std::vector<Value> gone;
+  for (const auto& [key, value] : dict) {
+    const std::string child = child_path(path, key_text(key));
+    if (value.is_tensor() && !keep(child)) gone.push_back(key);
+    if (value.is_dict()) {
+      Value inner = value;  // a handle: it shares the nested dict
+      drop_unkept(inner, child, keep);
+    }
+  }
+  for (const Value& key : gone) dict.erase(key);
+}
+
+/// load_with() for options with a `slice` rule: the tensors it slices read as read_sliced() (or into their buffers)
+/// and put where the rest of the load left their meta stand-ins.
+[[nodiscard]] inline Value load_slicing(const CheckpointState& state, const LoadOptions& options) {
+  const auto kept = [&](std::string_view path) {
+    return options.into.contains(path) || !options.select || options.select(path);
+  };
+  std::vector<std::pair<std::size_t, TensorSlice>> sliced;
+  std::unordered_map<std::string, bool, KeyedStringHash> is_sliced;
+  for (std::size_t i = 0; i < state.entries.size(); ++i) {
+    const CheckpointEntry& entry = state.entries[i];
+    if (!kept(entry.path) || is_sliced.contains(entry.path)) continue;
+    if (const std::optional<TensorSlice> slice = options.slice(entry.path, entry.shape)) {
+      sliced.emplace_back(i, checked_slice(state, i, *slice));
+      is_sliced.emplace(entry.path, true);
+    }
+  }
+  LoadOptions rest = options;
+  rest.slice = {};
+  rest.select_drops = false;
+  rest.select = [&](std::string_view path) { return !is_sliced.contains(std::string(path)) && kept(path); };
+  for (const auto& [name, flag] : is_sliced) rest.into.erase(name);
+  Value result = load_with(state, rest);
+  if (state.sharded) {  // the index's order, with the stand-ins of the shards whose kept tensors are all sliced
+    std::vector<std::uint8_t> holds_slice(state.shards.size(), 0);
+    for (const auto& [i, slice] : sliced) holds_slice[state.shard_of[i]] = 1;
+    Dict ordered;
+    ordered.ordered = true;
+    for (std::size_t i = 0; i < state.entries.size(); ++i) {
+      const std::string& path = state.entries[i].path;
+      const Value* tensor = result.as_dict().find(std::string_view(path));
+      if (tensor != nullptr) {
+        ordered.set(path, *tensor);
+      } else if (is_sliced.contains(path) || holds_slice[state.shard_of[i]] != 0) {
+        ordered.set(path, state.meta[i]);
+      }
+    }
+    result = Value(std::move(ordered));
+  }
+  for (const auto& [i, slice] : sliced) {
+    const std::string& path = state.entries[i].path;
+    Tensor part;
+    if (const auto buffer = options.into.find(path); buffer != options.into.end()) {
+      read_sliced_into(state, path, buffer->second, slice);
+      part = buffer->second;
+    } else {
+      part = read_sliced(state, path, slice);
+    }
+    try {
+      put_at(result, path, part, state.name);
+    } catch (const FormatError&) {
+      throw ArgumentError("cannot put the slice of \"" + path +
+                              "\" in the loaded tree; expected sliced tensors in dicts, not in a list, tuple or object",
+                          {.file = state.name, .member = path});
+    }
+  }
+  if (options.select_drops) drop_unkept(result, "", kept);
+  return result;
 }
 
 }  // namespace detail
@@ -1031,8 +1257,17 @@ TENSORFILE_ENTRY const CheckpointEntry* Checkpoint::find(std::string_view path) 
 
 TENSORFILE_ENTRY Tensor Checkpoint::tensor(std::string_view path) const { return detail::read_tensor(*state_, path); }
 
+TENSORFILE_ENTRY Tensor Checkpoint::tensor(std::string_view path, const TensorSlice& slice) const {
+  return detail::read_sliced(*state_, path, slice);
+}
+
 TENSORFILE_ENTRY void Checkpoint::read_into(std::string_view path, const Tensor& buffer) const {
   detail::read_into_buffer(*state_, path, buffer);
+}
+
+TENSORFILE_ENTRY void Checkpoint::read_into(std::string_view path, const Tensor& buffer,
+                                            const TensorSlice& slice) const {
+  detail::read_sliced_into(*state_, path, buffer, slice);
 }
 
 TENSORFILE_ENTRY Value Checkpoint::load(const TensorSelect& select) const {
@@ -1052,7 +1287,7 @@ TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& option
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
-  if (source.kind() == Source::Kind::path) {
+  if (source.kind() == Source::Kind::path && !options.slice) {
     const std::filesystem::path& path = source.path();
     std::error_code error;
     if (!std::filesystem::is_directory(path, error)) {

@@ -536,6 +536,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
                                             const LoadWeightsFile& load_file) {
   constexpr int max_attempts = 100;  // loads started again because a save replaced the index meanwhile
   detail::refuse_into_buffers(options, "load_state_dict()", path);
+  detail::refuse_slice_rule(options, "load_state_dict()", path);
   std::vector<FormatError>* const mismatches = options.sharded.mismatches;
   const std::size_t reported_before = mismatches != nullptr ? mismatches->size() : 0;
   for (int attempt = 1;; ++attempt) {

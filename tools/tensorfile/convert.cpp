@@ -47,6 +47,15 @@ constexpr std::array convert_options{
                "as a glob (* and ?); repeatable; other data is kept",
                true},
     OptionSpec{"allow-unlisted", "", "sharded IN: leave out a shard's tensors that its index does not list"},
+    OptionSpec{"world", "W", "tensor-parallel: write one rank's part of a group of W ranks (with --rank and --split)"},
+    OptionSpec{"rank", "R", "tensor-parallel: the rank, 0 to W-1, whose part is written"},
+    OptionSpec{"split", "RULES",
+               "tensor-parallel: which tensors split along which dimension, comma-separated PATTERN=DIM, "
+               "PATTERN=DIM:S0/S1/... (explicit extents per rank) or PATTERN=replicate; the first that matches a "
+               "path decides, and a path none matches is written whole"},
+    OptionSpec{"even", "HOW",
+               "tensor-parallel: how a split extent is shared where no sizes are given: tensor_split (default; the "
+               "first n % W ranks one more) or chunk (ceil(n / W) each, as torch.chunk)"},
     OptionSpec{"mmap", "MODE",
                "how IN is mapped while its tensors stream to OUT: read-only, copy-on-write (default), shared, or off "
                "(read into memory first)"},
@@ -308,6 +317,7 @@ Loaded load_source(const Checkpoint& checkpoint, const std::filesystem::path& in
   Loaded loaded;
   switch (checkpoint.format()) {
     case FileFormat::tensordict: {
+      if (options.slice) break;  // slices are read by the generic load; the tree is then written as to_tensordict()
       LoadOptions tree_options = options;
       tree_options.mmap = MapMode::read_only;
       tree_options.map_location = {};  // mapped on the host
@@ -332,9 +342,14 @@ Loaded load_source(const Checkpoint& checkpoint, const std::filesystem::path& in
       Dict dict;
       dict.ordered = true;
       const std::string name = std::filesystem::path(checkpoint.name()).stem().string();
-      LoadOptions array_options = options;  // the one array is kept or not here
+      LoadOptions array_options = options;  // the one array is kept or not here, and sliced by its name
       array_options.select = {};
       array_options.select_drops = false;
+      if (options.slice) {
+        array_options.slice = [rule = options.slice, name](std::string_view, const Shape& shape) {
+          return rule(name, shape);
+        };
+      }
       if (!options.select || options.select(name)) dict.set(name, load(in, array_options));
       loaded.value = Value(std::move(dict));
       return loaded;
@@ -368,6 +383,28 @@ LoadOptions load_options(const Args& args, const PathPatterns& selection) {
   if (const auto pages = args.value("huge-pages")) options.huge_pages = parse_huge_pages(*pages);
   if (const auto threads = args.value("threads")) {
     options.threads = static_cast<std::size_t>(parse_integer(*threads, "threads", 1, 256));
+  }
+  const auto world = args.value("world");
+  const auto rank = args.value("rank");
+  const auto split = args.value("split");
+  if (world || rank || split || args.value("even")) {
+    if (!world || !rank || !split) throw UsageError("--world, --rank and --split go together; expected all three");
+    ParallelPlan plan{.world = parse_integer(*world, "world", 1, 1 << 20)};
+    plan.rank = parse_integer(*rank, "rank", 0, plan.world - 1);
+    try {
+      plan.rules = parse_parallel_rules(*split);
+    } catch (const ArgumentError& error) {
+      throw UsageError("--split: " + error.reason());
+    }
+    if (const auto even = args.value("even")) {
+      if (*even == "chunk") {
+        plan.even = EvenSplit::chunk;
+      } else if (*even != "tensor_split") {
+        throw UsageError(fmt::format("--even takes tensor_split or chunk, got '{}'", escape_controls(*even)));
+      }
+    }
+    options.slice = parallel_slices(std::move(plan));
+    options.mmap.reset();  // read each part into memory of its own: a view would write its whole storage to a .pt
   }
   return options;
 }
@@ -423,9 +460,16 @@ const CommandSpec convert_spec{
         "read: a few tensors of a large checkpoint convert in the time their bytes take). A pattern that matches\n"
         "no tensor is an error, and nothing is written.\n"
         "\n"
+        "--world W --rank R --split RULES writes rank R's part of each tensor a rule splits (what\n"
+        "t.tensor_split(W, dim)[R] keeps, or t.chunk(W, dim)[R] with --even chunk; an empty part for a rank chunk\n"
+        "gives none) and every other tensor whole; where IN keeps a tensor's bytes in one place only the part's\n"
+        "bytes are read (into memory: --mmap does not apply). A tensordict tree IN is then written as a converted\n"
+        "tree.\n"
+        "\n"
         "IN is read with the library's load() (a tensordict tree with load_memmap, so that a tree is written to a\n"
         "tree as is) and OUT written with its save(), a tensordict tree with save_memmap. The flags are the\n"
         "LoadOptions and SaveOptions fields of the same name: --map-location, --mmap, --select, --threads,\n"
+        "--world, --rank, --split and --even (a ParallelPlan's world, rank, rules and even, as LoadOptions::slice),\n"
         "--direct-reads, --huge-pages, --verify-crc, --allow-unlisted (sharded.allow_unlisted), --max-shard-size\n"
         "(sharded.max_shard_size), --metadata (safetensors.metadata); --to is SaveOptions::format. --strict is\n"
         "the tool's own: torch pickles are always read with LoadOptions::strict off, and what they hold that is not\n"

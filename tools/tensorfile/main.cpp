@@ -8,6 +8,7 @@
 //   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--max-shard-size SIZE] [--metadata KEY=VALUE]...
 //                     [--map-location WHERE] [--mmap MODE] [--select PATTERN]... [--threads N] [--direct-reads WHEN]
 //                     [--huge-pages WHEN] [--verify-crc] [--allow-unlisted] [--strict] [--quiet]
+//                     [--world W --rank R --split RULES [--even tensor_split|chunk]]
 //   tensorfile verify PATH [--allow MODULE.NAME]... [--json] [--allow-unlisted]
 //   tensorfile bench PATH [--map-location DEVICE] [--repeat N] [--threads N] [--huge-pages WHEN] [--allow-unlisted]
 //   tensorfile scan PATH... [--json] [--allow MODULE.NAME]... [--threads N] [--quiet]

@@ -23,6 +23,7 @@
 #include "tensorfile/formats/format.hpp"  // FileFormat
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
+#include "tensorfile/formats/slice.hpp"
 
 namespace tensorfile {
 
@@ -83,6 +84,12 @@ struct LoadOptions {
   /// or, with `select_drops`, are left out. select_paths() makes one from names and glob patterns.
   TensorSelect select{};
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of their dicts (else: meta)
+  /// Which part of each kept tensor to read (TensorSlice; parallel_slices() makes one for a rank of a
+  /// tensor-parallel group): asked with the tensor's path and the file's shape. A slice is read by its bytes alone
+  /// where the format keeps the tensor's bytes in one place (one range along dimension 0, one per row of the
+  /// dimensions before it otherwise; a view with `mmap`), else the tensor is read whole and the slice copied.
+  /// Applied by open() and load() (checkpoint.hpp) to tensors in dicts; the per-format loaders refuse it.
+  SliceRule slice{};
   /// Tensors to load into buffers the caller owns, by path (as `select` names them): each of the file's dtype and
   /// shape, contiguous and writable, on the device the load puts that tensor. Read from the file straight into the
   /// buffer where the format keeps the tensor's bytes in one place, copied otherwise. A path the file does not hold,

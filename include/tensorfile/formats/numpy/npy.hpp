@@ -258,6 +258,7 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_npy_select(options);
   detail::refuse_into_buffers(options, "load_npy()", path);
+  detail::refuse_slice_rule(options, "load_npy()", path);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   try {
@@ -284,6 +285,7 @@ TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOp
 TENSORFILE_ENTRY Tensor load_npy(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::refuse_npy_select(options);
   detail::refuse_into_buffers(options, "load_npy()");
+  detail::refuse_slice_rule(options, "load_npy()");
   return detail::load_npy_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(),
                                 options.mmap.has_value(), options, {}, {});
 }

@@ -191,6 +191,7 @@ inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress
 
 TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_npz()", path);
+  detail::refuse_slice_rule(options, "load_npz()", path);
   const bool shared = options.mmap == MapMode::shared;
   const auto file = detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read);
   try {
@@ -212,6 +213,7 @@ TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOpt
 
 TENSORFILE_ENTRY Value load_npz(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_npz()");
+  detail::refuse_slice_rule(options, "load_npz()");
   const auto zip = detail::ZipReader::open(bytes, {}, detail::npz_zip_limits(options));
   return detail::load_npz_archive(zip, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), options);
 }

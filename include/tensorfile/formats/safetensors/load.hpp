@@ -200,6 +200,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 
 TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_safetensors()", path);
+  detail::refuse_slice_rule(options, "load_safetensors()", path);
   const bool shared = options.mmap == MapMode::shared;
   return detail::load_safetensors_file(
       detail::FileHandle::open(path, shared ? detail::OpenMode::read_write : detail::OpenMode::read), path, options);
@@ -207,12 +208,14 @@ TENSORFILE_ENTRY Value load_safetensors(const std::filesystem::path& path, const
 
 TENSORFILE_ENTRY Value load_safetensors(std::span<const std::byte> bytes, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_safetensors()");
+  detail::refuse_slice_rule(options, "load_safetensors()");
   return detail::load_safetensors_bytes(bytes, options.mmap ? Storage(BorrowedBackend(bytes)) : Storage(), false,
                                         options, {});
 }
 
 TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_safetensors()");
+  detail::refuse_slice_rule(options, "load_safetensors()");
   const Storage whole = detail::read_stream_to_heap(in);
   return detail::load_safetensors_bytes({whole.data(), whole.size_bytes()}, whole, true, options, {});
 }

@@ -1047,6 +1047,7 @@ namespace tensorfile {
 
 TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_memmap()", prefix);
+  detail::refuse_slice_rule(options, "load_memmap()", prefix);
   detail::td::MemmapLoader loader(prefix, options);
   std::optional<Entry> entry = loader.load_root(options.tensordict.out);
   if (!entry) return *options.tensordict.out;
@@ -1060,6 +1061,7 @@ TENSORFILE_ENTRY TensorDict load_memmap(const std::filesystem::path& prefix, con
 
 TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_memmap_entry()", prefix);
+  detail::refuse_slice_rule(options, "load_memmap_entry()", prefix);
   detail::td::MemmapLoader loader(prefix, options);
   return std::move(*loader.load_root(nullptr));
 }

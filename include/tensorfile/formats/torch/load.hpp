@@ -108,6 +108,7 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 #include "tensorfile/detail/text/hex.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/detail/heap_reads.hpp"
+#include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/detail/stream_input.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/options.hpp"
@@ -1035,6 +1036,7 @@ inline Value load_legacy(const TorchArchive& archive, const LoadOptions& options
 
 /// The one reader every load_torch() overload funnels into.
 inline Value load_archive(const TorchArchive& archive, const LoadOptions& options) {
+  refuse_slice_rule(options, "load_torch()", archive.path);
   const FileFormat format = detect_format(archive.bytes);
   // The tar magic sits at byte 257, after a member name that may start like a pickle.
   if (format != FileFormat::torch_zip && archive.bytes.size() >= 262 &&
