@@ -97,7 +97,7 @@ def main():
     readme = source / "README.md"
     blocks = cmake_section(readme)
     prefix = work / "prefix"
-    sh_lang, sh_line, sh_text = one_block(blocks, "sh", None, readme)
+    _, sh_line, sh_text = one_block(blocks, "sh", None, readme)
     sh_where = f"README.md:{sh_line}"
     env = dict(os.environ)
     if args.cxx:
@@ -112,7 +112,7 @@ def main():
         run(["bash", "-euo", "pipefail", "-c", script], folder, env)
         return
 
-    lang, line, text = one_block(blocks, "cmake", MARKERS[args.mode], readme)
+    _, line, text = one_block(blocks, "cmake", MARKERS[args.mode], readme)
     where = f"README.md:{line}"
     configure = []
     if args.mode == "find_package":
@@ -131,6 +131,8 @@ def main():
     shutil.copy(pathlib.Path(__file__).with_name("consumer_main.cpp"), project / "consumer_main.cpp")
     if args.mode == "add_subdirectory":
         match = re.search(r"add_subdirectory\(([^\s)]+)", text)
+        if not match:
+            fail(f"{where}: add_subdirectory() names no folder")
         vendored = project / match.group(1)
         vendored.parent.mkdir(parents=True, exist_ok=True)
         vendored.symlink_to(source, target_is_directory=True)
