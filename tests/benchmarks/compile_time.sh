@@ -12,6 +12,12 @@
 # Usage: tests/benchmarks/compile_time.sh [runs (default 3)] [compiler (default g++)] [extra flags...]
 #   e.g. tests/benchmarks/compile_time.sh 5 clang++ -O2
 # HEADERS="tensorfile/tensorfile.hpp ..." measures only those headers (and skips the library TU).
+# REAL=1 measures the real TU instead (tests/benchmarks/compile_real_tu.cpp: four loaders, named_tensors,
+# to_vector, printing) in both modes, with the flags given (-O2 unless they name another level), and the library
+# TU with CMake's Release flags (-O3 -DNDEBUG; LIBRARY_FLAGS="..." to change them); with valgrind, the
+# instruction counts of all four TUs follow (several minutes: the library alone runs about 20 minutes of
+# cachegrind on a 2-core machine).
+#   e.g. REAL=1 tests/benchmarks/compile_time.sh 5
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -19,6 +25,12 @@ runs=${1:-3}
 compiler=${2:-g++}
 shift $(($# > 2 ? 2 : $#))
 flags=(-std=c++20 -O0 "$@")
+real=${REAL:-}
+library_flags=()  # after the TUs' flags, so that an -O level here wins
+if [[ -n $real ]]; then
+  flags=(-std=c++20 -O2 "$@")
+  read -r -a library_flags <<< "${LIBRARY_FLAGS:--O3 -DNDEBUG}"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -88,6 +100,7 @@ measure() {
 }
 
 if [[ -n ${HEADERS:-} ]]; then read -r -a headers <<< "$HEADERS"; fi
+if [[ -n $real ]]; then headers=(); fi
 rows=()
 for header in "${headers[@]}"; do
   [[ -f include/$header ]] || continue
@@ -97,9 +110,16 @@ for header in "${headers[@]}"; do
   measure "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION
   rows+=("<$header> $header_only $measured")
 done
+real_tu=tests/benchmarks/compile_real_tu.cpp
+if [[ -n $real ]]; then
+  measure "$real_tu"
+  header_only=$measured
+  measure "$real_tu" -DTENSORFILE_SEPARATE_COMPILATION
+  rows+=("compile_real_tu.cpp $header_only $measured")
+fi
 library_cpu="" library_rss="" library_ratio=""
 if [[ -z ${HEADERS:-} ]]; then
-  measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION
+  measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION "${library_flags[@]}"
   read -r library_cpu library_rss library_ratio <<< "$measured"
 fi
 
@@ -119,18 +139,31 @@ if [[ -n $library_cpu ]]; then
 fi
 
 # Instructions the compiler proper executes do not drift with the machine: counted with cachegrind when valgrind
-# is installed, for the baseline and the umbrella (header-only and compiled). About a minute per TU.
+# is installed, for the baseline and the umbrella (header-only and compiled), or in REAL mode the real TU and the
+# library. About a minute per TU at -O0.
 if command -v valgrind > /dev/null; then
   instructions() {
     valgrind --tool=cachegrind --cache-sim=no --trace-children=yes --cachegrind-out-file=/dev/null \
       "$compiler" "${flags[@]}" "$@" -Iinclude -c -o "$work/unit.o" 2>&1 |
       awk '/I +refs/ { gsub(",", "", $NF); total += $NF } END { printf "%.2f", total / 1e9 }'
   }
-  printf '#include <tensorfile/tensorfile.hpp>\n' > "$work/unit.cpp"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
   base_instructions=$(instructions "$work/baseline.cpp")
-  umbrella_instructions=$(instructions "$work/unit.cpp")
-  compiled_instructions=$(instructions "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION)
-  echo "instructions (cachegrind, billions): baseline $base_instructions; <tensorfile/tensorfile.hpp>" \
-    "$umbrella_instructions ($(awk -v a="$umbrella_instructions" -v b="$base_instructions" 'BEGIN { printf "%.2f", a / b }')x)," \
-    "compiled $compiled_instructions ($(awk -v a="$compiled_instructions" -v b="$base_instructions" 'BEGIN { printf "%.2f", a / b }')x)"
+  if [[ -n $real ]]; then
+    real_instructions=$(instructions "$real_tu")
+    compiled_instructions=$(instructions "$real_tu" -DTENSORFILE_SEPARATE_COMPILATION)
+    library_instructions=$(instructions include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION \
+      "${library_flags[@]}")
+    echo "instructions (cachegrind, billions): baseline $base_instructions; compile_real_tu.cpp" \
+      "$real_instructions ($(ratio "$real_instructions" "$base_instructions")x), compiled $compiled_instructions" \
+      "($(ratio "$compiled_instructions" "$base_instructions")x); the library (${library_flags[*]})" \
+      "$library_instructions"
+  else
+    printf '#include <tensorfile/tensorfile.hpp>\n' > "$work/unit.cpp"
+    umbrella_instructions=$(instructions "$work/unit.cpp")
+    compiled_instructions=$(instructions "$work/unit.cpp" -DTENSORFILE_SEPARATE_COMPILATION)
+    echo "instructions (cachegrind, billions): baseline $base_instructions; <tensorfile/tensorfile.hpp>" \
+      "$umbrella_instructions ($(ratio "$umbrella_instructions" "$base_instructions")x)," \
+      "compiled $compiled_instructions ($(ratio "$compiled_instructions" "$base_instructions")x)"
+  fi
 fi
