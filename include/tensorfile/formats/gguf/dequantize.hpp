@@ -303,9 +303,14 @@ inline void quantize_q8_0(const float* __restrict x, unsigned char* __restrict y
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_f16(y, d);
     for (int j = 0; j < 32; ++j) {
-      // roundf: halves away from zero; the clamp only keeps a NaN from reaching the cast.
-      const float q = std::clamp(std::round(x[j] * id), -128.0f, 127.0f);
-      y[2 + j] = static_cast<unsigned char>(static_cast<std::int8_t>(q == q ? q : 0.0f));
+      // roundf (halves away from zero) written out so that it vectorizes: |v| <= 127 for finite input, where the
+      // cast truncates exactly and v - t is exact; the clamp and the NaN test only keep the cast defined.
+      float v = x[j] * id;
+      v = v == v ? std::clamp(v, -127.0f, 127.0f) : 0.0f;
+      const int t = static_cast<int>(v);
+      const float rest = v - static_cast<float>(t);
+      const int q = t + (rest >= 0.5f ? 1 : 0) - (rest <= -0.5f ? 1 : 0);
+      y[2 + j] = static_cast<unsigned char>(static_cast<std::int8_t>(q));
     }
   }
 }
