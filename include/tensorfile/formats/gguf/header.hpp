@@ -370,7 +370,8 @@ class GgufHeaderParser {
     if (type == static_cast<std::uint32_t>(GgufValueType::array) && left() >= 4) {
       const unsigned char* p = take(4, "an array's element type");
       pos_ -= 4;
-      info.element_type = static_cast<GgufValueType>(p[0] | p[1] << 8 | p[2] << 16 | std::uint32_t{p[3]} << 24);
+      info.element_type = static_cast<GgufValueType>(std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 |
+                                                     std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24);
     }
     count_values(1, type_at);
     Value value = read_value(type, type_at, 0);
