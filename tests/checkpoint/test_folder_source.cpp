@@ -370,6 +370,10 @@ TEST_CASE("a broken folder is an error naming the folder's file", "[checkpoint][
     MemoryFolder huge(sample("tensordict", "s01_basic"), {.sized = false});
     huge.put("meta.json", std::string(100'000, ' '));
     CHECK_THROWS_AS(load(Source::folder(huge), {.limits = {.max_meta_json_bytes = 50'000}}), LimitError);
+    MemoryFolder unlimited(sample("tensordict", "s01_basic"), {.chunk = 4096, .sized = false});
+    unlimited.put("meta.json", tensorfile_test::read_text(sample("tensordict", "s01_basic/meta.json")) +
+                                   std::string(40'000, ' '));  // past the first read's 16 KiB: the buffer grows
+    CHECK_NOTHROW(load(Source::folder(unlimited), {.limits = {.max_meta_json_bytes = UINT64_MAX}}));
   }
   SECTION("an undeclared subdirectory is found where the folder can be listed") {
     MemoryFolder folder(sample("tensordict", "s01_basic"), {});

@@ -207,7 +207,8 @@ namespace detail {
       if (done > limit) {
         throw LimitError("file is too large; expected at most " + std::to_string(limit) + " bytes", {.file = name});
       }
-      text.resize(static_cast<std::size_t>(std::min<std::uint64_t>(limit + 1, std::uint64_t{done} * 2)));
+      const std::uint64_t most = limit == UINT64_MAX ? limit : limit + 1;  // one past the limit shows a longer file
+      text.resize(static_cast<std::size_t>(std::min<std::uint64_t>(most, std::uint64_t{done} * 2)));
     }
     const std::size_t n = reader.read(done, std::as_writable_bytes(std::span(text)).subspan(done));
     if (n == 0) break;
