@@ -19,6 +19,7 @@
 #include "tensorfile/core/tensor.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/gguf/ggml_types.hpp"
 #include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/select.hpp"
 #include "tensorfile/formats/slice.hpp"
@@ -44,6 +45,11 @@ struct CheckpointEntry {
   Shape shape{};                             ///< extents
   std::uint64_t nbytes = 0;                  ///< bytes of its elements
   std::optional<TensorLocation> location{};  ///< where its bytes lie in one place: see TensorLocation; else nullopt
+  /// GGUF: the tensor's ggml type. For a block (quantized) type, `shape` counts elements while `dtype` is uint8 and
+  /// `nbytes` the raw blocks' bytes: the tensor loads as uint8 of GgufTensorInfo::storage_shape() (the last extent
+  /// the bytes of a row), dequantize() makes it float32, a buffer of another dtype or shape is an ArgumentError, and
+  /// a slice of the last dimension must start and end on blocks (formats/gguf/load.hpp says why).
+  std::optional<GgmlType> ggml_type{};
 };
 
 namespace detail {
@@ -185,6 +191,8 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/gguf/header.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
@@ -363,6 +371,10 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
       return load_npy_value(state, options);
     case FileFormat::npz:
       return by_path ? load_npz(state.path, options) : load_npz(state.memory, span_options(state, options));
+    case FileFormat::gguf:
+      if (by_path) return load_gguf(state.path, options);
+      if (state.memory.empty() && state.bytes->reader() != nullptr) return load_by_ranges(state, options);
+      return load_gguf(state.memory, span_options(state, options));
     case FileFormat::tensordict: {
       std::vector<LeftOut> left_out;
       if (state.folder != nullptr) {
@@ -497,8 +509,8 @@ inline Tensor read_direct(const CheckpointState& state, std::size_t i) {
   Storage storage = place_storage(state.options.map_location, bytes, state.saved_tags[i], read, [&] {
     return ErrorLocation{.file = state.name, .member = entry.path, .offset = entry.location->offset};
   });
-  const Tensor& meta = state.meta[i];
-  return Tensor(std::move(storage), entry.dtype, entry.shape, meta.strides(), 0, meta.requires_grad());
+  const Tensor& meta = state.meta[i];  // its sizes: the entry's shape, or a GGUF block tensor's raw bytes'
+  return Tensor(std::move(storage), entry.dtype, meta.sizes(), meta.strides(), 0, meta.requires_grad());
 }
 
 /// The `bytes` at `entry`'s location: a view of the mapping, else one new heap storage read from the source. A
@@ -576,6 +588,25 @@ inline void open_npy(CheckpointState& state) {
   state.entries.front().location = TensorLocation{state.name, {}, header.data_offset};
   state.direct.front() = header.swap_bytes ? 0 : 1;
   state.npy = header;
+}
+
+/// GGUF: the header read by ranges, the meta dict, and each tensor's location, ggml type and shape in elements.
+inline void open_gguf(CheckpointState& state) {
+  const SourceBytes& source = *state.bytes;
+  const GgufHeader header =
+      parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
+                        source.size(), state.name);
+  state.values = gguf_meta_dict(header);
+  add_entries(state, state.values);
+  for (const GgufTensorInfo& info : header.tensors) {
+    const std::size_t at = state.by_path.at(info.name);
+    CheckpointEntry& entry = state.entries[at];
+    entry.shape = info.shape();
+    entry.ggml_type = info.type;
+    entry.location = TensorLocation{state.name, {}, header.data_offset + info.offset};
+    state.direct[at] = 1;
+  }
+  state.metadata = header.metadata;
 }
 
 /// A torch file: the meta load, each storage record a meta stand-in whose owner finds its record again.
@@ -752,9 +783,10 @@ inline void open_index(CheckpointState& state) {
     case FileFormat::torch_zip:
     case FileFormat::torch_legacy: open_torch(state); break;
     case FileFormat::npz: open_npz(state); break;
+    case FileFormat::gguf: open_gguf(state); break;
     case FileFormat::tensordict: open_tree(state); break;
     case FileFormat::unknown:
-      throw FormatError("not a format tensorfile reads; expected a torch, safetensors, .npy or .npz file",
+      throw FormatError("not a format tensorfile reads; expected a torch, safetensors, .npy, .npz or GGUF file",
                         {.file = state.name, .offset = 0});
   }
 }
@@ -852,7 +884,8 @@ inline void map_views(CheckpointState& state) {
         "or Source::folder()",
         {.file = state->name});
   }
-  const bool ranged = state->format == FileFormat::safetensors || state->format == FileFormat::npy;
+  const bool ranged =
+      state->format == FileFormat::safetensors || state->format == FileFormat::npy || state->format == FileFormat::gguf;
   if (bytes.reader() != nullptr) {
     const std::optional<std::span<const std::byte>> mapped = bytes.mapped();
     if (options.mmap && !mapped) {
@@ -987,7 +1020,7 @@ inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) 
   const Value loaded = load_with(state, options);
   const CheckpointEntry& entry = state.entries[i];
   for (const auto& [name, tensor] : named_tensors(loaded)) {
-    if (name == path && tensor.dtype() == entry.dtype && tensor.sizes() == entry.shape) return tensor;
+    if (name == path && tensor.dtype() == entry.dtype && tensor.sizes() == state.meta[i].sizes()) return tensor;
   }
   throw FormatError("the source changed since open(): its loader no longer gives a " +
                         std::string(dtype_name(entry.dtype)) + " " + shape_string(entry.shape) + " tensor there",
@@ -1017,17 +1050,45 @@ inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) 
   return shape;
 }
 
-/// Reads the bytes of `slice` (checked) of entry `i`, which reads directly, into `out` (the slice's C-order
-/// elements): one range when the slice is whole rows of dimension 0 or more, else one per row before `slice.dim`.
+/// Whether entry `i` is a GGUF block-typed (quantized) tensor: its loaded shape is its raw bytes', not `shape`.
+[[nodiscard]] inline const GgmlTypeInfo* block_type_of(const CheckpointState& state, std::size_t i) {
+  const std::optional<GgmlType>& type = state.entries[i].ggml_type;
+  if (!type || !ggml_type_info(*type).is_quantized()) return nullptr;
+  return &ggml_type_info(*type);
+}
+
+/// `slice` (checked, in the entry's shape) as a slice of the tensor entry `i` loads as: the same but for a GGUF
+/// block tensor's last dimension, which is cut in bytes, and only on blocks (else an ArgumentError naming them).
+[[nodiscard]] inline TensorSlice loaded_slice(const CheckpointState& state, std::size_t i, TensorSlice slice) {
+  const GgmlTypeInfo* block = block_type_of(state, i);
+  const CheckpointEntry& entry = state.entries[i];
+  if (block == nullptr || static_cast<std::size_t>(slice.dim) + 1 != entry.shape.size()) return slice;
+  const auto size = static_cast<std::int64_t>(block->block_size);
+  if (slice.begin % size != 0 || slice.end % size != 0) {
+    throw ArgumentError("the slice [" + std::to_string(slice.begin) + ", " + std::to_string(slice.end) +
+                            ") of the last dimension of \"" + entry.path + "\" cuts its " + std::string(block->name) +
+                            " blocks; expected a begin and an end that are multiples of its block size " +
+                            std::to_string(size) + " (or a slice of another dimension)",
+                        {.file = state.name, .member = entry.path});
+  }
+  slice.begin = slice.begin / size * block->block_bytes;
+  slice.end = slice.end / size * block->block_bytes;
+  return slice;
+}
+
+/// Reads the bytes of `slice` (checked, of the loaded shape) of entry `i`, which reads directly, into `out` (the
+/// slice's C-order elements): one range when the slice is whole rows of dimension 0 or more, else one per row before
+/// `slice.dim`.
 inline void read_slice_bytes(const CheckpointState& state, std::size_t i, const TensorSlice& slice,
                              std::span<std::byte> out) {
   const CheckpointEntry& entry = state.entries[i];
+  const Shape& shape = state.meta[i].sizes();
   const auto dim = static_cast<std::size_t>(slice.dim);
   std::uint64_t inner = element_size(entry.dtype);  // bytes of one index of `dim`
-  for (std::size_t d = dim + 1; d < entry.shape.size(); ++d) inner *= static_cast<std::uint64_t>(entry.shape[d]);
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= static_cast<std::uint64_t>(shape[d]);
   std::uint64_t rows = 1;  // the extents before `dim`, multiplied
-  for (std::size_t d = 0; d < dim; ++d) rows *= static_cast<std::uint64_t>(entry.shape[d]);
-  const auto extent = static_cast<std::uint64_t>(entry.shape[dim]);
+  for (std::size_t d = 0; d < dim; ++d) rows *= static_cast<std::uint64_t>(shape[d]);
+  const auto extent = static_cast<std::uint64_t>(shape[dim]);
   const std::uint64_t run = static_cast<std::uint64_t>(slice.end - slice.begin) * inner;
   if (run == 0 || rows == 0) return;
   const bool one_range = rows == 1 || (slice.begin == 0 && static_cast<std::uint64_t>(slice.end) == extent);
@@ -1050,15 +1111,16 @@ inline void read_slice_bytes(const CheckpointState& state, std::size_t i, const 
 /// Checkpoint::tensor(path, slice).
 inline Tensor read_sliced(const CheckpointState& state, std::string_view path, const TensorSlice& asked) {
   const std::size_t i = entry_index(state, path);
-  const TensorSlice slice = checked_slice(state, i, asked);
-  if (state.sharded) return read_sliced(*state.shards[state.shard_of[i]], path, slice);
+  const TensorSlice checked = checked_slice(state, i, asked);
+  if (state.sharded) return read_sliced(*state.shards[state.shard_of[i]], path, checked);
   const CheckpointEntry& entry = state.entries[i];
+  const TensorSlice slice = loaded_slice(state, i, checked);
   if (!reads_directly(state, i) || state.views.defined()) {  // a view of what maps, a copy of what does not
     const Tensor whole = whole_tensor(state, path);
     Tensor part = whole.narrow(slice.dim, slice.begin, slice.end - slice.begin);
     return whole.storage().kind() == StorageKind::heap ? part.contiguous() : part;
   }
-  Shape shape = sliced_shape(entry.shape, slice);
+  Shape shape = sliced_shape(state.meta[i].sizes(), slice);
   std::size_t bytes = element_size(entry.dtype);
   for (const std::int64_t extent : shape) bytes *= static_cast<std::size_t>(extent);
   Storage storage = place_storage(
@@ -1104,6 +1166,20 @@ inline void check_buffer(const CheckpointState& state, std::string_view path, co
   if (!buffer.is_contiguous() || !buffer.is_writable()) refuse_buffer(state, path, "is not contiguous and writable");
 }
 
+/// check_buffer() for entry `i` as it loads (of `shape`): a GGUF block tensor takes only a uint8 buffer of its raw
+/// bytes, and another one is refused as such.
+inline void check_entry_buffer(const CheckpointState& state, std::size_t i, std::string_view path, const Tensor& buffer,
+                               const Shape& shape) {
+  const GgmlTypeInfo* block = block_type_of(state, i);
+  if (block != nullptr && buffer.defined() && (buffer.dtype() != DType::UInt8 || buffer.sizes() != shape)) {
+    refuse_buffer(state, path,
+                  "is " + std::string(dtype_name(buffer.dtype())) + " " + shape_string(buffer.sizes()) +
+                      ", but the tensor holds " + std::string(block->name) + " blocks, whose raw bytes load as uint8 " +
+                      shape_string(shape) + "; expected a uint8 buffer of that shape (dequantize() gives float32)");
+  }
+  check_buffer(state, path, buffer, state.entries[i].dtype, shape);
+}
+
 /// Whether entry `i` goes to the host (map_location sends its saved tag there).
 [[nodiscard]] inline bool goes_to_host(const CheckpointState& state, std::size_t i) {
   return state.options.map_location.function() == nullptr &&
@@ -1116,13 +1192,13 @@ inline void read_sliced_into(const CheckpointState& state, std::string_view path
   const std::size_t i = entry_index(state, path);
   const TensorSlice slice = checked_slice(state, i, asked);
   if (state.sharded) return read_sliced_into(*state.shards[state.shard_of[i]], path, buffer, slice);
-  const CheckpointEntry& entry = state.entries[i];
-  check_buffer(state, path, buffer, entry.dtype, sliced_shape(entry.shape, slice));
+  const TensorSlice loaded = loaded_slice(state, i, slice);
+  check_entry_buffer(state, i, path, buffer, sliced_shape(state.meta[i].sizes(), loaded));
   if (!buffer.device().is_cpu()) {
     refuse_buffer(state, path, "is on " + buffer.device().str() + "; expected a host buffer for a slice");
   }
   if (goes_to_host(state, i) && reads_directly(state, i)) {
-    return read_slice_bytes(state, i, slice, {buffer.mutable_raw_data(), buffer.nbytes()});
+    return read_slice_bytes(state, i, loaded, {buffer.mutable_raw_data(), buffer.nbytes()});
   }
   const Tensor part = read_sliced(state, path, slice);
   if (!part.device().is_cpu()) refuse_buffer(state, path, "is on the host; expected it on " + part.device().str());
@@ -1137,7 +1213,7 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   const std::size_t i = entry_index(state, path);
   if (state.sharded) return read_into_buffer(*state.shards[state.shard_of[i]], path, buffer);
   const CheckpointEntry& entry = state.entries[i];
-  check_buffer(state, path, buffer, entry.dtype, entry.shape);
+  check_entry_buffer(state, i, path, buffer, state.meta[i].sizes());
   if (buffer.device().is_cpu()) {
     if (goes_to_host(state, i) && reads_directly(state, i)) {
       const std::span<std::byte> out(buffer.mutable_raw_data(), static_cast<std::size_t>(entry.nbytes));
@@ -1300,6 +1376,9 @@ TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
         case FileFormat::npz:
           if (options.into.empty()) return load_npz(path, options);
           break;
+        case FileFormat::gguf:
+          if (options.into.empty()) return load_gguf(path, options);
+          break;
         default: break;  // .npy (select) and indexes: through open()
       }
     }
@@ -1394,6 +1473,7 @@ TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& dest
     case FileFormat::npz: return save_npz(value, destination, options);
     case FileFormat::tensordict: return save_memmap(to_tensordict(value, {.file = destination}), destination, options);
     case FileFormat::torch_legacy:
+    case FileFormat::gguf:
     case FileFormat::unknown: break;
   }
   throw ArgumentError("save() does not write " + std::string(format_name(target.format)) +

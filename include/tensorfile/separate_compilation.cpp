@@ -6,6 +6,4 @@
 #error "compile separate_compilation.cpp with TENSORFILE_SEPARATE_COMPILATION defined, as every TU of the program"
 #endif
 #define TENSORFILE_COMPILING_DEFINITIONS
-#include "tensorfile/formats/gguf/dequantize.hpp"  // GGUF, until the umbrella includes it
-#include "tensorfile/formats/gguf/header.hpp"
 #include "tensorfile/tensorfile.hpp"

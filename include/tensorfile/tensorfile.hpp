@@ -32,6 +32,11 @@
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/formats/torch/save.hpp"
 
+#include "tensorfile/formats/gguf/dequantize.hpp"
+#include "tensorfile/formats/gguf/ggml_types.hpp"
+#include "tensorfile/formats/gguf/header.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
+
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/safetensors/save.hpp"
@@ -52,6 +57,6 @@
 #include "tensorfile/verify.hpp"
 
 /// @namespace tensorfile
-/// Tensors from and to files: torch.save, safetensors, NumPy .npy/.npz and tensordict memmap trees, read on the
-/// heap, as views of one memory mapping, or as meta tensors. `open()`, `load()` and `save()` (checkpoint.hpp) take
-/// any format; the per-format functions are the long form.
+/// Tensors from and to files: torch.save, safetensors, NumPy .npy/.npz, tensordict memmap trees and GGUF (read only),
+/// read on the heap, as views of one memory mapping, or as meta tensors. `open()`, `load()` and `save()`
+/// (checkpoint.hpp) take any format; the per-format functions are the long form.

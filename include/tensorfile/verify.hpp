@@ -67,6 +67,7 @@ struct VerifyReport {
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
@@ -154,6 +155,10 @@ TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path, const Ve
       detail::verify_step(report, [&] {
         report.tensors = named_tensors(load_npz(path, {.mmap = MapMode::read_only, .verify_crc = true})).size();
       });
+      break;
+    case FileFormat::gguf:  // the header in full: offsets aligned, inside the file, not overlapping; data mapped
+      detail::verify_step(
+          report, [&] { report.tensors = named_tensors(load_gguf(path, {.mmap = MapMode::read_only})).size(); });
       break;
     case FileFormat::unknown:
       detail::verify_step(report, [&] { (void)load_torch(path, {.mmap = MapMode::copy_on_write}); });

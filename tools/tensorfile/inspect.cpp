@@ -10,6 +10,7 @@
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
+#include <tensorfile/formats/gguf/header.hpp>
 #include <tensorfile/formats/safetensors/header.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/torch/archive.hpp>
@@ -98,6 +99,11 @@ std::string header_line(const std::string& shown, FileFormat format, const std::
     }
     case FileFormat::torch_legacy: return fmt::format("{}: torch-legacy", shown);
     case FileFormat::tensordict: return fmt::format("{}: tensordict memmap tree", shown);
+    case FileFormat::gguf: {
+      const GgufHeader header = read_gguf_header(path);
+      return fmt::format("{}: gguf, version {}, {} metadata keys, alignment {}", shown, header.version,
+                         header.keys.size(), header.alignment);
+    }
     case FileFormat::safetensors:  // safetensors_header_line
     case FileFormat::npy:          // inspect_numpy
     case FileFormat::npz:

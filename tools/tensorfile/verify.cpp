@@ -41,6 +41,7 @@ std::string checked_summary(const VerifyReport& report) {
     case FileFormat::safetensors: return "safetensors, the header and the data offsets" + tensors;
     case FileFormat::npy: return "npy, the header and the data's length" + tensors;
     case FileFormat::npz: return "npz, every member's header, length and CRC-32" + tensors;
+    case FileFormat::gguf: return "gguf, the header and every tensor's offset, alignment, size and overlap" + tensors;
     case FileFormat::unknown: break;
   }
   return "";

@@ -30,10 +30,11 @@ enum class FileFormat {
   safetensors,   ///< a .safetensors file: an 8-byte little-endian header length, then a JSON object
   npy,           ///< a NumPy .npy file: "\x93NUMPY", a version, a header dict, then the array's bytes
   npz,           ///< a NumPy .npz file: a zip archive of .npy members (np.savez, np.savez_compressed)
+  gguf,          ///< a GGUF file (llama.cpp, ggml): the magic "GGUF", metadata, tensor infos, an aligned data section
 };
 
 /// The format's name as the `tensorfile` program prints it: "torch-zip", "torch-legacy", "tensordict",
-/// "safetensors", "npy", "npz", "unknown".
+/// "safetensors", "npy", "npz", "gguf", "unknown".
 [[nodiscard]] constexpr std::string_view format_name(FileFormat format) noexcept {
   switch (format) {
     case FileFormat::torch_zip: return "torch-zip";
@@ -42,6 +43,7 @@ enum class FileFormat {
     case FileFormat::safetensors: return "safetensors";
     case FileFormat::npy: return "npy";
     case FileFormat::npz: return "npz";
+    case FileFormat::gguf: return "gguf";
     case FileFormat::unknown: break;
   }
   return "unknown";
@@ -51,7 +53,8 @@ enum class FileFormat {
 inline constexpr std::size_t format_sniff_bytes = 512;
 
 /// The format of a file's bytes, from its magic: a zip whose first member's name ends in ".npy" is npz (as
-/// is an empty zip: torch never writes one), any other zip local header torch_zip; "\x93NUMPY" is npy; a
+/// is an empty zip: torch never writes one), any other zip local header torch_zip; "\x93NUMPY" is npy; "GGUF" is
+/// gguf (no other format opens with those bytes: a safetensors length that low needs '{' at byte 8); a
 /// little-endian
 /// header length of at most 100,000,000 followed by `{` is safetensors (checked before the pickle
 /// openings, which the length's low byte may look like); a pickle start (PROTO, or the `(` and long-int
@@ -72,6 +75,7 @@ inline constexpr std::size_t format_sniff_bytes = 512;
     return FileFormat::torch_zip;
   }
   if (bytes.size() >= 6 && std::memcmp(bytes.data(), "\x93NUMPY", 6) == 0) return FileFormat::npy;
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) return FileFormat::gguf;
   if (bytes.size() >= 9 && bytes[8] == std::byte{'{'}) {
     // A pickle's second to eighth bytes are opcodes and arguments, never the zeros a length this small needs.
     std::uint64_t length = 0;
@@ -137,8 +141,9 @@ namespace detail {
     found = detect_format(std::span<const std::byte>(head).first(n));
   } catch (const Error&) {  // unreadable: the first error stands
   }
-  static constexpr std::array<std::string_view, 7> loaders{
-      "", "load_torch()", "load_torch()", "load_memmap()", "load_safetensors()", "load_npy()", "load_npz()"};
+  static constexpr std::array<std::string_view, 8> loaders{
+      "",           "load_torch()", "load_torch()", "load_memmap()", "load_safetensors()",
+      "load_npy()", "load_npz()",   "load_gguf()"};
   const auto index = static_cast<std::size_t>(found);
   if (found != FileFormat::unknown && found != expected && index < loaders.size()) {
     const std::string name(format_name(found));

@@ -70,6 +70,14 @@ struct GgufTensorInfo {
     for (std::size_t i = 0; i < dims.size(); ++i) out[dims.size() - 1 - i] = dims[i];
     return out;
   }
+  /// The extents of the tensor as tensorfile loads it: shape() for a plain type; for a block type the shape of its
+  /// raw bytes, shape() with the last extent (ne[0], whole blocks) made the bytes of one row.
+  [[nodiscard]] Shape storage_shape() const {
+    Shape out = shape();
+    const GgmlTypeInfo& info = ggml_type_info(type);
+    if (info.is_quantized() && !out.empty()) out.back() = out.back() / info.block_size * info.block_bytes;
+    return out;
+  }
   /// The number of elements (1 for no dims, 0 when a dim is 0).
   [[nodiscard]] std::int64_t numel() const noexcept {
     std::int64_t n = 1;
