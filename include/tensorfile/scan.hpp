@@ -418,6 +418,7 @@ inline FileFormat scan_content(ScanReport& report, std::span<const std::byte> by
   }
   std::vector<std::string_view> readings;  // what the bytes are to some reader
   if (format == FileFormat::safetensors) readings.emplace_back("a safetensors file");
+  if (format == FileFormat::gguf) readings.emplace_back("a GGUF file");  // metadata and tensor data: no code
   if (starts_with_bytes(bytes, npy_magic)) {
     readings.emplace_back("a .npy file");
     scan_npy(report, bytes, path, where, options);

@@ -558,8 +558,8 @@ TEST_CASE("a truncated or corrupt source gives an error naming the source and th
       FAIL("junk was opened");
     } catch (const FormatError& error) {
       CHECK(std::string(error.what()) ==
-            "tensorfile: junk: not a format tensorfile reads; expected a torch, safetensors, .npy or .npz file (at "
-            "byte 0)");
+            "tensorfile: junk: not a format tensorfile reads; expected a torch, safetensors, .npy, .npz or GGUF file "
+            "(at byte 0)");
     }
   }
 }

@@ -203,7 +203,7 @@ def suite_usage(opts, failures):
         for command in ("inspect", "convert", "bench"):  # the library's one dispatch, open(), says what it is not
             expect([command, text] + ([os.path.join(scratch, "out.pt")] if command == "convert" else []), 1,
                    stderr_has=f"tensorfile: {text}: not a format tensorfile reads; expected a torch, safetensors, "
-                              ".npy or .npz file (at byte 0)")
+                              ".npy, .npz or GGUF file (at byte 0)")
         expect(["convert", fixture, os.path.join(scratch, "td")], 1,
                stderr_has="the root is of type Tensor; expected a dict, or a list of tensors")
         result = expect(["inspect", fixture], 0)

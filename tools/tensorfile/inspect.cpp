@@ -11,6 +11,7 @@
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/formats/gguf/header.hpp>
+#include <tensorfile/formats/gguf/load.hpp>
 #include <tensorfile/formats/safetensors/header.hpp>
 #include <tensorfile/formats/tensordict/load_memmap.hpp>
 #include <tensorfile/formats/torch/archive.hpp>
@@ -65,6 +66,23 @@ Description describe_weights(const std::filesystem::path& path, bool hashes, boo
   });
   return describe_value(load_state_dict(path, options), tags, hashes);
 }
+
+/// A GGUF file described as load_gguf gives it (block tensors as uint8 raw blocks): mapped, reading no tensor data
+/// unless hashing.
+Description describe_gguf(const std::filesystem::path& path, bool hashes) {
+  StorageTags tags;
+  LoadOptions options{.mmap = MapMode::read_only};
+  options.map_location = MapLocation::Function([&](const Storage& bytes, std::string_view tag) {
+    Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
+    tags.add(chosen, tag);
+    return std::optional<Storage>(chosen);
+  });
+  return describe_value(load_gguf(path, options), tags, hashes);
+}
+
+/// What the tree of a GGUF file does not show: each metadata value (long ones cut) and each tensor's ggml type,
+/// shape in elements (torch order) and first byte.
+std::string gguf_details(const std::filesystem::path& path);
 
 /// The first line of the tree for a sharded checkpoint.
 std::string sharded_header_line(const std::string& shown, const StateDictLayout& layout) {
@@ -122,6 +140,24 @@ std::string shortened(const std::string& text) {
 }
 
 std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : escape_controls(path); }
+
+std::string gguf_details(const std::filesystem::path& path) {
+  const GgufHeader header = read_gguf_header(path);
+  std::string out = "metadata:\n";
+  for (const GgufKeyInfo& key : header.keys) {
+    const Value* value = header.metadata.as_dict().find(key.key);
+    out += fmt::format("  {} = {}\n", escape_controls(key.key),
+                       escape_controls(shortened(value != nullptr ? python_repr(*value) : "?")));
+  }
+  out += "ggml types (shape in elements, first byte):\n";
+  for (const GgufTensorInfo& info : header.tensors) {
+    std::string shape;
+    for (const std::int64_t extent : info.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);
+    out += fmt::format("  {}  {}  [{}]  byte {}\n", escape_controls(info.name), ggml_type_name(info.type), shape,
+                       header.data_offset + info.offset);
+  }
+  return out;
+}
 
 /// The tree for people: containers as headings, leaves in aligned columns, then totals and shared storages.
 /// Text from the file (keys, tags, class names, values) is escaped: it must not drive the user's terminal.
@@ -269,11 +305,14 @@ int run_inspect(const Args& args) {
       LoadOptions options{.mmap = MapMode::read_only};
       if (!hashes) options.map_location = Device::meta();
       description = describe_tensordict(load_memmap(file, options), hashes);
+    } else if (format == FileFormat::gguf) {
+      description = describe_gguf(file, hashes);
     } else {
       description = describe_torch_file(file, format, hashes);
     }
     out = args.flag("json") ? description_json(description, format_label(checkpoint), hashes) + "\n"
                             : render_tree(description, header_line(shown, format, file));
+    if (format == FileFormat::gguf && !args.flag("json")) out += gguf_details(file);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return exit_ok;
