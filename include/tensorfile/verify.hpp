@@ -43,10 +43,11 @@ struct VerifyReport {
 /// its storage. Legacy files: the pickles and every storage's length. Tensordict trees: every meta.json and
 /// every data file's length. Safetensors files: the
 /// header and the data section's tiling (as load_safetensors checks them). .npy files: the header and the data's
-/// length; .npz files: every member's, and every member's CRC-32. Objects kept opaque (numpy arrays, modules)
-/// are not errors. A path of unknown format gets the error load_torch() gives it. Torch zip records are read for their
-/// CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only when a torch
-/// zip file cannot be opened; every other problem is in the report.
+/// length; .npz files: every member's, and every member's CRC-32. GGUF files: the header in full (counts, types,
+/// alignment, each tensor's offset aligned, inside the file and overlapping no other). Objects kept opaque (numpy
+/// arrays, modules) are not errors. A path of unknown format gets the error load_torch() gives it. Torch zip records
+/// are read for their CRC-32 in pieces of at most 1 MiB; other tensor data is mapped, never copied. Throws IoError only
+/// when a torch zip file cannot be opened; every other problem is in the report.
 [[nodiscard]] TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path,
                                                    const VerifyOptions& options = {});
 

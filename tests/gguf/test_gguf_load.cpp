@@ -6,6 +6,8 @@
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/formats/gguf/dequantize.hpp>
 #include <tensorfile/formats/gguf/load.hpp>
+#include <tensorfile/scan.hpp>
+#include <tensorfile/verify.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -478,6 +480,30 @@ TEST_CASE("slices of GGUF tensors: plain ones anywhere, block ones on whole bloc
       CHECK(tensor_bytes(loaded.as_dict().find("h.i8")->as_tensor()) == file.get("h.i8").bytes);
     }
   }
+}
+
+TEST_CASE("verify and scan: GGUF files") {
+  const TestFile file;
+  ScratchDir dir;
+  file.write(dir / "m.gguf");
+  const VerifyReport report = verify(dir / "m.gguf");
+  CHECK(report.format == FileFormat::gguf);
+  CHECK(report.ok());
+  CHECK(report.tensors == file.tensors.size());
+  GgufWriter w;
+  w.start(2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 0).pad(32).fill(32);
+  {
+    std::ofstream out(dir / "overlap.gguf", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
+  }
+  const VerifyReport bad = verify(dir / "overlap.gguf");
+  CHECK(bad.format == FileFormat::gguf);
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors.front().find("overlap those of 'a'") != std::string::npos);
+  const ScanReport scanned = scan(dir / "m.gguf");
+  CHECK(scanned.format == FileFormat::gguf);
+  CHECK(scanned.globals.empty());
+  CHECK(scanned.safe());
 }
 
 /// What opening `bytes` (as memory named "bad.gguf", and as a file) throws: the class, a reason holding `text`,
