@@ -154,14 +154,14 @@ class Checkpoint {
 
 /// Saves `value` to `destination` in the format `options.format` names, else the one its name ends in: .pt, .pth,
 /// .bin: torch zip (save_torch); .safetensors (save_safetensors); .npy (one tensor: `value` a tensor, or a tree
-/// holding exactly one); .npz; a name ending in `.safetensors.index.json`: a sharded safetensors checkpoint in its
-/// directory, its prefix the name before that suffix (save_safetensors_sharded, `sharded.max_shard_size`); a
-/// path without an extension or ending in '/': a tensordict tree (to_tensordict then save_memmap). With
-/// `options.format` safetensors, a destination that is a directory or ends in '/' is sharded into it. Another
-/// extension, and the torch-legacy format, are ArgumentErrors listing the choices; so is an `options.format` that
-/// another known extension contradicts (`model.safetensors` with torch_zip), and a single-file format to a
-/// directory or a name ending in '/'. The savers write beside the destination and rename into place: a failed save
-/// leaves the old file or tree as it was. Throws what the format's saver throws.
+/// holding exactly one); .npz; .gguf (save_gguf); a name ending in `.safetensors.index.json`: a sharded safetensors
+/// checkpoint in its directory, its prefix the name before that suffix (save_safetensors_sharded,
+/// `sharded.max_shard_size`); a path without an extension or ending in '/': a tensordict tree (to_tensordict then
+/// save_memmap). With `options.format` safetensors, a destination that is a directory or ends in '/' is sharded into
+/// it. Another extension, and the torch-legacy format, are ArgumentErrors listing the choices; so is an
+/// `options.format` that another known extension contradicts (`model.safetensors` with torch_zip), and a single-file
+/// format to a directory or a name ending in '/'. The savers write beside the destination and rename into place: a
+/// failed save leaves the old file or tree as it was. Throws what the format's saver throws.
 TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& destination,
                            const SaveOptions& options = {});
 
@@ -193,6 +193,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
 #include "tensorfile/formats/gguf/load.hpp"
+#include "tensorfile/formats/gguf/save.hpp"
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/numpy/npy.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
@@ -1409,6 +1410,7 @@ struct SaveTarget {
   if (extension == ".safetensors") return {FileFormat::safetensors};
   if (extension == ".npy") return {FileFormat::npy};
   if (extension == ".npz") return {FileFormat::npz};
+  if (extension == ".gguf") return {FileFormat::gguf};
   return {};
 }
 
@@ -1432,7 +1434,7 @@ struct SaveTarget {
     if (!destination.extension().empty() && !ends_in_slash) {
       throw ArgumentError("save() does not know the extension \"" + destination.extension().string() +
                               "\"; expected .pt, .pth or .bin (torch zip), .safetensors, .safetensors.index.json "
-                              "(sharded), .npy, .npz, no extension or a trailing '/' (a tensordict tree), or "
+                              "(sharded), .npy, .npz, .gguf, no extension or a trailing '/' (a tensordict tree), or "
                               "SaveOptions::format",
                           {.file = destination});
     }
@@ -1472,12 +1474,12 @@ TENSORFILE_ENTRY void save(const Value& value, const std::filesystem::path& dest
     }
     case FileFormat::npz: return save_npz(value, destination, options);
     case FileFormat::tensordict: return save_memmap(to_tensordict(value, {.file = destination}), destination, options);
+    case FileFormat::gguf: return save_gguf(value, destination, options);
     case FileFormat::torch_legacy:
-    case FileFormat::gguf:
     case FileFormat::unknown: break;
   }
   throw ArgumentError("save() does not write " + std::string(format_name(target.format)) +
-                          " files; expected SaveOptions::format torch_zip, safetensors, npy, npz or tensordict",
+                          " files; expected SaveOptions::format torch_zip, safetensors, npy, npz, gguf or tensordict",
                       {.file = destination});
 }
 

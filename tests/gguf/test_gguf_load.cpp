@@ -6,6 +6,7 @@
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/formats/gguf/dequantize.hpp>
 #include <tensorfile/formats/gguf/load.hpp>
+#include <tensorfile/formats/gguf/save.hpp>
 #include <tensorfile/scan.hpp>
 #include <tensorfile/verify.hpp>
 
@@ -504,6 +505,74 @@ TEST_CASE("verify and scan: GGUF files") {
   CHECK(scanned.format == FileFormat::gguf);
   CHECK(scanned.globals.empty());
   CHECK(scanned.safe());
+}
+
+TEST_CASE("save_gguf: a GGUF load written back is the same file; tensors and metadata written and read back") {
+  const TestFile file;
+  ScratchDir dir;
+  file.write(dir / "m.gguf");
+  SECTION("a load written back, block tensors and metadata types included, gives the same bytes") {
+    CHECK(save_gguf_to_bytes(load(dir / "m.gguf")) == file.bytes);
+    CHECK(save_gguf_to_bytes(load(dir / "m.gguf", {.mmap = MapMode::read_only})) == file.bytes);
+    save(open(dir / "m.gguf").load_all(), dir / "again.gguf");
+    check_all(load(dir / "again.gguf"), file);
+    CHECK(tensorfile_test::read_text(dir / "again.gguf") == tensorfile_test::read_text(dir / "m.gguf"));
+  }
+  SECTION("named tensors with metadata of inferred and given types, and another alignment") {
+    Tensor f32(heap_storage(24), DType::Float32, {2, 3});
+    auto* v = reinterpret_cast<float*>(f32.mutable_raw_data());
+    for (int i = 0; i < 6; ++i) v[i] = static_cast<float>(i) * 1.5f;
+    Tensor f16(heap_storage(6), DType::Float16, {3});
+    Tensor bf16(heap_storage(4), DType::BFloat16, {1, 2});
+    Dict metadata;
+    metadata.set("general.architecture", Value("test"));
+    metadata.set("n", Value(std::int64_t{5}));
+    metadata.set("big", Value(std::int64_t{1} << 40));
+    metadata.set("x", Value(2.5));
+    metadata.set("ids", Value(List(std::vector<Value>{Value(std::int64_t{1}), Value(std::int64_t{2})})));
+    Dict types;
+    types.set("n", Value("uint32"));
+    const NamedTensors tensors{{"w", f32}, {"h", f16}, {"b", bf16}};
+    save_gguf(
+        tensors, dir / "new.gguf",
+        {.gguf = {.alignment = 64, .metadata = Value(std::move(metadata)), .metadata_types = Value(std::move(types))}});
+    const GgufHeader header = read_gguf_header(dir / "new.gguf");
+    CHECK(header.alignment == 64);
+    CHECK(header.data_offset % 64 == 0);
+    REQUIRE(header.tensors.size() == 3);
+    CHECK(header.tensors[0].dims == Shape{3, 2});  // torch [2, 3] reversed
+    CHECK(header.tensors[1].type == GgmlType::F16);
+    CHECK(header.tensors[2].type == GgmlType::BF16);
+    for (const GgufTensorInfo& info : header.tensors) CHECK(info.offset % 64 == 0);
+    const Value loaded = load(dir / "new.gguf");
+    CHECK(tensor_bytes(loaded.as_dict().find("w")->as_tensor()) == tensor_bytes(f32));
+    CHECK(loaded.as_dict().find("w")->as_tensor().sizes() == Shape{2, 3});
+    const Dict& kinds = loaded.as_dict().attributes().as_dict().find("__metadata_types__")->as_dict();
+    CHECK(kinds.find("n")->as_string() == "uint32");
+    CHECK(kinds.find("big")->as_string() == "int64");
+    CHECK(kinds.find("x")->as_string() == "float32");
+    CHECK(kinds.find("ids")->as_string() == "array[int32]");
+    CHECK(kinds.find("general.alignment")->as_string() == "uint32");
+    const Value& meta = open(dir / "new.gguf").metadata();
+    CHECK(meta.as_dict().find("big")->as_int() == (std::int64_t{1} << 40));
+    CHECK(meta.as_dict().find("x")->as_float() == 2.5);
+  }
+  SECTION("what GGUF cannot hold is refused before anything is written") {
+    Tensor c(heap_storage(8), DType::Complex64, {1});
+    CHECK_THROWS_AS(save_gguf(NamedTensors{{"c", c}}, dir / "bad.gguf"), DTypeError);
+    Tensor ok(heap_storage(4), DType::Float32, {1});
+    CHECK_THROWS_AS(save_gguf(NamedTensors{{std::string(64, 'n'), ok}}, dir / "bad.gguf"), ArgumentError);
+    CHECK_THROWS_AS(save_gguf(NamedTensors{{"a", ok}}, dir / "bad.gguf", {.gguf = {.alignment = 48}}), ArgumentError);
+    Dict metadata;
+    metadata.set("n", Value(std::int64_t{-1}));
+    Dict types;
+    types.set("n", Value("uint8"));
+    CHECK_THROWS_AS(
+        save_gguf(NamedTensors{{"a", ok}}, dir / "bad.gguf",
+                  {.gguf = {.metadata = Value(std::move(metadata)), .metadata_types = Value(std::move(types))}}),
+        ArgumentError);
+    CHECK_FALSE(std::filesystem::exists(dir / "bad.gguf"));
+  }
 }
 
 /// What opening `bytes` (as memory named "bad.gguf", and as a file) throws: the class, a reason holding `text`,

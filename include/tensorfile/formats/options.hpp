@@ -20,6 +20,7 @@
 #include "tensorfile/core/file_modes.hpp"  // MapMode, DirectReads
 #include "tensorfile/core/storage.hpp"
 #include "tensorfile/core/tensor.hpp"
+#include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/format.hpp"  // FileFormat
 #include "tensorfile/formats/map_location.hpp"
 #include "tensorfile/formats/select.hpp"
@@ -208,6 +209,12 @@ struct SaveOptions {
     bool overwrite = true;    ///< replace an existing tree at the prefix; false: ArgumentError when one is there
     bool encode_keys = true;  ///< %XX-encode file names (tensordict >= 0.13); false: raw keys, unsafe ones refused
   } tensordict{};             ///< what only tensordict trees need
+  /// GGUF files (save_gguf).
+  struct Gguf {
+    std::uint64_t alignment = 32;  ///< of the data section and each tensor (a power of two; not 32: general.alignment)
+    Value metadata{};              ///< key -> value (a dict); None: none, or for a Value a GGUF load's __metadata__
+    Value metadata_types{};        ///< key -> stored type ("uint32", "array[string]"); None: a GGUF load's, or inferred
+  } gguf{};                        ///< what only GGUF files need
 };
 
 }  // namespace tensorfile

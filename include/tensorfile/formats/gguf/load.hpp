@@ -33,7 +33,8 @@
 namespace tensorfile {
 
 /// Loads a GGUF file as an OrderedDict of name -> Tensor in the order of its tensor infos, with attributes
-/// {"__metadata__": every key-value pair as parse_gguf_header reads it, "__ggml_types__": name -> ggml type name}.
+/// {"__metadata__": every key-value pair as parse_gguf_header reads it, "__metadata_types__": key -> its stored type
+/// ("uint32", "array[string]"), "__ggml_types__": name -> ggml type name}.
 /// The header is validated whole before any data is read (see parse_gguf_header). Data goes to one heap buffer the
 /// tensors share (read by `threads`; a tensor not aligned to its element size, possible only with a
 /// `general.alignment` below 8, gets its own copy), or with `.mmap` tensors are zero-copy views of one mapping of
@@ -109,8 +110,18 @@ namespace detail {
   Dict types;
   ValueAccess::reserve_more(types, header.tensors.size());
   for (const GgufTensorInfo& info : header.tensors) types.set(info.name, Value(std::string(ggml_type_name(info.type))));
+  Dict key_types;  // what save_gguf writes each key back as
+  ValueAccess::reserve_more(key_types, header.keys.size());
+  for (const GgufKeyInfo& key : header.keys) {
+    std::string type = gguf_value_type_name(static_cast<std::uint32_t>(key.type));
+    if (key.type == GgufValueType::array) {
+      type += "[" + gguf_value_type_name(static_cast<std::uint32_t>(key.element_type)) + "]";
+    }
+    key_types.set(key.key, Value(std::move(type)));
+  }
   Dict attributes;
   attributes.set("__metadata__", header.metadata);
+  attributes.set("__metadata_types__", Value(std::move(key_types)));
   attributes.set("__ggml_types__", Value(std::move(types)));
   return Value(std::move(attributes));
 }
