@@ -51,6 +51,7 @@ TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::pat
 #include <unordered_set>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
 #include "tensorfile/formats/gguf/ggml_types.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
