@@ -36,6 +36,7 @@
 #include "tensorfile/formats/gguf/ggml_types.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
 #include "tensorfile/formats/gguf/load.hpp"
+#include "tensorfile/formats/gguf/save.hpp"
 
 #include "tensorfile/formats/safetensors/header.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"

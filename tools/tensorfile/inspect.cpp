@@ -10,6 +10,7 @@
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/meta_backend.hpp>
 #include <tensorfile/core/text.hpp>
+#include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/gguf/header.hpp>
 #include <tensorfile/formats/gguf/load.hpp>
 #include <tensorfile/formats/safetensors/header.hpp>
