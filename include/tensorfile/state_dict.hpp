@@ -129,6 +129,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 #include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/formats/detail/into_refusal.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/safetensors/save_sharded.hpp"
@@ -286,6 +287,7 @@ inline FileHandle open_shard(int root_fd, const std::filesystem::path& root, con
 inline Value load_one_file(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
                            const LoadOptions& options) {
   if (format == FileFormat::safetensors) return load_safetensors_file(file, path, options);
+  if (format == FileFormat::gguf) return load_gguf_file(file, path, options);
   return load_torch_file(file, path, options);
 }
 

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer harness: parse_gguf_header() from bytes and through a ranged reader that checks every read stays in the
 // file; both must agree. A header that parses has its promises checked (tensors inside the file, aligned, not
-// overlapping) and every dequantizable tensor decoded from the input's bytes.
+// overlapping) and every dequantizable tensor decoded from the input's bytes. It is then opened and loaded through
+// the front door (heap and views): every tensor holds the input's bytes at its offset, and the small block tensors
+// dequantize from the loaded result as from the input.
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/formats/gguf/dequantize.hpp>
 #include <tensorfile/formats/gguf/header.hpp>
+#include <tensorfile/formats/gguf/load.hpp>
 
 #include "fuzz_common.hpp"
 
@@ -54,6 +58,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!tensorfile::can_dequantize(t.type) || t.bytes > (std::size_t{1} << 20)) continue;
     std::vector<float> out(static_cast<std::size_t>(t.bytes / info.block_bytes * info.block_size));
     tensorfile::dequantize(t.type, bytes.subspan(static_cast<std::size_t>(h.data_offset + t.offset), t.bytes), out);
+  }
+  for (const bool views : {false, true}) {
+    tensorfile::LoadOptions options;
+    if (views) options.mmap = tensorfile::MapMode::read_only;
+    const tensorfile::Checkpoint checkpoint = tensorfile::open(tensorfile::Source::memory(bytes, "fuzz.gguf"), options);
+    const tensorfile::Value loaded = checkpoint.load_all();  // a parsed header loads: no error past it
+    if (checkpoint.entries().size() != h.tensors.size()) __builtin_trap();
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+      const tensorfile::GgufTensorInfo& t = h.tensors[i];
+      const tensorfile::Value* value = loaded.as_dict().find(t.name);
+      if (value == nullptr || !value->is_tensor()) __builtin_trap();
+      const tensorfile::Tensor& tensor = value->as_tensor();
+      if (tensor.nbytes() != t.bytes || tensor.sizes() != t.storage_shape()) __builtin_trap();
+      if (t.bytes != 0 && std::memcmp(tensor.raw_data(), data + h.data_offset + t.offset, t.bytes) != 0) {
+        __builtin_trap();  // not the input's bytes
+      }
+      if (views && t.bytes != 0 && tensor.raw_data() != bytes.data() + h.data_offset + t.offset) __builtin_trap();
+      const tensorfile::GgmlTypeInfo& info = tensorfile::ggml_type_info(t.type);
+      if (info.is_quantized() && tensorfile::can_dequantize(t.type) && t.bytes <= (std::size_t{1} << 16) &&
+          !t.dims.empty()) {
+        (void)tensorfile::dequantize(loaded, t.name);
+      }
+    }
   }
   return 0;
 }
