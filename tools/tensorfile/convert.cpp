@@ -12,6 +12,8 @@
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/text.hpp>
 #include <tensorfile/core/value_print.hpp>
+#include <tensorfile/formats/gguf/load.hpp>
+#include <tensorfile/formats/gguf/save.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/safetensors/metadata.hpp>
 #include <tensorfile/formats/safetensors/save.hpp>
@@ -30,10 +32,11 @@ namespace tensorfile::cli {
 namespace {
 
 constexpr std::array convert_options{
-    OptionSpec{"to", "FORMAT",
-               "what to write: pt, memmap, safetensors, npz or npy; default: by OUT's suffix (.pt, .pth, .ckpt, "
-               ".bin, .tar: pt; .safetensors; .npz; .npy), a sharded safetensors directory with --max-shard-size, "
-               "else memmap; a suffix that names another format than --to is an error"},
+    OptionSpec{
+        "to", "FORMAT",
+        "what to write: pt, memmap, safetensors, npz, npy or gguf; default: by OUT's suffix (.pt, .pth, .ckpt, "
+        ".bin, .tar: pt; .safetensors; .npz; .npy; .gguf), a sharded safetensors directory with --max-shard-size, "
+        "else memmap; a suffix that names another format than --to is an error"},
     OptionSpec{"max-shard-size", "SIZE",
                "safetensors: write OUT as a directory of shards of at most SIZE tensor bytes (5GB, 500MB, 2GiB) "
                "with model.safetensors.index.json"},
@@ -71,7 +74,7 @@ constexpr std::array convert_options{
 };
 
 /// What convert writes.
-enum class Target { pt, memmap, safetensors, sharded, npz, npy };
+enum class Target { pt, memmap, safetensors, sharded, npz, npy, gguf };
 
 std::string_view target_name(Target target) {
   switch (target) {
@@ -81,6 +84,7 @@ std::string_view target_name(Target target) {
     case Target::sharded: return "sharded safetensors";
     case Target::npz: return "npz";
     case Target::npy: return "npy";
+    case Target::gguf: return "gguf";
   }
   return "?";
 }
@@ -94,6 +98,7 @@ std::optional<Target> target_by_suffix(const std::filesystem::path& out) {
   if (suffix == ".safetensors") return Target::safetensors;
   if (suffix == ".npz") return Target::npz;
   if (suffix == ".npy") return Target::npy;
+  if (suffix == ".gguf") return Target::gguf;
   return std::nullopt;
 }
 
@@ -102,16 +107,19 @@ Target target_of(const Args& args, const std::filesystem::path& out, bool sharde
   const std::optional<Target> by_suffix = target_by_suffix(out);
   std::optional<Target> target;
   if (const auto to = args.value("to")) {
-    static constexpr std::array<std::pair<std::string_view, Target>, 6> names{{{"pt", Target::pt},
+    static constexpr std::array<std::pair<std::string_view, Target>, 7> names{{{"pt", Target::pt},
                                                                                {"memmap", Target::memmap},
                                                                                {"tensordict", Target::memmap},
                                                                                {"safetensors", Target::safetensors},
                                                                                {"npz", Target::npz},
-                                                                               {"npy", Target::npy}}};
+                                                                               {"npy", Target::npy},
+                                                                               {"gguf", Target::gguf}}};
     for (const auto& [name, value] : names) {
       if (*to == name) target = value;
     }
-    if (!target) throw UsageError(fmt::format("--to must be pt, memmap, safetensors, npz or npy, got '{}'", *to));
+    if (!target) {
+      throw UsageError(fmt::format("--to must be pt, memmap, safetensors, npz, npy or gguf, got '{}'", *to));
+    }
     if (by_suffix && *by_suffix != *target) {
       throw UsageError(fmt::format("--to {} contradicts OUT's suffix {} (which names {}); drop one or rename OUT", *to,
                                    out.extension().string(), target_name(*by_suffix)));
@@ -192,6 +200,10 @@ bool holds_dtype(Target target, DType dtype) {
     const Tensor empty = Tensor::zeros({0}, dtype);
     if (target == Target::npz || target == Target::npy) {
       (void)save_npy_to_bytes(empty);
+    } else if (target == Target::gguf) {
+      Dict one;
+      one.set("t", empty);
+      (void)save_gguf_to_bytes(Value(std::move(one)));
     } else {
       (void)save_safetensors_to_bytes(NamedTensors{{"t", empty}});
     }
@@ -505,6 +517,16 @@ int run_convert(const Args& args) {
   const Loaded loaded = load_source(checkpoint, in, args, options, target, losses);
   selection.require_all_matched(in);
   const Value& v = loaded.value;
+  const bool gguf_to_gguf = checkpoint.format() == FileFormat::gguf && target == Target::gguf;
+  if (checkpoint.format() == FileFormat::gguf && !gguf_to_gguf) {  // block tensors leave GGUF as bytes
+    for (const auto& [path, tensor] : named_tensors(v)) {
+      const std::optional<GgmlType> type = gguf_tensor_type(v, path);
+      if (type && ggml_type_info(*type).is_quantized()) {
+        losses.changed.push_back(
+            {path, fmt::format("{} blocks, written as their raw bytes (uint8)", ggml_type_name(*type))});
+      }
+    }
+  }
   const std::string label = "writing " + escape_controls(out.filename().string());
 
   switch (target) {
@@ -553,6 +575,21 @@ int run_convert(const Args& args) {
                      escape_controls(written.index.filename().string()));
         }
       }
+      return exit_ok;
+    }
+    case Target::gguf: {
+      if (gguf_to_gguf) {  // as read: metadata, its types and block tensors kept
+        report(losses, in, strict);
+        ProgressBar progress(label, storage_bytes(v), !quiet);
+        save(v, out, {.format = FileFormat::gguf});
+        progress.finish();
+        return exit_ok;
+      }
+      const NamedTensors tensors = flat_tensors(v, in, target, losses, nullptr);
+      report(losses, in, strict);
+      ProgressBar progress(label, tensor_bytes(tensors), !quiet);
+      save(tensors, out, {.format = FileFormat::gguf});
+      progress.finish();
       return exit_ok;
     }
     case Target::npz:
