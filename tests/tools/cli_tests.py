@@ -151,7 +151,7 @@ def suite_usage(opts, failures):
     expect(["inspect", "--json=1", fixture], 2, stderr_has="option '--json' takes no value")
     expect(["convert", fixture], 2, stderr_has="expected 2 operands (IN OUT), got 1")
     expect(["convert", fixture, "out", "--to", "zip"], 2,
-           stderr_has="--to must be pt, memmap, safetensors, npz or npy, got 'zip'")
+           stderr_has="--to must be pt, memmap, safetensors, npz, npy or gguf, got 'zip'")
     # A suffix that names another format than --to is a wrong command line, never a directory named Y.safetensors.
     for out, to in (("Y.safetensors", "memmap"), ("Y.pt", "safetensors"), ("Y.npz", "pt"), ("Y.npy", "npz")):
         expect(["convert", fixture, out, "--to", to], 2, stderr_has=f"--to {to} contradicts OUT's suffix ")
@@ -834,6 +834,10 @@ def suite_formats(opts, failures):
         model_folder = os.path.join(scratch, "model_folder")  # a Hugging Face folder with one model.safetensors
         os.mkdir(model_folder)
         shutil.copy(os.path.join(d, "safetensors", "f.safetensors"), os.path.join(model_folder, "model.safetensors"))
+        gguf = os.path.join(scratch, "overall.gguf")  # GGUF as this tool's convert writes it (no fixture of gguf-py's)
+        result = run(tool, "convert", "--quiet", os.path.join(d, "safetensors", "overall.safetensors"), gguf)
+        failures.check(result.returncode == 0 and "left out B: a uint8 tensor; gguf has no uint8" in result.stderr,
+                       f"convert overall.safetensors -> gguf: exit {result.returncode}: {result.stderr}")
         inputs = [
             (os.path.join(d, "torch", "t_float32_2x3.pt"), "torch-zip"),
             (os.path.join(d, "torch", "legacy_format.pt"), "torch-legacy"),
@@ -845,6 +849,7 @@ def suite_formats(opts, failures):
             (os.path.join(d, "numpy", "stored.npz"), "npz"),
             (os.path.join(d, "numpy", "deflated.npz"), "npz"),
             (os.path.join(d, "tensordict", "s01_basic"), "tensordict"),
+            (gguf, "gguf"),
         ]
         for index, (path, label) in enumerate(inputs):
             rel = os.path.relpath(path, d) if path.startswith(d) else os.path.basename(path)
