@@ -514,6 +514,10 @@ TEST_CASE("save_gguf: a GGUF load written back is the same file; tensors and met
   SECTION("a load written back, block tensors and metadata types included, gives the same bytes") {
     CHECK(save_gguf_to_bytes(load(dir / "m.gguf")) == file.bytes);
     CHECK(save_gguf_to_bytes(load(dir / "m.gguf", {.mmap = MapMode::read_only})) == file.bytes);
+    const TestFile wide(64);  // general.alignment 64, kept
+    CHECK(save_gguf_to_bytes(load(Source::memory(wide.bytes, "wide.gguf"))) == wide.bytes);
+    const TestFile packed(1);
+    CHECK(save_gguf_to_bytes(load(Source::memory(packed.bytes, "packed.gguf"))) == packed.bytes);
     save(open(dir / "m.gguf").load_all(), dir / "again.gguf");
     check_all(load(dir / "again.gguf"), file);
     CHECK(tensorfile_test::read_text(dir / "again.gguf") == tensorfile_test::read_text(dir / "m.gguf"));

@@ -29,9 +29,9 @@ TENSORFILE_ENTRY void save_gguf(const NamedTensors& tensors, const std::filesyst
                                 const SaveOptions& options = {});
 
 /// Saves every tensor of `tensors` under its named_tensors() path (see the NamedTensors overload). What a GGUF load
-/// gave is written back as it was read: its `__metadata__` and `__metadata_types__` unless `.gguf.metadata` is given,
-/// and each block-typed tensor (uint8 raw blocks, its type in `__ggml_types__`) as its ggml type, with its shape in
-/// elements.
+/// gave is written back as it was read: its `__metadata__` and `__metadata_types__` unless `.gguf.metadata` is given
+/// (and then its `general.alignment`, unless `.gguf.alignment` asks for another than 32), and each block-typed tensor
+/// (uint8 raw blocks, its type in `__ggml_types__`) as its ggml type, with its shape in elements.
 TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::path& path,
                                 const SaveOptions& options = {});
 
@@ -308,7 +308,13 @@ inline void write_gguf(const Value& tensors, ByteSink& sink, const SaveOptions& 
   const Dict* hints = options.gguf.metadata_types.is_dict() ? &options.gguf.metadata_types.as_dict()
                       : given                               ? nullptr
                                                             : attribute("__metadata_types__");
-  write_gguf(named_tensors(tensors), metadata, hints, attribute("__ggml_types__"), sink, options);
+  SaveOptions adjusted = options;  // a load's alignment kept, unless another than the default is asked for
+  const Value* alignment = loaded != nullptr && !given ? loaded->find("general.alignment") : nullptr;
+  if (alignment != nullptr && alignment->is_int() && alignment->as_int() > 0 &&
+      options.gguf.alignment == gguf_default_alignment) {
+    adjusted.gguf.alignment = static_cast<std::uint64_t>(alignment->as_int());
+  }
+  write_gguf(named_tensors(tensors), metadata, hints, attribute("__ggml_types__"), sink, adjusted);
 }
 
 }  // namespace detail
