@@ -259,8 +259,9 @@ const CommandSpec inspect_spec{
     .options = inspect_options,
     .summary =
         "Show what a torch.save file (zip or legacy), a safetensors file, a sharded checkpoint (*.index.json or a\n"
-        "model directory), a .npy or .npz file or a tensordict memmap directory holds: every tensor's dtype,\n"
-        "shape, device tag, bytes and storage, the other values, totals, and the format.",
+        "model directory), a .npy, .npz or GGUF file or a tensordict memmap directory holds: every tensor's dtype,\n"
+        "shape, device tag, bytes and storage, the other values, totals, and the format (GGUF: then its metadata\n"
+        "and each tensor's ggml type, shape in elements and first byte; block tensors show as their raw uint8).",
     .details =
         "The format is found by the library's open(), from the contents, never from the name. No tensor data is\n"
         "read unless --hash is given (the file is mapped; torch files load on the meta device, tensordict leaves\n"

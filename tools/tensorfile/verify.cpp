@@ -63,7 +63,8 @@ const CommandSpec verify_spec{
     .max_operands = 1,
     .options = verify_options,
     .summary =
-        "Check a torch file, safetensors file, sharded checkpoint, .npy or .npz file or tensordict tree in full:\n"
+        "Check a torch file, safetensors file, sharded checkpoint, .npy, .npz or GGUF file or tensordict tree in\n"
+        "full: "
         "structure, every record and its CRC-32, every view.",
     .details =
         "Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), data.pkl, each\n"
@@ -72,6 +73,7 @@ const CommandSpec verify_spec{
         "Safetensors files: the header and the data offsets' tiling. Sharded checkpoints (*.index.json or a model\n"
         "directory): every shard as above, then the index against them (names missing, in two shards, unlisted).\n"
         ".npy files: the header and the data's length; .npz files: every member's header, length and CRC-32.\n"
+        "GGUF files: the header (counts, types, alignment) and every tensor's offset, alignment, size and overlap.\n"
         "Objects tensorfile keeps opaque (numpy arrays, modules) are not errors.\n"
         "\n"
         "Every pickle is also scanned for what torch.load would import: a dangerous global (os.system, eval...)\n"
