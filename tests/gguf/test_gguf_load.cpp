@@ -561,6 +561,28 @@ TEST_CASE("save_gguf: a GGUF load written back is the same file; tensors and met
     CHECK(meta.as_dict().find("big")->as_int() == (std::int64_t{1} << 40));
     CHECK(meta.as_dict().find("x")->as_float() == 2.5);
   }
+  SECTION("quantize: 2-d float tensors of whole blocks to q8_0 or q4_0, the others as they are") {
+    const std::vector<float> values = ramp(192);
+    Tensor w(heap_storage(192 * 4), DType::Float32, {3, 64});
+    std::memcpy(w.mutable_raw_data(), values.data(), 192 * 4);
+    Tensor norm(heap_storage(64 * 4), DType::Float32, {64});
+    std::memcpy(norm.mutable_raw_data(), values.data(), 64 * 4);
+    Tensor odd(heap_storage(3 * 48 * 4), DType::Float32, {3, 48});  // rows of 48: not whole blocks
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      INFO(ggml_type_name(type));
+      save(NamedTensors{{"w", w}, {"norm", norm}, {"odd", odd}}, dir / "q.gguf",
+           {.gguf = {.quantize = std::string(ggml_type_name(type))}});
+      const Checkpoint checkpoint = open(dir / "q.gguf");
+      CHECK(checkpoint.find("w")->ggml_type == type);
+      CHECK(checkpoint.find("w")->shape == Shape{3, 64});
+      CHECK(checkpoint.find("norm")->ggml_type == GgmlType::F32);
+      CHECK(checkpoint.find("odd")->ggml_type == GgmlType::F32);
+      CHECK(tensor_bytes(checkpoint.tensor("w")) == quantized(type, values));
+      const Tensor back = dequantize(checkpoint.load_all(), "w");
+      CHECK(back.sizes() == Shape{3, 64});
+    }
+    CHECK_THROWS_AS(save_gguf(NamedTensors{{"w", w}}, dir / "q.gguf", {.gguf = {.quantize = "q5_0"}}), ArgumentError);
+  }
   SECTION("what GGUF cannot hold is refused before anything is written") {
     Tensor c(heap_storage(8), DType::Complex64, {1});
     CHECK_THROWS_AS(save_gguf(NamedTensors{{"c", c}}, dir / "bad.gguf"), DTypeError);

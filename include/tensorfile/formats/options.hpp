@@ -214,7 +214,10 @@ struct SaveOptions {
     std::uint64_t alignment = 32;  ///< of the data section and each tensor (a power of two; not 32: general.alignment)
     Value metadata{};              ///< key -> value (a dict); None: none, or for a Value a GGUF load's __metadata__
     Value metadata_types{};        ///< key -> stored type ("uint32", "array[string]"); None: a GGUF load's, or inferred
-  } gguf{};                        ///< what only GGUF files need
+    /// "q8_0" or "q4_0": float tensors of 2 or more dimensions whose last extent is a multiple of 32 are quantized to
+    /// it with ggml's reference rounding (others are written as they are); empty: none.
+    std::string quantize{};
+  } gguf{};  ///< what only GGUF files need
 };
 
 }  // namespace tensorfile

@@ -19,12 +19,13 @@ namespace tensorfile {
 /// every tensor's info (its torch shape reversed into GGUF's dims, ne[0] the last extent), then each tensor's bytes
 /// in C order at an offset aligned to `.gguf.alignment` (32, ggml's default; another power of two is written as
 /// `general.alignment`). Tensors of a plain ggml type's dtype (float32, float16, bfloat16, float64, int8-int64) are
-/// written as that type. Metadata values keep the type `.gguf.metadata_types` names for their key ("uint32",
-/// "array[string]", as a GGUF load's `__metadata_types__` holds them); others are written as llama.cpp's gguf-py
-/// writes Python values: bool, int as int32 (int64 beyond it), float as float32, str, a list as an array of its first
-/// element's type. Throws ArgumentError for duplicate or empty names, names of 64 bytes or more (ggml's limit),
-/// more than 4 dimensions, meta tensors, a metadata value its type cannot hold and an alignment that is not a power
-/// of two; DTypeError for a dtype GGUF has no type for; IoError. SaveOptions::format is ignored.
+/// written as that type, or with `.gguf.quantize` the float ones of 2+ dims whose rows hold whole blocks of 32 as
+/// Q8_0 or Q4_0 blocks (quantize(), ggml's reference rounding). Metadata values keep the type `.gguf.metadata_types`
+/// names for their key ("uint32", "array[string]", as a GGUF load's `__metadata_types__` holds them); others are
+/// written as llama.cpp's gguf-py writes Python values: bool, int as int32 (int64 beyond it), float as float32, str, a
+/// list as an array of its first element's type. Throws ArgumentError for duplicate or empty names, names of 64 bytes
+/// or more (ggml's limit), more than 4 dimensions, meta tensors, a metadata value its type cannot hold and an alignment
+/// that is not a power of two; DTypeError for a dtype GGUF has no type for; IoError. SaveOptions::format is ignored.
 TENSORFILE_ENTRY void save_gguf(const NamedTensors& tensors, const std::filesystem::path& path,
                                 const SaveOptions& options = {});
 
@@ -51,8 +52,10 @@ TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::pat
 #include <unordered_set>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/formats/gguf/dequantize.hpp"
 #include "tensorfile/formats/gguf/ggml_types.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
 #include "tensorfile/formats/gguf/load.hpp"
@@ -183,6 +186,16 @@ inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const
     throw ArgumentError("SaveOptions::gguf.alignment is " + std::to_string(alignment) +
                         "; expected a power of two that fits in 32 bits");
   }
+  std::optional<GgmlType> quantize_to;
+  if (!options.gguf.quantize.empty()) {
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      if (ggml_type_name(type) == options.gguf.quantize) quantize_to = type;
+    }
+    if (!quantize_to) {
+      throw ArgumentError("SaveOptions::gguf.quantize is \"" + options.gguf.quantize +
+                          "\"; expected \"q8_0\", \"q4_0\" or empty");
+    }
+  }
   std::vector<GgufOutTensor> out;
   out.reserve(tensors.size());
   std::unordered_set<std::string_view> names;
@@ -226,7 +239,24 @@ inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const
                          ", which GGUF has no type for; expected float32, float16, bfloat16, float64 or int8-int64");
       }
     }
-    out.push_back({&name, tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu()), *type, std::move(dims)});
+    Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+    const bool floating = tensor.dtype() == DType::Float32 || tensor.dtype() == DType::Float16 ||
+                          tensor.dtype() == DType::BFloat16 || tensor.dtype() == DType::Float64;
+    if (quantize_to && floating && dims.size() >= 2 && dims[0] % 32 == 0) {
+      const Tensor floats = host.to(DType::Float32).contiguous();
+      const GgmlTypeInfo& info = ggml_type_info(*quantize_to);
+      Shape raw = floats.sizes();
+      raw.back() = raw.back() / 32 * info.block_bytes;
+      Tensor blocks(heap_storage(static_cast<std::size_t>(floats.numel()) / 32 * info.block_bytes, false), DType::UInt8,
+                    std::move(raw));
+      quantize(*quantize_to,
+               std::span<const float>(reinterpret_cast<const float*>(floats.raw_data()),
+                                      static_cast<std::size_t>(floats.numel())),
+               std::span<std::byte>(blocks.mutable_raw_data(), blocks.nbytes()));
+      host = std::move(blocks);
+      type = quantize_to;
+    }
+    out.push_back({&name, std::move(host), *type, std::move(dims)});
   }
 
   GgufFields f;
