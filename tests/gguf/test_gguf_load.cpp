@@ -7,6 +7,7 @@
 #include <tensorfile/formats/gguf/dequantize.hpp>
 #include <tensorfile/formats/gguf/load.hpp>
 #include <tensorfile/formats/gguf/save.hpp>
+#include <tensorfile/formats/safetensors/load.hpp>
 #include <tensorfile/scan.hpp>
 #include <tensorfile/verify.hpp>
 
@@ -198,6 +199,27 @@ TEST_CASE("detect_format: the GGUF magic") {
   ScratchDir dir;
   file.write(dir / "weights.bin");  // told by its content, not its name
   CHECK(detect_format(dir / "weights.bin") == FileFormat::gguf);
+}
+
+TEST_CASE("a loader given the other's file names the right one") {
+  const TestFile file;
+  ScratchDir dir;
+  file.write(dir / "m.gguf");
+  try {
+    (void)load_safetensors(dir / "m.gguf");
+    FAIL("no error");
+  } catch (const FormatError& e) {
+    INFO(e.what());
+    CHECK(e.reason().find("the file is gguf data, not safetensors") != std::string::npos);
+    CHECK(e.reason().find("(read it with load_gguf())") != std::string::npos);
+  }
+  try {
+    (void)load_gguf(tensorfile_test::sample("safetensors", "f.safetensors"));
+    FAIL("no error");
+  } catch (const FormatError& e) {
+    INFO(e.what());
+    CHECK(e.reason().find("the file is safetensors data, not gguf; expected the GGUF magic") != std::string::npos);
+  }
 }
 
 TEST_CASE("open: a GGUF file's entries, metadata and meta tree") {
