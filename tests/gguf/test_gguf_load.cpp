@@ -4,6 +4,7 @@
 // into, slices and dequantize, each value checked against what was written; hostile files as errors naming the
 // file, the tensor and the byte offset.
 #include <tensorfile/checkpoint.hpp>
+#include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/gguf/dequantize.hpp>
 #include <tensorfile/formats/gguf/load.hpp>
 #include <tensorfile/formats/gguf/save.hpp>
