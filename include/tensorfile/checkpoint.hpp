@@ -170,6 +170,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -228,7 +229,8 @@ struct CheckpointState {
   Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
   std::optional<NpyHeader> npy;         // .npy: its header (byte order, layout), for reads by range
   FolderReader* folder = nullptr;       // a folder source's folder: a tree is read through it
-  std::string relative;                 // a folder source's tree: its directory in the folder
+  std::shared_ptr<FolderReader> owned_folder;                  // a URL's folder, kept alive as long as the handle
+  std::string relative;                                        // a folder source's tree: its directory in the folder
   std::vector<std::shared_ptr<RangeReader>> readers;           // a folder source's files read, before what reads them
   std::vector<std::shared_ptr<const CheckpointState>> shards;  // sharded: each shard opened
   std::vector<std::size_t> shard_of;                           // sharded: per entry, its shard
@@ -974,6 +976,21 @@ class FolderFile final : public RangeReader {
   return state;
 }
 
+/// open() of a URL through the opener <tensorfile/remote.hpp> registers; without one an ArgumentError.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_url(const std::string& url, const LoadOptions& options) {
+  const std::function<UrlFolder(const std::string&)>& opener = url_opener();
+  if (!opener) {
+    throw ArgumentError(
+        "a URL needs the remote reader; expected #include <tensorfile/remote.hpp> and a link to "
+        "tensorfile::remote",
+        {.file = url.substr(0, url.find('?'))});
+  }
+  UrlFolder where = opener(url);
+  std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options);
+  state->owned_folder = std::move(where.folder);
+  return state;
+}
+
 /// The tensor at `path`, whole (no slice rule asked).
 inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) {
   const std::size_t i = entry_index(state, path);
@@ -1280,14 +1297,16 @@ TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*
 
 TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
   switch (source.kind()) {
-    case Source::Kind::path: return Checkpoint(detail::open_path(source.path(), options));
+    case Source::Kind::path:
+      if (detail::is_url(source.name())) return Checkpoint(detail::open_url(source.name(), options));
+      return Checkpoint(detail::open_path(source.path(), options));
     case Source::Kind::folder: return Checkpoint(detail::open_folder(*source.folder(), source.relative(), options));
     default: return Checkpoint(detail::open_bytes(source, options));
   }
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
-  if (source.kind() == Source::Kind::path && !options.slice) {
+  if (source.kind() == Source::Kind::path && !options.slice && !detail::is_url(source.name())) {
     const std::filesystem::path& path = source.path();
     std::error_code error;
     if (!std::filesystem::is_directory(path, error)) {
