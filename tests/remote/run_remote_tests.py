@@ -4,7 +4,9 @@
 
 nginx (Debian's nginx-light) serves a temporary copy of tests/data with byte ranges, ETags and If-Match; a small
 proxy in front of it injects faults by the first step of the path; s3rver (npm), when its folder is given, serves
-the same files as an S3 bucket. The URLs reach the test through the environment.
+the same files as an S3 bucket "weights" (key id S3RVER, secret S3RVER). s3rver serves ranges and refuses an
+unknown key id (403 InvalidAccessKeyId) and a request without x-amz-content-sha256, but it does not check SigV4
+signatures (a wrong secret passes), lets anonymous requests through, and ignores If-Match. The URLs reach the test through the environment.
 
 usage: run_remote_tests.py TEST_EXECUTABLE DATA_DIR [--s3rver DIR_WITH_node_modules] [-- catch2 arguments]
 """
@@ -66,7 +68,8 @@ http {{
 class FaultProxy(http.server.BaseHTTPRequestHandler):
     """GET /<fault>/<path>: <path> fetched from nginx, then the fault applied. Faults:
     drop (the first 2 GETs of each file cut mid-body), drop-always, flaky (the first 2 GETs of each file answer
-    503 then 500), flaky-always (503), trickle (a byte every half second), forbidden (403), pass (none)."""
+    503 then 500), flaky-always (503), trickle (a byte every half second), forbidden (403), unconditional (If-Match and If-Unmodified-Since not
+    forwarded, as a server that ignores them), pass (none)."""
 
     protocol_version = "HTTP/1.1"
     upstream_port = 0
@@ -97,7 +100,8 @@ class FaultProxy(http.server.BaseHTTPRequestHandler):
         if fault == "flaky-always" or (fault == "flaky" and attempt <= 2):
             return self.send_plain(500 if fault == "flaky" and attempt == 2 else 503, "try again")
         upstream = http.client.HTTPConnection("127.0.0.1", FaultProxy.upstream_port, timeout=30)
-        forwarded = {k: v for k, v in self.headers.items() if k.lower() in ("range", "if-match", "if-unmodified-since")}
+        kept = ("range",) if fault == "unconditional" else ("range", "if-match", "if-unmodified-since")
+        forwarded = {k: v for k, v in self.headers.items() if k.lower() in kept}
         upstream.request("GET", "/" + rest, headers=forwarded)
         response = upstream.getresponse()
         body = response.read()
@@ -123,6 +127,13 @@ class FaultProxy(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
         except OSError:
             self.close_connection = True  # the client gave up (a trickle it timed out)
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that hung up on a fault: expected
+        pass
 
 
 def main():
@@ -160,8 +171,7 @@ def main():
         wait_for_port(nginx_port, nginx, "nginx")
 
         FaultProxy.upstream_port = nginx_port
-        proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultProxy)
-        proxy.daemon_threads = True
+        proxy = QuietServer(("127.0.0.1", 0), FaultProxy)
         servers.append(proxy)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
 
@@ -175,19 +185,28 @@ def main():
             s3_root = os.path.join(tmp, "s3")
             bucket = os.path.join(tmp, "bucket")
             os.makedirs(s3_root)
-            shutil.copytree(data_dir, bucket)
+            shutil.copytree(os.path.join(data_dir, "safetensors"), os.path.join(bucket, "safetensors"))
+            shutil.copytree(os.path.join(data_dir, "sharded"), os.path.join(bucket, "sharded"))
+            shutil.copytree(os.path.join(data_dir, "torch"), os.path.join(bucket, "torch"))
             s3 = subprocess.Popen(
                 ["node", os.path.join(s3rver_dir, "node_modules", "s3rver", "bin", "s3rver.js"), "--address",
                  "127.0.0.1", "--port", str(s3_port), "--directory", s3_root, "--configure-bucket", "weights",
-                 "--silent"], cwd=tmp)
+                 "--silent"], cwd=tmp, stdout=subprocess.DEVNULL)
             processes.append(s3)
             wait_for_port(s3_port, s3, "s3rver")
-            upload = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_upload.js"),
-                                     s3rver_dir, f"http://127.0.0.1:{s3_port}", "weights", bucket])
-            if upload.returncode != 0:
-                raise RuntimeError("uploading the fixtures to s3rver failed")
+            # s3rver keeps objects in its own layout: the fixtures go in by signed PUTs (curl's --aws-sigv4).
+            for folder, _, files in os.walk(bucket):
+                for f in files:
+                    path = os.path.join(folder, f)
+                    key = os.path.relpath(path, bucket)
+                    subprocess.run(["curl", "-sSf", "-o", "/dev/null", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                                    "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", path,
+                                    f"http://127.0.0.1:{s3_port}/weights/{key}"], check=True)
             env["TENSORFILE_REMOTE_S3_ENDPOINT"] = f"http://127.0.0.1:{s3_port}"
             env["TENSORFILE_REMOTE_S3_BUCKET"] = "weights"
+            env.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}", AWS_ACCESS_KEY_ID="S3RVER",
+                       AWS_SECRET_ACCESS_KEY="S3RVER", AWS_REGION="us-east-1")
+            env.pop("AWS_SESSION_TOKEN", None)
 
         return subprocess.run([executable] + catch_args, env=env).returncode
     finally:
