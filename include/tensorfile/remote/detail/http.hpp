@@ -281,6 +281,12 @@ class Batch {
         }
       }
       if (waiting.empty() && active == 0) break;
+      // A slot freed and a transfer due: start it now rather than wait on the others.
+      const auto due = std::chrono::steady_clock::now();
+      if (active < in_flight &&
+          std::any_of(waiting.begin(), waiting.end(), [&](const Transfer* t) { return t->not_before <= due; })) {
+        continue;
+      }
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
       const int wait_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0, 100));
       if (active != 0) {
@@ -327,6 +333,7 @@ class Batch {
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "tensorfile-remote");
+    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 256L * 1024);  // fewer, larger copies than the 16 KiB default
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Batch::on_header);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &transfer);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Batch::on_body);
