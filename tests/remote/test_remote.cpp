@@ -130,6 +130,8 @@ TEST_CASE("a folder opened with options: parts, select, counters", "[remote][htt
   SECTION("a whole load in parts equals the local file") {
     check_same_tensors(load(Source::folder(*folder, "big.safetensors")), load(local));
     CHECK(folder->stats().bytes <= std::filesystem::file_size(local) + 4096);
+    // The 32 back-to-back tensors are one read (coalesced), split into 8 MiB / 64 KiB parts, after the probe.
+    CHECK(folder->stats().requests == 1 + (std::size_t{32} * 256 * 1024) / (std::size_t{64} << 10));
   }
   SECTION("a file's size and validator come from its first GET") {
     const std::unique_ptr<remote::RemoteFile> file = folder->open_file("big.safetensors");
