@@ -176,6 +176,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -237,7 +238,8 @@ struct CheckpointState {
   Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
   std::optional<NpyHeader> npy;         // .npy: its header (byte order, layout), for reads by range
   FolderReader* folder = nullptr;       // a folder source's folder: a tree is read through it
-  std::string relative;                 // a folder source's tree: its directory in the folder
+  std::shared_ptr<FolderReader> owned_folder;                  // a URL's folder, kept alive as long as the handle
+  std::string relative;                                        // a folder source's tree: its directory in the folder
   std::vector<std::shared_ptr<RangeReader>> readers;           // a folder source's files read, before what reads them
   std::vector<std::shared_ptr<const CheckpointState>> shards;  // sharded: each shard opened
   std::vector<std::size_t> shard_of;                           // sharded: per entry, its shard
@@ -310,7 +312,8 @@ inline void add_entries(CheckpointState& state, const Value& tree) {
   return Value(load_npy(state.memory, span_options(state, std::move(options))));
 }
 
-inline Tensor read_direct(const CheckpointState& state, std::size_t i);
+inline Tensor read_direct(const CheckpointState& state, std::size_t i, const Storage* fetched = nullptr);
+[[nodiscard]] inline bool reads_directly(const CheckpointState& state, std::size_t i);
 [[nodiscard]] inline std::size_t entry_index(const CheckpointState& state, std::string_view path);
 inline Storage range_storage(const CheckpointState& state, const CheckpointEntry& entry, std::size_t bytes);
 inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer);
@@ -320,13 +323,49 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   const auto kept = [&](const std::string& path) {
     return options.into.contains(path) || !options.select || options.select(path);
   };
+  // Over a RangeReader (remote storage), kept tensors whose bytes lie back to back are fetched by one read per run
+  // (which a remote reader splits into concurrent parts) into one heap arena they share, rather than a request each.
+  std::vector<Storage> fetched(state.entries.size());
+  if (state.bytes != nullptr && state.bytes->reader() != nullptr && !state.views.defined() &&
+      !state.options.map_location.all_meta() && state.format == FileFormat::safetensors) {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < state.entries.size(); ++i) {
+      const CheckpointEntry& entry = state.entries[i];
+      if (kept(entry.path) && !options.into.contains(entry.path) && reads_directly(state, i) && entry.nbytes != 0) {
+        order.push_back(i);
+      }
+    }
+    const auto offset_of = [&](std::size_t i) { return state.entries[i].location->offset; };
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return offset_of(a) < offset_of(b); });
+    constexpr std::uint64_t run_cap = std::uint64_t{512} << 20;  // one read's arena at the most
+    for (std::size_t first = 0; first < order.size();) {
+      std::size_t last = first + 1;
+      std::uint64_t end = offset_of(order[first]) + state.entries[order[first]].nbytes;
+      while (last < order.size() && offset_of(order[last]) == end &&
+             end + state.entries[order[last]].nbytes - offset_of(order[first]) <= run_cap) {
+        end += state.entries[order[last]].nbytes;
+        ++last;
+      }
+      if (last - first > 1) {
+        const std::uint64_t begin = offset_of(order[first]);
+        const auto bytes = static_cast<std::size_t>(end - begin);
+        Storage arena = heap_storage(bytes, false, false, state.options.huge_pages);
+        state.bytes->read_exact(begin, {arena.mutable_data(), bytes});
+        for (std::size_t k = first; k < last; ++k) {
+          fetched[order[k]] = arena.slice(static_cast<std::size_t>(offset_of(order[k]) - begin),
+                                          static_cast<std::size_t>(state.entries[order[k]].nbytes));
+        }
+      }
+      first = last;
+    }
+  }
   const auto tensor_of = [&](std::size_t i) -> Tensor {
     const std::string& path = state.entries[i].path;
     if (const auto buffer = options.into.find(path); buffer != options.into.end()) {
       read_into_buffer(state, path, buffer->second);
       return buffer->second;
     }
-    return read_direct(state, i);
+    return read_direct(state, i, fetched[i].defined() ? &fetched[i] : nullptr);
   };
   if (state.format == FileFormat::npy) {
     if (!kept("")) return options.select_drops ? Value() : Value(state.meta.front());
@@ -501,12 +540,12 @@ inline void put_at(Value& tree, std::string_view path, const Tensor& buffer, con
   }
 }
 
-/// The tensor of entry `i` read from its location: a view of the mapping, or one read of the range, then placed
-/// as map_location says.
-inline Tensor read_direct(const CheckpointState& state, std::size_t i) {
+/// The tensor of entry `i` read from its location: a view of the mapping, or one read of the range (or the bytes
+/// `fetched` already holds), then placed as map_location says.
+inline Tensor read_direct(const CheckpointState& state, std::size_t i, const Storage* fetched) {
   const CheckpointEntry& entry = state.entries[i];
   const auto bytes = static_cast<std::size_t>(entry.nbytes);
-  const auto read = [&] { return range_storage(state, entry, bytes); };
+  const auto read = [&] { return fetched != nullptr ? *fetched : range_storage(state, entry, bytes); };
   Storage storage = place_storage(state.options.map_location, bytes, state.saved_tags[i], read, [&] {
     return ErrorLocation{.file = state.name, .member = entry.path, .offset = entry.location->offset};
   });
@@ -1008,6 +1047,21 @@ class FolderFile final : public RangeReader {
   return state;
 }
 
+/// open() of a URL through the opener <tensorfile/remote.hpp> registers; without one an ArgumentError.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_url(const std::string& url, const LoadOptions& options) {
+  const std::function<UrlFolder(const std::string&)>& opener = url_opener();
+  if (!opener) {
+    throw ArgumentError(
+        "a URL needs the remote reader; expected #include <tensorfile/remote.hpp> and a link to "
+        "tensorfile::remote",
+        {.file = url.substr(0, url.find('?'))});
+  }
+  UrlFolder where = opener(url);
+  std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options);
+  state->owned_folder = std::move(where.folder);
+  return state;
+}
+
 /// The tensor at `path`, whole (no slice rule asked).
 inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) {
   const std::size_t i = entry_index(state, path);
@@ -1357,14 +1411,16 @@ TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*
 
 TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
   switch (source.kind()) {
-    case Source::Kind::path: return Checkpoint(detail::open_path(source.path(), options));
+    case Source::Kind::path:
+      if (detail::is_url(source.name())) return Checkpoint(detail::open_url(source.name(), options));
+      return Checkpoint(detail::open_path(source.path(), options));
     case Source::Kind::folder: return Checkpoint(detail::open_folder(*source.folder(), source.relative(), options));
     default: return Checkpoint(detail::open_bytes(source, options));
   }
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
-  if (source.kind() == Source::Kind::path && !options.slice) {
+  if (source.kind() == Source::Kind::path && !options.slice && !detail::is_url(source.name())) {
     const std::filesystem::path& path = source.path();
     std::error_code error;
     if (!std::filesystem::is_directory(path, error)) {

@@ -395,4 +395,32 @@ TEST_CASE("a broken folder is an error naming the folder's file", "[checkpoint][
   }
 }
 
+TEST_CASE("a URL without <tensorfile/remote.hpp> is an ArgumentError saying what to include", "[checkpoint][url]") {
+  // This executable does not include the remote header, so no opener is registered: open() and load() of a URL
+  // say so, naming the URL without its query, and never read it as a path.
+  REQUIRE_FALSE(tensorfile::detail::url_opener());
+  for (const std::string url : {"https://example.invalid/dir/model.safetensors?sig=secret", "http://127.0.0.1:1/m.pt",
+                                "s3://bucket/key.safetensors"}) {
+    INFO(url);
+    for (const bool by_load : {false, true}) {
+      try {
+        if (by_load) {
+          (void)load(url);
+        } else {
+          (void)open(url);
+        }
+        FAIL("expected an ArgumentError");
+      } catch (const ArgumentError& error) {
+        CHECK_THAT(error.message(), Catch::Contains("#include <tensorfile/remote.hpp>"));
+        CHECK_THAT(error.message(), Catch::Contains("tensorfile::remote"));
+        CHECK_THAT(error.message(), Catch::Contains(url.substr(0, url.find('?'))));
+        CHECK_THAT(error.message(), !Catch::Contains("secret"));
+      }
+    }
+  }
+  CHECK(tensorfile::detail::is_url("https://x/y"));
+  CHECK_FALSE(tensorfile::detail::is_url("httpsx/y"));
+  CHECK_FALSE(tensorfile::detail::is_url("dir/https://x"));
+}
+
 }  // namespace folder_source_test

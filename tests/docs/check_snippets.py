@@ -10,6 +10,7 @@ Block kinds, by the words after ```cpp (or an HTML comment `<!-- snippet: WORDS 
   fragment    statements, compiled as the body of main() after the usual includes (hoisting its #include lines)
   run         with fragment: also run it
   cuda        needs <tensorfile/cuda.hpp> and cudart: compiled (never run) where --cuda-include is given
+  remote      needs <tensorfile/remote.hpp>: linked with libcurl (it names servers: use it without run)
 Programs run in a fresh temporary directory holding a copy of tests/data, so relative paths such as
 tests/data/torch/state_dict_linear_bn.pt work and whatever they write is thrown away.
 """
@@ -111,6 +112,8 @@ class Checker:
         source.write_text(translation_unit(block), encoding="utf-8")
         binary = self.scratch / f"block{index}"
         command = [self.args.cxx, *self.flags, str(source), "-o", str(binary), *self.libraries]
+        if "remote" in block.words:
+            command.append("-lcurl")
         if "cuda" in block.words:
             command[1:1] = [f"-I{self.args.cuda_include}"]
             command += [f"-L{self.args.cuda_lib}", "-lcudart", "-ldl"]

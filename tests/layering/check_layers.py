@@ -11,9 +11,9 @@ Layers, low to high (a header may include its own layer and the layers below it)
   io/, formats/<X>/, interop/     siblings: io/ does not include formats/, formats/<X>/ not formats/<Y>/
                                   (formats/<X>/detail/ counts as formats/<X>/; formats/*.hpp and formats/detail/
                                   are shared by every format and include only core/, detail/ and each other)
-  cuda/                           the device backend and streaming loader
+  cuda/, remote/                  the device backend and streaming loader; remote storage (HTTP, S3)
   tensorfile.hpp, cuda.hpp        the umbrella headers (tensorfile.hpp leaves CUDA out), and verify.hpp, scan.hpp,
-                                  state_dict.hpp and checkpoint.hpp, which span every format
+                                  state_dict.hpp, checkpoint.hpp and remote.hpp, which span every format
   version.hpp, config.hpp         include nothing (config.hpp only detail/mode_check.hpp, the link-time check of
                                   its mode), included by anyone
 
@@ -55,7 +55,8 @@ def classify(header):
     if len(rest) == 1:
         if rest[0] in ("version.hpp", "config.hpp"):
             return (None, "version")
-        if rest[0] in ("tensorfile.hpp", "cuda.hpp", "verify.hpp", "state_dict.hpp", "scan.hpp", "checkpoint.hpp"):
+        if rest[0] in ("tensorfile.hpp", "cuda.hpp", "verify.hpp", "state_dict.hpp", "scan.hpp", "checkpoint.hpp",
+                       "remote.hpp"):
             return (UMBRELLA, rest[0])
         return None
     top = rest[0]
@@ -75,6 +76,8 @@ def classify(header):
         return (SIBLINGS, "formats/" + rest[1])
     if top == "cuda":
         return (CUDA, "cuda")
+    if top == "remote":  # remote storage over libcurl (tensorfile::remote): a byte source above the formats
+        return (CUDA, "remote")
     return None
 
 

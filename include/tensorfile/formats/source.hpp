@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorfile/config.hpp"
@@ -133,6 +135,28 @@ class Source {
   std::string relative_{};
   std::string name_{};
 };
+
+namespace detail {
+
+/// A URL opened as a folder and the file in it: what the registered URL opener gives open() and load().
+struct UrlFolder {
+  std::shared_ptr<FolderReader> folder;  ///< owned by the checkpoint opened from it
+  std::string relative;                  ///< the file of the folder the URL names
+};
+
+/// Maps a URL (http://, https://, s3://) to its folder; empty until <tensorfile/remote.hpp> registers one, so that
+/// the core needs no network library. A function-local static, so every translation unit shares the one.
+[[nodiscard]] inline std::function<UrlFolder(const std::string&)>& url_opener() {
+  static std::function<UrlFolder(const std::string&)> opener;
+  return opener;
+}
+
+/// Whether a path source's text is a URL the opener takes.
+[[nodiscard]] inline bool is_url(std::string_view text) noexcept {
+  return text.starts_with("http://") || text.starts_with("https://") || text.starts_with("s3://");
+}
+
+}  // namespace detail
 
 }  // namespace tensorfile
 

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+// tensorfile::remote (<tensorfile/remote.hpp>) against real servers on 127.0.0.1, started by run_remote_tests.py:
+// nginx serving a copy of tests/data, a proxy in front of it injecting faults, and s3rver when it is installed.
+// Every format loads over HTTP as it loads from the served file on disk; select fetches only its bytes; each fault
+// ends in a clear error naming the URL, or is cured by a retry.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../checkpoint/same_tensors.hpp"
+#include "tensorfile/remote.hpp"
+#include "tensorfile/tensorfile.hpp"
+#include "tensorfile_catch.hpp"
+
+namespace remote_test {
+
+using namespace tensorfile;
+using tensorfile_test::check_same_tensors;
+
+/// The environment variable `name`, which the driver sets: missing, the test fails (it is not skipped).
+std::string env(const char* name) {
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+  if (value == nullptr || *value == '\0') {
+    FAIL("environment variable " << name << " is not set; run this test through tests/remote/run_remote_tests.py");
+  }
+  return value;
+}
+
+std::string http() { return env("TENSORFILE_REMOTE_HTTP"); }
+std::string proxy() { return env("TENSORFILE_REMOTE_PROXY"); }
+std::filesystem::path root() { return env("TENSORFILE_REMOTE_ROOT"); }
+
+/// The message of the `E` that `f` throws; fails when it throws nothing or something else.
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& error) {
+    return error.message();
+  } catch (const std::exception& other) {
+    FAIL("expected another exception type; got: " << other.what());
+  }
+  FAIL("expected an exception; none was thrown");
+  return {};
+}
+
+/// A safetensors file of `count` float32 tensors "t0".."t<count-1>" of 64 Ki elements each (256 KiB), written to
+/// the served folder; its tensors lie beyond a small probe.
+std::filesystem::path write_big(const std::string& name, std::size_t count, float base) {
+  NamedTensors tensors;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<float> values(std::size_t{1} << 16);
+    for (std::size_t j = 0; j < values.size(); ++j) values[j] = base + static_cast<float>(i * 100000 + j);
+    tensors.emplace_back("t" + std::to_string(i),
+                         Tensor::from_values<float>(std::span<const float>(values), Shape{256, 256}));
+  }
+  const std::filesystem::path path = root() / name;
+  save(tensors, path);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                         std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+  return path;
+}
+
+const std::vector<std::string>& fixtures() {
+  static const std::vector<std::string> names{
+      "torch/state_dict_linear_bn.pt",
+      "torch/legacy_format.pt",
+      "torch/all_dtypes.pt",
+      "torch_gen/zip_deflated.pt",
+      "torch_gen/views_shared_storage.pt",
+      "safetensors/overall.safetensors",
+      "numpy/f4_c.npy",
+      "numpy/i8_fortran.npy",
+      "numpy/stored.npz",
+      "numpy/deflated.npz",
+      "tensordict/s01_basic/",
+      "tensordict/s02_dtypes/",
+      "tensordict/s07_tensorclass/",
+      "sharded/torch_bin/",
+      "sharded/torch_bin/pytorch_model.bin.index.json",
+      "safetensors/samples.safetensors.index.json",
+  };
+  return names;
+}
+
+TEST_CASE("every format over HTTP loads as the served file does", "[remote][http]") {
+  for (const std::string& name : fixtures()) {
+    INFO(name);
+    const std::string url = http() + "/" + name;
+    const std::filesystem::path local = root() / name;
+    const Value expected = load(local);
+    check_same_tensors(load(url), expected);
+    const Checkpoint opened = open(url);
+    CHECK(opened.format() == open(local).format());
+    CHECK(opened.sharded() == open(local).sharded());
+    check_same_tensors(opened.load_all(), expected);
+    for (const CheckpointEntry& entry : opened.entries()) {
+      CHECK(opened.tensor(entry.path).equal(open(local).tensor(entry.path)));
+    }
+  }
+}
+
+TEST_CASE("a folder opened with options: parts, select, counters", "[remote][http]") {
+  const std::filesystem::path local = write_big("big.safetensors", 32, 0.5F);
+  const auto folder =
+      remote::open_folder(http() + "/", {.connections = 4, .part_size = std::size_t{64} << 10, .probe_size = 4096});
+  SECTION("select fetches the selected tensor's bytes and the header only") {
+    const Checkpoint opened = open(Source::folder(*folder, "big.safetensors"));
+    const remote::RemoteStats after_open = folder->stats();
+    CHECK(after_open.requests == 1);  // the probe holds the 8-byte length and the header
+    CHECK(after_open.bytes == 4096);
+    CHECK(opened.tensor("t7").equal(open(local).tensor("t7")));
+    const remote::RemoteStats after = folder->stats();
+    CHECK(after.bytes - after_open.bytes == 256 * 1024);  // the one tensor, not a byte more
+    CHECK(after.requests - after_open.requests == 4);     // 256 KiB in 64 KiB parts
+    CHECK(after.retries == 0);
+  }
+  SECTION("load with select: the probe and the selected tensors") {
+    const Value got =
+        load(Source::folder(*folder, "big.safetensors"), {.select = select_paths({"t3", "t30"}), .select_drops = true});
+    const NamedTensors tensors = named_tensors(got);
+    REQUIRE(tensors.size() == 2);
+    CHECK(tensors[0].second.equal(open(local).tensor("t3")));
+    CHECK(tensors[1].second.equal(open(local).tensor("t30")));
+    CHECK(folder->stats().bytes == 4096 + 2 * 256 * 1024);
+    CHECK(folder->stats().bytes * 10 < std::filesystem::file_size(local));
+  }
+  SECTION("a whole load in parts equals the local file") {
+    check_same_tensors(load(Source::folder(*folder, "big.safetensors")), load(local));
+    CHECK(folder->stats().bytes <= std::filesystem::file_size(local) + 4096);
+    // The 32 back-to-back tensors are one read (coalesced), split into 8 MiB / 64 KiB parts, after the probe.
+    CHECK(folder->stats().requests == 1 + (std::size_t{32} * 256 * 1024) / (std::size_t{64} << 10));
+  }
+  SECTION("a file's size and validator come from its first GET") {
+    const std::unique_ptr<remote::RemoteFile> file = folder->open_file("big.safetensors");
+    REQUIRE(file != nullptr);
+    CHECK(file->size() == std::filesystem::file_size(local));
+    CHECK_FALSE(file->etag().empty());
+    CHECK(file->name() == http() + "/big.safetensors");
+    CHECK(folder->open("no/such.safetensors") == nullptr);
+    std::vector<std::byte> tail(100);
+    CHECK(file->read(*file->size() - 10, tail) == 10);
+    CHECK(file->read(*file->size(), tail) == 0);
+  }
+}
+
+TEST_CASE("faults end in clear errors naming the URL, or are cured by retries", "[remote][faults]") {
+  const std::string name = "safetensors/overall.safetensors";
+  const Value expected = load(root() / name);
+  const remote::RemoteOptions quick{.probe_size = 16,
+                                    .stall_timeout = std::chrono::milliseconds(1000),
+                                    .retries = 3,
+                                    .retry_backoff = std::chrono::milliseconds(10)};
+  SECTION("connections dropped mid-body: resumed where the body stopped") {
+    const auto folder = remote::open_folder(proxy() + "/drop/safetensors", quick);
+    check_same_tensors(load(Source::folder(*folder, "overall.safetensors")), expected);
+    CHECK(folder->stats().retries > 0);
+  }
+  SECTION("intermittent 503 and 500: retried") {
+    const auto folder = remote::open_folder(proxy() + "/flaky/safetensors", quick);
+    check_same_tensors(load(Source::folder(*folder, "overall.safetensors")), expected);
+    CHECK(folder->stats().retries > 0);
+  }
+  SECTION("connections always dropped: an IoError once the retries are spent") {
+    const std::string url = proxy() + "/drop-always/" + name;
+    const std::string message = error_of<IoError>([&] { (void)load(url); });
+    CHECK_THAT(message, Catch::Contains(url));
+    CHECK_THAT(message, Catch::Contains("connection dropped"));
+  }
+  SECTION("always 503: an IoError naming the status") {
+    const auto folder = remote::open_folder(proxy() + "/flaky-always/safetensors", quick);
+    const std::string message = error_of<IoError>([&] { (void)load(Source::folder(*folder, "overall.safetensors")); });
+    CHECK_THAT(message, Catch::Contains(proxy() + "/flaky-always/safetensors/overall.safetensors"));
+    CHECK_THAT(message, Catch::Contains("HTTP 503"));
+    CHECK_THAT(message, Catch::Contains("4 times"));
+  }
+  SECTION("a trickle slower than the stall limit: timed out, no hang") {
+    remote::RemoteOptions options = quick;
+    options.retries = 1;
+    const auto folder = remote::open_folder(proxy() + "/trickle/safetensors", options);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message = error_of<IoError>([&] { (void)load(Source::folder(*folder, "overall.safetensors")); });
+    const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK_THAT(message, Catch::Contains("timed out"));
+    CHECK_THAT(message, Catch::Contains("/trickle/"));
+    CHECK(seconds < 15.0);
+  }
+  SECTION("404: no such file, named") {
+    const std::string url = http() + "/safetensors/missing.safetensors";
+    const std::string message = error_of<FormatError>([&] { (void)open(url); });
+    CHECK_THAT(message, Catch::Contains(url));
+    CHECK_THAT(message, Catch::Contains("no such file"));
+  }
+  SECTION("403: access denied, named") {
+    const std::string url = http() + "/forbidden/overall.safetensors";
+    const std::string message = error_of<IoError>([&] { (void)open(url); });
+    CHECK_THAT(message, Catch::Contains(url));
+    CHECK_THAT(message, Catch::Contains("access denied (HTTP 403)"));
+    const std::string through_proxy = proxy() + "/forbidden/x/overall.safetensors";
+    CHECK_THAT(error_of<IoError>([&] { (void)open(through_proxy); }), Catch::Contains("HTTP 403"));
+  }
+  SECTION("a server that cannot be reached: an IoError naming it") {
+    const std::string url = "http://127.0.0.1:1/model.safetensors";
+    const std::string message = error_of<IoError>([&] { (void)load(url); });
+    CHECK_THAT(message, Catch::Contains(url));
+  }
+}
+
+TEST_CASE("an object replaced during a load is an error, never a mix", "[remote][changed]") {
+  const std::filesystem::path local = write_big("changing.safetensors", 4, 1.0F);
+  // nginx refuses the pinned GET (412); through the proxy, which drops If-Match, the response's ETag tells.
+  for (const char* via : {"http", "proxy"}) {
+    INFO(via);
+    const std::string base = std::string(via) == "http" ? http() : proxy() + "/unconditional";
+    const auto folder = remote::open_folder(base, {.probe_size = 4096});
+    const Checkpoint opened = open(Source::folder(*folder, "changing.safetensors"));
+    write_big("changing.new.safetensors", 5, 2.0F);
+    std::filesystem::rename(root() / "changing.new.safetensors", local);
+    std::filesystem::last_write_time(local, std::filesystem::last_write_time(local) + std::chrono::hours(1));
+    const std::string message = error_of<FormatError>([&] { (void)opened.load_all(); });
+    CHECK_THAT(message, Catch::Contains(base + "/changing.safetensors"));
+    CHECK_THAT(message, Catch::Contains("the object changed during the load"));
+    write_big("changing.safetensors", 4, 1.0F);
+  }
+}
+
+TEST_CASE("S3: s3:// URLs against s3rver, with the AWS environment's endpoint and credentials", "[remote][s3]") {
+  const std::string endpoint = env("TENSORFILE_REMOTE_S3_ENDPOINT");
+  const std::string bucket = env("TENSORFILE_REMOTE_S3_BUCKET");
+  const std::filesystem::path data = TENSORFILE_TEST_DATA_DIR;
+  SECTION("every fixture in the bucket loads as its file does") {
+    for (const std::string name : {"safetensors/overall.safetensors", "torch/state_dict_linear_bn.pt",
+                                   "torch/legacy_format.pt", "safetensors/samples.safetensors.index.json",
+                                   "sharded/torch_bin/pytorch_model.bin.index.json", "sharded/torch_bin/"}) {
+      INFO(name);
+      const std::string url = "s3://" + bucket + "/" + name;
+      check_same_tensors(load(url), load(data / name));
+      CHECK(open(url).name().starts_with("s3://" + bucket + "/"));
+    }
+  }
+  SECTION("options: a ranged read, counted") {
+    const auto folder = remote::open_folder("s3://" + bucket + "/torch", {.probe_size = 64, .endpoint = endpoint});
+    const Checkpoint opened = open(Source::folder(*folder, "state_dict_linear_bn.pt"));
+    check_same_tensors(opened.load_all(), load(data / "torch/state_dict_linear_bn.pt"));
+    CHECK(folder->stats().requests > 1);
+    // The zip is read by its tail, directory and records, some twice: bounded, not the object many times over.
+    CHECK(folder->stats().bytes <= 2 * std::filesystem::file_size(data / "torch/state_dict_linear_bn.pt"));
+  }
+  SECTION("a wrong key id: 403 with S3's code, and the secret never in the message") {
+    const auto folder = remote::open_folder(
+        "s3://" + bucket + "/safetensors",
+        {.endpoint = endpoint, .access_key_id = "NOSUCHKEY", .secret_access_key = "very-secret-value"});
+    const std::string message = error_of<IoError>([&] { (void)open(Source::folder(*folder, "overall.safetensors")); });
+    CHECK_THAT(message, Catch::Contains("s3://" + bucket + "/safetensors/overall.safetensors"));
+    CHECK_THAT(message, Catch::Contains("access denied (HTTP 403, InvalidAccessKeyId)"));
+    CHECK_THAT(message, !Catch::Contains("very-secret-value"));
+    CHECK_THAT(message, !Catch::Contains("NOSUCHKEY"));
+  }
+  SECTION("a missing key: no such file") {
+    const std::string url = "s3://" + bucket + "/safetensors/missing.safetensors";
+    CHECK_THAT(error_of<FormatError>([&] { (void)open(url); }), Catch::Contains(url));
+  }
+}
+
+}  // namespace remote_test
