@@ -530,7 +530,7 @@ TEST_CASE("verify and scan: GGUF files") {
   CHECK(scanned.safe());
 }
 
-TEST_CASE("save_gguf: a GGUF load written back is the same file; tensors and metadata written and read back") {
+TEST_CASE("save_gguf: a GGUF load written back is the same file, tensors and metadata written and read back") {
   const TestFile file;
   ScratchDir dir;
   file.write(dir / "m.gguf");
