@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Runs the unit test executable (BUILD_DIR/tests/tensorfile_tests) under valgrind memcheck:
 # --error-exitcode=1 --leak-check=full, definite and indirect leaks are errors. Test cases valgrind
-# cannot run faithfully are skipped, each listed with its reason in the output (SKIPS below). The test
+# cannot run faithfully are skipped, each listed with its reason in the output (SKIPS below); the loops that try
+# every offset of a file take every 5th under memcheck (tensorfile_test::exhaustive_step). The test
 # files are split into JOBS groups (default 2, env VALGRIND_JOBS), each run by its own valgrind process
 # at the same time; every test case runs exactly once, and the script checks that.
 #   tests/faults/valgrind_suite.sh BUILD_DIR

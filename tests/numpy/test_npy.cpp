@@ -248,7 +248,7 @@ TEST_CASE("every truncation of a .npy or .npz file is a clean FormatError") {
        {"f4_c.npy", "i8_fortran.npy", "c8_big.npy", "bool_0d.npy", "i2_v3.npy", "stored.npz", "deflated.npz"}) {
     const std::string whole = file_bytes(fixture(name));
     const bool npz = std::string(name).ends_with(".npz");
-    for (std::size_t size = 0; size < whole.size(); ++size) {
+    for (std::size_t size = 0; size < whole.size(); size += tensorfile_test::exhaustive_step()) {
       INFO(name << " cut to " << size << " bytes");
       const std::string cut = whole.substr(0, size);
       write_file(dir / "cut", cut);
