@@ -72,7 +72,9 @@ class ScratchDir {
 inline std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::ostringstream out;
+  out << in.rdbuf();  // in blocks: a character at a time took 4 s per 39 MB at -O0, two minutes under valgrind
+  return std::move(out).str();
 }
 
 /// `n` as 8 little-endian bytes (a safetensors header's length, for instance).

@@ -77,20 +77,27 @@ class Checkpoint {
   /// Whether a Hugging Face *.index.json lists the tensors' shards.
   [[nodiscard]] TENSORFILE_ENTRY bool sharded() const noexcept;
   /// The source's name, as messages give it (for a model folder: the file or index chosen in it).
-  [[nodiscard]] TENSORFILE_ENTRY const std::string& name() const noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY const std::string& name() const& noexcept;
   /// The options the handle reads with (those given to open()).
-  [[nodiscard]] TENSORFILE_ENTRY const LoadOptions& options() const noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY const LoadOptions& options() const& noexcept;
   /// Every tensor in the order the format lists them (a sharded checkpoint: the index's weight_map order).
-  [[nodiscard]] TENSORFILE_ENTRY const std::vector<CheckpointEntry>& entries() const noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY const std::vector<CheckpointEntry>& entries() const& noexcept;
   /// The entry at `path`; null when there is none. Points into the handle's state: valid while a copy of the handle
   /// lives (as entries()'s references).
   [[nodiscard]] TENSORFILE_ENTRY const CheckpointEntry* find(std::string_view path) const;
   /// The loaded tree with every tensor a meta tensor (dtype and shape, no bytes), and every non-tensor value as the
   /// format's loader gives it: what load_all() returns, without the data.
-  [[nodiscard]] TENSORFILE_ENTRY const Value& values() const noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY const Value& values() const& noexcept;
   /// The format's metadata: safetensors' `__metadata__` (a dict of str), an index's "metadata" object; None when the
   /// format or the file has none.
-  [[nodiscard]] TENSORFILE_ENTRY const Value& metadata() const noexcept;
+  [[nodiscard]] TENSORFILE_ENTRY const Value& metadata() const& noexcept;
+  /// On a temporary handle (`open(p).metadata()`, `for (auto& e : open(p).entries())`), the five accessors above
+  /// return copies, which outlive it: a reference into a handle that is gone would dangle.
+  [[nodiscard]] TENSORFILE_ENTRY std::string name() &&;
+  [[nodiscard]] TENSORFILE_ENTRY LoadOptions options() &&;
+  [[nodiscard]] TENSORFILE_ENTRY std::vector<CheckpointEntry> entries() &&;
+  [[nodiscard]] TENSORFILE_ENTRY Value values() &&;
+  [[nodiscard]] TENSORFILE_ENTRY Value metadata() &&;
 
   /// The tensor at `path`, on the heap, as a view of the handle's one mapping (`mmap`), or placed by map_location
   /// (a device, meta); the part of it the options' `slice` rule asks for, if any (as tensor(path, slice)). Where its
@@ -1375,11 +1382,16 @@ TENSORFILE_ENTRY Checkpoint::Checkpoint(std::shared_ptr<const detail::Checkpoint
     : state_(std::move(state)) {}
 TENSORFILE_ENTRY FileFormat Checkpoint::format() const noexcept { return state_->format; }
 TENSORFILE_ENTRY bool Checkpoint::sharded() const noexcept { return state_->sharded; }
-TENSORFILE_ENTRY const std::string& Checkpoint::name() const noexcept { return state_->name; }
-TENSORFILE_ENTRY const LoadOptions& Checkpoint::options() const noexcept { return state_->options; }
-TENSORFILE_ENTRY const std::vector<CheckpointEntry>& Checkpoint::entries() const noexcept { return state_->entries; }
-TENSORFILE_ENTRY const Value& Checkpoint::values() const noexcept { return state_->values; }
-TENSORFILE_ENTRY const Value& Checkpoint::metadata() const noexcept { return state_->metadata; }
+TENSORFILE_ENTRY const std::string& Checkpoint::name() const& noexcept { return state_->name; }
+TENSORFILE_ENTRY const LoadOptions& Checkpoint::options() const& noexcept { return state_->options; }
+TENSORFILE_ENTRY const std::vector<CheckpointEntry>& Checkpoint::entries() const& noexcept { return state_->entries; }
+TENSORFILE_ENTRY const Value& Checkpoint::values() const& noexcept { return state_->values; }
+TENSORFILE_ENTRY const Value& Checkpoint::metadata() const& noexcept { return state_->metadata; }
+TENSORFILE_ENTRY std::string Checkpoint::name() && { return state_->name; }
+TENSORFILE_ENTRY LoadOptions Checkpoint::options() && { return state_->options; }
+TENSORFILE_ENTRY std::vector<CheckpointEntry> Checkpoint::entries() && { return state_->entries; }
+TENSORFILE_ENTRY Value Checkpoint::values() && { return state_->values; }
+TENSORFILE_ENTRY Value Checkpoint::metadata() && { return state_->metadata; }
 
 TENSORFILE_ENTRY const CheckpointEntry* Checkpoint::find(std::string_view path) const {
   const auto it = state_->by_path.find(std::string(path));

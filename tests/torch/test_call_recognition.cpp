@@ -79,8 +79,10 @@ TEST_CASE("a pickle read through a window of any size gives the result and the e
     if (!difference.empty()) FAIL_CHECK("a window of " << window << " bytes: " << difference);
   }
   std::size_t errors = 0;
+  std::size_t tried = 0;
   for (std::size_t at = 0; at < pickle.size(); at += tensorfile_test::exhaustive_step()) {
     CAPTURE(at);
+    ++tried;
     const auto cut = std::span(pickle).first(at);
     const std::string truncated = same(cut, 1 + at % 13, true);
     if (!truncated.empty()) FAIL_CHECK("truncated to " << at << " bytes: " << truncated);
@@ -90,7 +92,7 @@ TEST_CASE("a pickle read through a window of any size gives the result and the e
     if (!difference.empty()) FAIL_CHECK("byte " << at << " = 0xff: " << difference);
     if (!tensorfile_test::run_torch_pickle(changed, true).value) ++errors;
   }
-  CHECK(errors > pickle.size() / 4);  // the changes reach the error paths, whose messages must agree too
+  CHECK(errors > tried / 4);  // the changes reach the error paths, whose messages must agree too
   // A large state dict: whole tensor calls, and many windows of the default size.
   const auto big = pickle_of(tensorfile_test::data_dir() / "torch_gen" / "state_dict_1100_entries.pt");
   REQUIRE(big.size() > 3 * 4096);
