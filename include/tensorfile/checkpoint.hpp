@@ -94,9 +94,13 @@ class Checkpoint {
   /// On a temporary handle (`open(p).metadata()`, `for (auto& e : open(p).entries())`), the five accessors above
   /// return copies, which outlive it: a reference into a handle that is gone would dangle.
   [[nodiscard]] TENSORFILE_ENTRY std::string name() &&;
+  /// options() of a temporary handle: a copy.
   [[nodiscard]] TENSORFILE_ENTRY LoadOptions options() &&;
+  /// entries() of a temporary handle: a copy.
   [[nodiscard]] TENSORFILE_ENTRY std::vector<CheckpointEntry> entries() &&;
+  /// values() of a temporary handle: a copy sharing the tree's containers.
   [[nodiscard]] TENSORFILE_ENTRY Value values() &&;
+  /// metadata() of a temporary handle: a copy sharing the tree's containers.
   [[nodiscard]] TENSORFILE_ENTRY Value metadata() &&;
 
   /// The tensor at `path`, on the heap, as a view of the handle's one mapping (`mmap`), or placed by map_location
