@@ -182,7 +182,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(checkpoint)
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -1564,4 +1564,4 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(checkpoint)

@@ -92,7 +92,7 @@ struct ScanReport {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(scan)
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -525,4 +525,4 @@ TENSORFILE_ENTRY ScanReport scan(std::span<const std::byte> bytes, const ScanOpt
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(scan)

@@ -112,7 +112,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -514,6 +514,11 @@ inline StateDictLayout resolve_layout(const std::filesystem::path& path, std::ui
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(state_dict)
+namespace tensorfile {
 
 TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path, std::uint64_t max_index_bytes) {
   detail::LayoutSource source;
@@ -587,4 +592,4 @@ TENSORFILE_ENTRY std::vector<std::filesystem::path> leftover_save_temporaries(co
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(state_dict)

@@ -53,7 +53,7 @@ struct VerifyReport {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(verify)
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -169,4 +169,4 @@ TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path, const Ve
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(verify)

@@ -6,7 +6,8 @@
 # the median of those paired ratios (the machine's speed drifts by tens of percent from minute to minute, which a
 # pair shares), and its CPU seconds and memory are those of its fastest run. Each header is measured header-only
 # and with TENSORFILE_SEPARATE_COMPILATION (tensorfile::compiled: declarations only), and the library's own TU
-# (include/tensorfile/separate_compilation.cpp, compiled once per build) is shown too. Target: the umbrella header
+# (include/tensorfile/separate_compilation.cpp) is shown too: whole, then each of the parts CMake compiles in
+# parallel, and the wall time of compiling those parts `nproc` at a time. Target: the umbrella header
 # at most 2.5x the baseline. With valgrind installed, the instruction counts of the baseline and the umbrella
 # follow (steady where CPU seconds are not).
 # Usage: tests/benchmarks/compile_time.sh [runs (default 3)] [compiler (default g++)] [extra flags...]
@@ -16,7 +17,7 @@
 # to_vector, printing) in both modes, with the flags given (-O2 unless they name another level), and the library
 # TU with CMake's Release flags (-O3 -DNDEBUG; LIBRARY_FLAGS="..." to change them); with valgrind, the
 # instruction counts of all four TUs follow (several minutes: the library alone runs about 20 minutes of
-# cachegrind on a 2-core machine).
+# cachegrind on a 2-core machine; INSTRUCTIONS=0 skips the counts).
 #   e.g. REAL=1 tests/benchmarks/compile_time.sh 5
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -117,10 +118,22 @@ if [[ -n $real ]]; then
   measure "$real_tu" -DTENSORFILE_SEPARATE_COMPILATION
   rows+=("compile_real_tu.cpp $header_only $measured")
 fi
-library_cpu="" library_rss="" library_ratio=""
+library_cpu="" library_rss="" library_ratio="" part_rows=() parts_wall=""
 if [[ -z ${HEADERS:-} ]]; then
   measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION "${library_flags[@]}"
   read -r library_cpu library_rss library_ratio <<< "$measured"
+  # The library as CMake builds it: one TU per part (config.hpp), compiled in parallel, `nproc` at a time.
+  parts=$(sed -n 's/^#define TENSORFILE_PART_[a-z_]* \([0-9]*\)$/\1/p' include/tensorfile/config.hpp | sort -n | tail -1)
+  for ((part = 1; part <= parts; ++part)); do
+    measure include/tensorfile/separate_compilation.cpp -DTENSORFILE_SEPARATE_COMPILATION \
+      -DTENSORFILE_LIBRARY_PART="$part" "${library_flags[@]}"
+    part_rows+=("$part $measured")
+  done
+  start=$(date +%s.%N)
+  seq 1 "$parts" | xargs -P "$(nproc)" -I{} "$compiler" "${flags[@]}" -DTENSORFILE_SEPARATE_COMPILATION \
+    -DTENSORFILE_LIBRARY_PART={} "${library_flags[@]}" -Iinclude -c include/tensorfile/separate_compilation.cpp \
+    -o "$work/part{}.o"
+  parts_wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 fi
 
 echo "$compiler ${flags[*]}; CPU s and MiB: fastest of $runs runs; x base: median of $runs paired ratios;" \
@@ -134,14 +147,19 @@ for row in "${rows[@]}"; do
     "$compiled_ratio"
 done
 if [[ -n $library_cpu ]]; then
-  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, once)" "" "" "" \
+  printf '%-48s %9s %9s %7s %9s %9s %7s\n' "separate_compilation.cpp (the library, one TU)" "" "" "" \
     "$library_cpu" "$library_rss" "$library_ratio"
+  for row in "${part_rows[@]}"; do
+    read -r part cpu rss ratio <<< "$row"
+    printf '%-48s %9s %9s %7s %9s %9s %7s\n' "  its part $part (TENSORFILE_LIBRARY_PART=$part)" "" "" "" "$cpu" "$rss" "$ratio"
+  done
+  echo "the ${#part_rows[@]} parts compiled in parallel ($(nproc) at a time): ${parts_wall} s wall"
 fi
 
 # Instructions the compiler proper executes do not drift with the machine: counted with cachegrind when valgrind
 # is installed, for the baseline and the umbrella (header-only and compiled), or in REAL mode the real TU and the
 # library. About a minute per TU at -O0.
-if command -v valgrind > /dev/null; then
+if [[ ${INSTRUCTIONS:-1} != 0 ]] && command -v valgrind > /dev/null; then
   instructions() {
     valgrind --tool=cachegrind --cache-sim=no --trace-children=yes --cachegrind-out-file=/dev/null \
       "$compiler" "${flags[@]}" "$@" -Iinclude -c -o "$work/unit.o" 2>&1 |

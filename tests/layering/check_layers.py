@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # Fails when a header under include/tensorfile includes a tensorfile header of a higher layer or of another format,
-# or when a header's namespaces do not match its folder.
+# or when a header's namespaces do not match its folder, or when a header's bodies belong to no part of the compiled
+# library.
 """Check the layering of tensorfile's headers, and that their folders say what is public.
 
 Layers, low to high (a header may include its own layer and the layers below it):
@@ -21,6 +22,10 @@ Namespaces match folders: a header in a detail/ folder declares only in a `detai
 `#if TENSORFILE_DEFINITIONS` block, where the bodies of public functions may stand); any other header is public and
 opens on its API, so the first namespace it opens is not a `detail` one.
 
+Library parts: a header's entry bodies stand under `#if TENSORFILE_DEFINITIONS_OF(<its path, '/' as '_'>)`, and
+config.hpp assigns that name to a part (`#define TENSORFILE_PART_<name> N`); helpers that other headers' bodies use
+stand before it, under `#if TENSORFILE_DEFINITIONS`.
+
 Usage: check_layers.py [INCLUDE_DIR]      check the tree (default: include/ next to tests/)
        check_layers.py --self-test        check a temporary tree with known good and bad includes
 """
@@ -33,7 +38,8 @@ import tempfile
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](tensorfile/[^">]+)[">]')
 NAMESPACE_RE = re.compile(r"^namespace ([A-Za-z_:]+) \{")
 CLOSE_RE = re.compile(r"^\}  // namespace\b")
-DEFINITIONS_RE = re.compile(r"^#if TENSORFILE_DEFINITIONS\b")
+DEFINITIONS_RE = re.compile(r"^#if TENSORFILE_DEFINITIONS(?:_OF\((\w+)\)|\b)")
+PART_RE = re.compile(r"^#define TENSORFILE_PART_(\w+) (\d+)$", re.M)
 
 DETAIL, CORE, BACKENDS, SIBLINGS, CUDA, UMBRELLA = range(6)
 LAYER_NAMES = {DETAIL: "detail/", CORE: "core/", BACKENDS: "backends/", SIBLINGS: "io/, formats/ and interop/",
@@ -169,6 +175,23 @@ def check(include_dir):
             if broken is not None:
                 violations.append(includer)
                 print(f"{path}:{number}: includes {included}: {broken}")
+    # Each definitions block names its own header, which config.hpp assigns to one of the library's parts (a block
+    # in no part would be compiled by no part: undefined references in compiled mode only).
+    config = include_dir / "tensorfile" / "config.hpp"
+    parts = dict(PART_RE.findall(config.read_text(encoding="utf-8"))) if config.is_file() else {}
+    for path in headers:
+        includer = path.relative_to(include_dir).as_posix()
+        expected = includer.removeprefix("tensorfile/").removesuffix(".hpp").replace("/", "_")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            match = DEFINITIONS_RE.match(line)
+            if not match or match.group(1) is None:  # a block of helpers, compiled by every part that uses them
+                continue
+            if match.group(1) != expected:
+                violations.append(includer)
+                print(f"{path}:{number}: the definitions block names {match.group(1)}; expected {expected}")
+            elif expected not in parts:
+                violations.append(includer)
+                print(f"{path}:{number}: config.hpp assigns {expected} to no library part (TENSORFILE_PART_{expected})")
     print(f"checked {includes} includes in {len(headers)} headers: {len(violations)} violations")
     return violations
 
@@ -197,11 +220,17 @@ SELF_TEST_TREE = {
     "tensorfile/cuda.hpp": (["tensorfile/tensorfile.hpp", "tensorfile/cuda/backend.hpp"], 0),
     "tensorfile/misc/z.hpp": (["tensorfile/core/error.hpp"], 1),
     "tensorfile/detail/bytes/c.hpp": ([], 1),
+    "tensorfile/config.hpp": ([], 0),
+    "tensorfile/formats/y/save.hpp": ([], 2),
 }
 
 
-# Namespaces planted in the self-test tree: each header's count in SELF_TEST_TREE includes these.
+# Lines planted in the self-test tree: each header's count in SELF_TEST_TREE includes these.
 NAMESPACE_PLANTS = {
+    # the library parts (d.hpp's block has one), a block naming another header (1) and one in no part (1)
+    "tensorfile/config.hpp": ["#define TENSORFILE_PART_formats_y_detail_d 1"],
+    "tensorfile/formats/y/save.hpp": ["#if TENSORFILE_DEFINITIONS_OF(formats_y_load)", "#endif",
+                                      "#if TENSORFILE_DEFINITIONS_OF(formats_y_save)", "#endif"],
     # a public header opening on detail (1), and one whose detail part follows its API (0)
     "tensorfile/formats/x/load.hpp": ["namespace tensorfile::detail {", "}  // namespace tensorfile::detail",
                                       "namespace tensorfile {", "}  // namespace tensorfile"],
@@ -210,7 +239,8 @@ NAMESPACE_PLANTS = {
     # a detail header declaring public names (1), and one defining a public function in its definitions (0)
     "tensorfile/detail/bytes/c.hpp": ["namespace tensorfile {", "}  // namespace tensorfile"],
     "tensorfile/formats/y/detail/d.hpp": ["namespace tensorfile::detail {", "namespace impl {", "}  // namespace impl",
-                                          "}  // namespace tensorfile::detail", "#if TENSORFILE_DEFINITIONS",
+                                          "}  // namespace tensorfile::detail",
+                                          "#if TENSORFILE_DEFINITIONS_OF(formats_y_detail_d)",
                                           "namespace tensorfile {", "}  // namespace tensorfile", "#endif"],
 }
 

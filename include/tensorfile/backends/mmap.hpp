@@ -51,7 +51,7 @@ class MmapBackend {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(backends_mmap)
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 
@@ -72,4 +72,4 @@ TENSORFILE_ENTRY Storage mmap_storage(const std::filesystem::path& path, MapMode
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(backends_mmap)

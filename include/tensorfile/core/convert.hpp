@@ -55,7 +55,7 @@ TENSORFILE_ENTRY void convert_elements(DType from, const std::byte* src, std::in
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_convert)
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -503,4 +503,4 @@ TENSORFILE_ENTRY void convert_elements(DType from, const std::byte* src, std::in
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_convert)

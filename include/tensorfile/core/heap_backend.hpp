@@ -87,7 +87,7 @@ class HeapBackend {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_heap_backend)
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -206,4 +206,4 @@ TENSORFILE_ENTRY Storage heap_storage(std::size_t bytes, bool zeroed, bool popul
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_heap_backend)

@@ -32,10 +32,10 @@ class MetaBackend {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_meta_backend)
 namespace tensorfile {
 
 TENSORFILE_ENTRY Storage meta_storage(std::size_t bytes) { return Storage(MetaBackend(bytes)); }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_meta_backend)

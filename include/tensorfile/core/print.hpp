@@ -69,7 +69,7 @@ struct fmt::formatter<tensorfile::PrintedTensor> : fmt::formatter<std::string_vi
   }
 };
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_print)
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -384,4 +384,4 @@ TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const PrintedTensor
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_print)

@@ -313,7 +313,7 @@ struct fmt::formatter<tensorfile::Shape> {
   fmt::string_view spec_{};
 };
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_shape)
 #include <ostream>
 
 namespace tensorfile {
@@ -331,4 +331,4 @@ TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Shape& shape)
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_shape)

@@ -365,7 +365,7 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_tensor)
 #include <algorithm>
 #include <complex>
 
@@ -784,4 +784,4 @@ TENSORFILE_ENTRY void Tensor::check_bounds() const {
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_tensor)

@@ -726,7 +726,7 @@ Value Value::get(const Key& key, Value fallback) const {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(core_value)
 #include <bit>
 #include <cmath>
 #include <unordered_set>
@@ -1312,4 +1312,4 @@ TENSORFILE_ENTRY std::span<Dict::Item> detail::ValueAccess::items(Dict& dict) no
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_value)

@@ -67,7 +67,7 @@ struct fmt::formatter<tensorfile::Value> : fmt::formatter<std::string_view> {
   }
 };
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <cmath>
 #include <ostream>
 #include <string_view>
@@ -201,6 +201,11 @@ inline void print_tree(std::string& out, const Value& v, const std::string& inde
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(core_value_print)
+namespace tensorfile {
 
 TENSORFILE_ENTRY std::string python_repr(const Value& v) {
   // repr(complex) writes its parts as floats without a trailing ".0".
@@ -270,4 +275,4 @@ TENSORFILE_ENTRY std::ostream& operator<<(std::ostream& out, const Value& v) { r
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(core_value_print)

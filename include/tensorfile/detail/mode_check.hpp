@@ -10,7 +10,9 @@ namespace tensorfile::detail {
 #if defined(TENSORFILE_SEPARATE_COMPILATION)
 extern const int link_tensorfile_compiled_and_define_TENSORFILE_SEPARATE_COMPILATION_in_every_TU_or_in_none;
 #if defined(TENSORFILE_COMPILING_DEFINITIONS)
+#if TENSORFILE_LIBRARY_PART <= 1  // defined once: by the library's first part (or its one TU)
 const int link_tensorfile_compiled_and_define_TENSORFILE_SEPARATE_COMPILATION_in_every_TU_or_in_none = 1;
+#endif
 #else
 [[gnu::used]] inline const int* const compiled_mode_check =
     &link_tensorfile_compiled_and_define_TENSORFILE_SEPARATE_COMPILATION_in_every_TU_or_in_none;

@@ -116,7 +116,7 @@ inline constexpr std::size_t format_sniff_bytes = 512;
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers of the loaders' bodies (no entries)
 #include <algorithm>
 #include <string>
 

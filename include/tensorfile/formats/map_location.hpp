@@ -63,45 +63,13 @@ class MapLocation {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/tensor.hpp"
 
 namespace tensorfile {
-
-TENSORFILE_ENTRY MapLocation::MapLocation() = default;
-TENSORFILE_ENTRY MapLocation::MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}
-TENSORFILE_ENTRY MapLocation::MapLocation(const char* device) : MapLocation(Device::parse(device)) {}
-TENSORFILE_ENTRY MapLocation::MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
-TENSORFILE_ENTRY MapLocation::MapLocation(const MapLocation& other) = default;
-TENSORFILE_ENTRY MapLocation::MapLocation(MapLocation&& other) noexcept = default;
-TENSORFILE_ENTRY MapLocation& MapLocation::operator=(const MapLocation& other) = default;
-TENSORFILE_ENTRY MapLocation& MapLocation::operator=(MapLocation&& other) noexcept = default;
-TENSORFILE_ENTRY MapLocation::~MapLocation() = default;
-
-TENSORFILE_ENTRY MapLocation::MapLocation(std::map<std::string, std::string> tags)
-    : form_(Form::tags), tags_(std::move(tags)) {}
-
-TENSORFILE_ENTRY MapLocation::MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}
-
-TENSORFILE_ENTRY std::string MapLocation::target_tag(const std::string& saved) const {
-  if (form_ == Form::fixed) return fixed_;
-  if (form_ == Form::tags) {
-    auto it = tags_.find(saved);
-    return it == tags_.end() ? saved : it->second;
-  }
-  return saved;
-}
-
-TENSORFILE_ENTRY std::optional<Device> MapLocation::single_device(std::string_view reader) const {
-  if (form_ == Form::saved) return std::nullopt;
-  if (form_ == Form::fixed) return Device::parse(fixed_);
-  throw ArgumentError(std::string(reader) + " takes map_location as one device (a Device or a device string); got " +
-                      (form_ == Form::tags ? "a tag map" : "a callable"));
-}
-
 namespace detail {
 
 /// Sends one CPU storage where `where_to` says; `read` produces the bytes only when needed (never for
@@ -144,6 +112,42 @@ Storage place_storage(const MapLocation& where_to, std::size_t bytes, const std:
 }
 
 }  // namespace detail
-
 }  // namespace tensorfile
 #endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_map_location)
+namespace tensorfile {
+
+TENSORFILE_ENTRY MapLocation::MapLocation() = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(Device device) : form_(Form::fixed), fixed_(device.str()) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const char* device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const std::string& device) : MapLocation(Device::parse(device)) {}
+TENSORFILE_ENTRY MapLocation::MapLocation(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation::MapLocation(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(const MapLocation& other) = default;
+TENSORFILE_ENTRY MapLocation& MapLocation::operator=(MapLocation&& other) noexcept = default;
+TENSORFILE_ENTRY MapLocation::~MapLocation() = default;
+
+TENSORFILE_ENTRY MapLocation::MapLocation(std::map<std::string, std::string> tags)
+    : form_(Form::tags), tags_(std::move(tags)) {}
+
+TENSORFILE_ENTRY MapLocation::MapLocation(Function function) : form_(Form::function), function_(std::move(function)) {}
+
+TENSORFILE_ENTRY std::string MapLocation::target_tag(const std::string& saved) const {
+  if (form_ == Form::fixed) return fixed_;
+  if (form_ == Form::tags) {
+    auto it = tags_.find(saved);
+    return it == tags_.end() ? saved : it->second;
+  }
+  return saved;
+}
+
+TENSORFILE_ENTRY std::optional<Device> MapLocation::single_device(std::string_view reader) const {
+  if (form_ == Form::saved) return std::nullopt;
+  if (form_ == Form::fixed) return Device::parse(fixed_);
+  throw ArgumentError(std::string(reader) + " takes map_location as one device (a Device or a device string); got " +
+                      (form_ == Form::tags ? "a tag map" : "a callable"));
+}
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_map_location)

@@ -22,7 +22,7 @@ using TensorSelect = std::function<bool(std::string_view path)>;
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_select)
 #include <utility>
 
 #include "tensorfile/detail/text/glob.hpp"
@@ -40,4 +40,4 @@ TENSORFILE_ENTRY TensorSelect select_paths(std::vector<std::string> patterns) {
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_select)

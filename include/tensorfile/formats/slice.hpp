@@ -72,7 +72,7 @@ struct ParallelPlan {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_slice)
 #include <algorithm>
 #include <charconv>
 #include <numeric>
@@ -191,4 +191,4 @@ TENSORFILE_ENTRY std::vector<ParallelRule> parse_parallel_rules(std::string_view
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_slice)

@@ -160,7 +160,7 @@ struct UrlFolder {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <algorithm>
 #include <cstring>
 #include <istream>
@@ -174,46 +174,6 @@ struct UrlFolder {
 #include "tensorfile/formats/detail/stream_input.hpp"
 
 namespace tensorfile {
-
-TENSORFILE_ENTRY Source::Source(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
-TENSORFILE_ENTRY Source::Source(const char* path)
-    : Source(path != nullptr ? std::filesystem::path(path)
-                             : throw ArgumentError("the path is a null pointer; expected a file or directory name")) {}
-TENSORFILE_ENTRY Source::Source(const std::string& path) : Source(std::filesystem::path(path)) {}
-
-TENSORFILE_ENTRY Source Source::memory(std::span<const std::byte> bytes, std::string name) {
-  Source source;
-  source.kind_ = Kind::memory;
-  source.bytes_ = bytes;
-  source.name_ = name.empty() ? "<memory>" : std::move(name);
-  return source;
-}
-
-TENSORFILE_ENTRY Source Source::stream(std::istream& in, std::string name) {
-  Source source;
-  source.kind_ = Kind::stream;
-  source.stream_ = &in;
-  source.name_ = name.empty() ? "<stream>" : std::move(name);
-  return source;
-}
-
-TENSORFILE_ENTRY Source Source::reader(RangeReader& reader) {
-  Source source;
-  source.kind_ = Kind::reader;
-  source.reader_ = &reader;
-  source.name_ = reader.name();
-  return source;
-}
-
-TENSORFILE_ENTRY Source Source::folder(FolderReader& folder, std::string relative) {
-  Source source;
-  source.kind_ = Kind::folder;
-  source.folder_ = &folder;
-  source.name_ = relative.empty() ? folder.name() : folder.name() + "/" + relative;
-  source.relative_ = std::move(relative);
-  return source;
-}
-
 namespace detail {
 
 /// All of a small file a reader holds (an index, a meta.json), read as its bytes arrive: more than `limit` bytes is
@@ -390,6 +350,50 @@ class SourceBytes {
 };
 
 }  // namespace detail
-
 }  // namespace tensorfile
 #endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_source)
+namespace tensorfile {
+
+TENSORFILE_ENTRY Source::Source(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
+TENSORFILE_ENTRY Source::Source(const char* path)
+    : Source(path != nullptr ? std::filesystem::path(path)
+                             : throw ArgumentError("the path is a null pointer; expected a file or directory name")) {}
+TENSORFILE_ENTRY Source::Source(const std::string& path) : Source(std::filesystem::path(path)) {}
+
+TENSORFILE_ENTRY Source Source::memory(std::span<const std::byte> bytes, std::string name) {
+  Source source;
+  source.kind_ = Kind::memory;
+  source.bytes_ = bytes;
+  source.name_ = name.empty() ? "<memory>" : std::move(name);
+  return source;
+}
+
+TENSORFILE_ENTRY Source Source::stream(std::istream& in, std::string name) {
+  Source source;
+  source.kind_ = Kind::stream;
+  source.stream_ = &in;
+  source.name_ = name.empty() ? "<stream>" : std::move(name);
+  return source;
+}
+
+TENSORFILE_ENTRY Source Source::reader(RangeReader& reader) {
+  Source source;
+  source.kind_ = Kind::reader;
+  source.reader_ = &reader;
+  source.name_ = reader.name();
+  return source;
+}
+
+TENSORFILE_ENTRY Source Source::folder(FolderReader& folder, std::string relative) {
+  Source source;
+  source.kind_ = Kind::folder;
+  source.folder_ = &folder;
+  source.name_ = relative.empty() ? folder.name() : folder.name() + "/" + relative;
+  source.relative_ = std::move(relative);
+  return source;
+}
+
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_source)

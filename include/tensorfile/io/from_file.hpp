@@ -37,7 +37,7 @@ struct FromFileOptions {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(io_from_file)
 #include "tensorfile/detail/bytes/checked_math.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 
@@ -120,4 +120,4 @@ TENSORFILE_ENTRY Tensor from_file(const std::filesystem::path& path, FromFileOpt
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(io_from_file)

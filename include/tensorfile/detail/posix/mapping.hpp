@@ -57,7 +57,7 @@ class Mapping {
 
 }  // namespace tensorfile::detail
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(detail_posix_mapping)
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -105,4 +105,4 @@ TENSORFILE_ENTRY void Mapping::unmap() noexcept {
 }
 
 }  // namespace tensorfile::detail
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(detail_posix_mapping)

@@ -51,7 +51,7 @@ TENSORFILE_ENTRY void quantize(GgmlType type, std::span<const float> in, std::sp
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_gguf_dequantize)
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -400,4 +400,4 @@ TENSORFILE_ENTRY void quantize(GgmlType type, std::span<const float> in, std::sp
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_gguf_dequantize)

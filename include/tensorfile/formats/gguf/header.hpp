@@ -154,7 +154,7 @@ class GgufRangeRead {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -560,6 +560,9 @@ class GgufHeaderParser {
 };
 
 }  // namespace tensorfile::detail
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_gguf_header)
 
 namespace tensorfile {
 
@@ -583,4 +586,4 @@ TENSORFILE_ENTRY GgufHeader read_gguf_header(const std::filesystem::path& path, 
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_gguf_header)

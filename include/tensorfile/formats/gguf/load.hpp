@@ -69,6 +69,12 @@ namespace tensorfile {
 
 namespace detail {
 
+class FileHandle;  // detail/posix/file.hpp: a declaration takes one by reference
+
+/// load_gguf(path) of a file already open for reading (read-write for MapMode::shared); `path` names it.
+[[nodiscard]] TENSORFILE_ENTRY Value load_gguf_file(const FileHandle& file, const std::filesystem::path& path,
+                                                    const LoadOptions& options);
+
 /// The meta tree of a validated header (every tensor a meta tensor), its metadata and types in the attributes:
 /// what open() lists before any data is read.
 TENSORFILE_ENTRY Value gguf_meta_dict(const GgufHeader& header);
@@ -77,7 +83,7 @@ TENSORFILE_ENTRY Value gguf_meta_dict(const GgufHeader& header);
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_gguf_load)
 #include <cstring>
 #include <istream>
 #include <string>
@@ -215,8 +221,8 @@ inline Value load_gguf_bytes(std::span<const std::byte> bytes, const Storage& vi
   return gguf_dict_over(header, data, true, options, file);
 }
 
-/// load_gguf(path) of a file already open for reading (read-write for MapMode::shared); `path` names it.
-inline Value load_gguf_file(const FileHandle& file, const std::filesystem::path& path, const LoadOptions& options) {
+TENSORFILE_ENTRY Value load_gguf_file(const FileHandle& file, const std::filesystem::path& path,
+                                      const LoadOptions& options) {
   try {
     const std::uint64_t size = file.size();
     if (options.mmap && !options.map_location.all_meta() && size != 0) {
@@ -317,4 +323,4 @@ TENSORFILE_ENTRY Tensor dequantize(const Value& loaded, std::string_view name) {
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_gguf_load)

@@ -42,7 +42,7 @@ TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::pat
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_gguf_save)
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -371,4 +371,4 @@ TENSORFILE_ENTRY std::vector<std::byte> save_gguf_to_bytes(const Value& tensors,
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_gguf_save)

@@ -52,7 +52,7 @@ TENSORFILE_ENTRY void save_npy(const Tensor& tensor, std::ostream& out);
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -254,6 +254,11 @@ inline void write_npy(const Tensor& tensor, ByteSink& sink) {
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_numpy_npy)
+namespace tensorfile {
 
 TENSORFILE_ENTRY Tensor load_npy(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_npy_select(options);
@@ -309,4 +314,4 @@ TENSORFILE_ENTRY std::vector<std::byte> save_npy_to_bytes(const Tensor& tensor) 
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_numpy_npy)

@@ -50,7 +50,7 @@ namespace detail {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <string_view>
 #include <vector>
 
@@ -343,6 +343,11 @@ class NpyDictParser {
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_numpy_npy_header)
+namespace tensorfile {
 
 namespace detail {
 
@@ -421,4 +426,4 @@ TENSORFILE_ENTRY NpyHeader parse_npy_header(std::span<const std::byte> prefix, s
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_numpy_npy_header)

@@ -57,7 +57,7 @@ TENSORFILE_ENTRY void save_npz(const NamedTensors& tensors, std::ostream& out, c
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <cstdint>
 #include <ostream>
 #include <string_view>
@@ -188,6 +188,11 @@ inline void write_npz(const NamedTensors& tensors, ByteSink& sink, bool compress
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_numpy_npz)
+namespace tensorfile {
 
 TENSORFILE_ENTRY Value load_npz(const std::filesystem::path& path, const LoadOptions& options) {
   detail::refuse_into_buffers(options, "load_npz()", path);
@@ -242,4 +247,4 @@ TENSORFILE_ENTRY std::vector<std::byte> save_npz_to_bytes(const NamedTensors& te
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_numpy_npz)

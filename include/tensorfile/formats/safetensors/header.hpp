@@ -61,7 +61,7 @@ struct SafetensorsHeader {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_safetensors_header)
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/format.hpp"
@@ -105,4 +105,4 @@ TENSORFILE_ENTRY SafetensorsHeader read_safetensors_header(const std::filesystem
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_safetensors_header)

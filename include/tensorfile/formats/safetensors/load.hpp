@@ -83,7 +83,7 @@ TENSORFILE_ENTRY Value load_safetensors_file(const FileHandle& file, const std::
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_safetensors_load)
 #include <cstring>
 #include <istream>
 #include <vector>
@@ -221,4 +221,4 @@ TENSORFILE_ENTRY Value load_safetensors(std::istream& in, const LoadOptions& opt
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_safetensors_load)

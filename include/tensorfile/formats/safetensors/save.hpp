@@ -48,7 +48,7 @@ TENSORFILE_ENTRY void save_safetensors(const Value& tensors, const std::filesyst
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -212,6 +212,11 @@ inline void write_safetensors(const Value& tensors, ByteSink& sink, SaveOptions 
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_safetensors_save)
+namespace tensorfile {
 
 TENSORFILE_ENTRY void save_safetensors(const NamedTensors& tensors, const std::filesystem::path& path,
                                        const SaveOptions& options) {
@@ -248,4 +253,4 @@ TENSORFILE_ENTRY std::vector<std::byte> save_safetensors_to_bytes(const Value& t
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_safetensors_save)

@@ -75,7 +75,7 @@ inline void (*sharded_save_step_hook)(const std::string& step) = nullptr;
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -317,6 +317,11 @@ inline std::unique_ptr<AtomicFileSink> finished_file(const std::filesystem::path
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_safetensors_save_sharded)
+namespace tensorfile {
 
 TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const NamedTensors& tensors,
                                                             const std::filesystem::path& directory,
@@ -444,4 +449,4 @@ TENSORFILE_ENTRY SafetensorsShards save_safetensors_sharded(const Value& tensors
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_safetensors_save_sharded)

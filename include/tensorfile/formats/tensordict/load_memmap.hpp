@@ -50,9 +50,19 @@ namespace tensorfile {
 [[nodiscard]] TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix,
                                                        const LoadOptions& options = {});
 
+class FolderReader;  // formats/source.hpp: a declaration takes one by reference
+
+namespace detail::td {
+
+/// load_memmap() of the tree at `relative` of `folder` ("" the folder itself), for open() of a folder source.
+[[nodiscard]] TENSORFILE_ENTRY TensorDict load_memmap_folder(FolderReader& folder, const std::string& relative,
+                                                             const LoadOptions& options);
+
+}  // namespace detail::td
+
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_tensordict_load_memmap)
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -1028,9 +1038,8 @@ class MemmapLoader {
   const std::string source_dir_name_ = "_source";
 };
 
-/// load_memmap() of the tree at `relative` of `folder` ("" the folder itself), for open() of a folder source.
-[[nodiscard]] inline TensorDict load_memmap_folder(FolderReader& folder, const std::string& relative,
-                                                   const LoadOptions& options) {
+TENSORFILE_ENTRY TensorDict load_memmap_folder(FolderReader& folder, const std::string& relative,
+                                               const LoadOptions& options) {
   MemmapLoader loader(folder, relative, options);
   std::optional<Entry> entry = loader.load_root(options.tensordict.out);
   if (!entry) return *options.tensordict.out;
@@ -1067,4 +1076,4 @@ TENSORFILE_ENTRY Entry load_memmap_entry(const std::filesystem::path& prefix, co
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_tensordict_load_memmap)

@@ -35,7 +35,7 @@ TENSORFILE_ENTRY void save_memmap(const TensorDict& td, const std::filesystem::p
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_tensordict_save_memmap)
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -575,4 +575,4 @@ TENSORFILE_ENTRY TensorDict memmap(const TensorDict& td, const std::filesystem::
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_tensordict_save_memmap)

@@ -517,7 +517,7 @@ struct TensorDictAccess {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_tensordict_tensordict)
 #include <algorithm>
 
 namespace tensorfile {
@@ -933,4 +933,4 @@ TENSORFILE_ENTRY Entry& TensorDict::set(std::initializer_list<std::string_view> 
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_tensordict_tensordict)

@@ -42,7 +42,7 @@ struct ValueTreeOptions {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_tensordict_value_tree)
 #include <charconv>
 #include <optional>
 #include <set>
@@ -302,4 +302,4 @@ TENSORFILE_ENTRY Value to_value(const TensorDict& td, const ValueTreeOptions& op
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_tensordict_value_tree)

@@ -57,7 +57,7 @@ struct ArchiveInfo {
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -148,6 +148,11 @@ struct TorchZipHeader {
 }
 
 }  // namespace detail
+}  // namespace tensorfile
+#endif  // TENSORFILE_DEFINITIONS
+
+#if TENSORFILE_DEFINITIONS_OF(formats_torch_archive)
+namespace tensorfile {
 
 TENSORFILE_ENTRY std::vector<ArchiveRecord> list_records(std::span<const std::byte> archive) {
   return detail::archive_records(detail::ZipReader::open(archive, {}));
@@ -168,4 +173,4 @@ TENSORFILE_ENTRY ArchiveInfo read_archive_info(const std::filesystem::path& path
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_torch_archive)

@@ -74,7 +74,7 @@ TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesy
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_torch_load)
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -1121,4 +1121,4 @@ TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options) 
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_torch_load)

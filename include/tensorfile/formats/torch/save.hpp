@@ -44,7 +44,7 @@ TENSORFILE_ENTRY void save_torch(const Value& value, std::ostream& out, const Sa
 
 }  // namespace tensorfile
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_torch_save)
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -201,4 +201,4 @@ TENSORFILE_ENTRY Value make_state_dict(const NamedTensors& tensors, const Value&
 }
 
 }  // namespace tensorfile
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_torch_save)

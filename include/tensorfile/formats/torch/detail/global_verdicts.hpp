@@ -297,7 +297,7 @@ inline constexpr std::string_view dangerous_globals[] = {"builtins.eval",
 
 }  // namespace tensorfile::detail
 
-#if TENSORFILE_DEFINITIONS
+#if TENSORFILE_DEFINITIONS_OF(formats_torch_detail_global_verdicts)
 namespace tensorfile::detail {
 
 /// The verdict on what Python's find_class reaches by `module` and `name`, without the allow-list: dangerous or
@@ -376,4 +376,4 @@ TENSORFILE_ENTRY GlobalVerdict classify_global(std::string_view module, std::str
 
 }  // namespace tensorfile
 
-#endif  // TENSORFILE_DEFINITIONS
+#endif  // TENSORFILE_DEFINITIONS_OF(formats_torch_detail_global_verdicts)
