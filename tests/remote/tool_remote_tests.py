@@ -127,6 +127,25 @@ def main():
     remote = run(tool, ["inspect", f"{http}/{index}"], env)
     check(remote.returncode == 0 and ": safetensors-sharded, 3 shards" in remote.stdout.split("\n", 1)[0],
           f"sharded: inspect's first line counts the shards: {remote.stdout}{remote.stderr}")
+    # verify of an index URL: the index against its shards, then each shard by its URL, as verify of the index.
+    remote, here = run(tool, ["verify", f"{http}/{index}"], env), run(tool, ["verify", os.path.join(root, index)], env)
+    check(remote.returncode == here.returncode == 0 and
+          remote.stdout.replace(f"{http}/{index}", "X") == here.stdout.replace(os.path.join(root, index), "X"),
+          f"sharded: verify of the index URL says what verify of the index says\n{remote.stdout}{remote.stderr}\n---\n"
+          f"{here.stdout}{here.stderr}")
+    with open(os.path.join(root, index)) as f:
+        broken = json.load(f)
+    broken["weight_map"]["gone"] = "gone.safetensors"  # a shard that is not there
+    with open(os.path.join(root, "safetensors", "broken.safetensors.index.json"), "w") as f:
+        json.dump(broken, f)
+    os.chmod(os.path.join(root, "safetensors", "broken.safetensors.index.json"), 0o644)
+    broken_url = f"{http}/safetensors/broken.safetensors.index.json"
+    remote = run(tool, ["verify", broken_url], env)
+    here = run(tool, ["verify", os.path.join(root, "safetensors", "broken.safetensors.index.json")], env)
+    check(remote.returncode == here.returncode == 1, f"sharded: verify of a broken index URL exits 1 "
+          f"({remote.returncode}, local {here.returncode}: {remote.stdout}{remote.stderr})")
+    check(broken_url in remote.stderr and "gone.safetensors" in remote.stderr,
+          f"sharded: verify of a broken index URL names it and the missing shard: {remote.stderr}")
     with tempfile.TemporaryDirectory() as out:
         result = run(tool, ["convert", "--quiet", f"{http}/{index}", os.path.join(out, "all.safetensors")], env)
         check(result.returncode == 0, f"sharded: convert of the index URL exits 0 ({result.stderr.strip()})")
