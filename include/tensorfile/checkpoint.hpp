@@ -1065,7 +1065,7 @@ class FolderFile final : public RangeReader {
     throw ArgumentError(
         "a URL needs the remote reader; expected #include <tensorfile/remote.hpp> and a link to "
         "tensorfile::remote",
-        {.file = url.substr(0, url.find('?'))});
+        {.file = redacted_url(url)});
   }
   UrlFolder where = opener(url);
   std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options);
@@ -1428,7 +1428,7 @@ TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*
 TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
   switch (source.kind()) {
     case Source::Kind::path:
-      if (detail::is_url(source.name())) return Checkpoint(detail::open_url(source.name(), options));
+      if (is_url(source.name())) return Checkpoint(detail::open_url(source.name(), options));
       return Checkpoint(detail::open_path(source.path(), options));
     case Source::Kind::folder: return Checkpoint(detail::open_folder(*source.folder(), source.relative(), options));
     default: return Checkpoint(detail::open_bytes(source, options));
@@ -1436,7 +1436,7 @@ TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& option
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
-  if (source.kind() == Source::Kind::path && !options.slice && !detail::is_url(source.name())) {
+  if (source.kind() == Source::Kind::path && !options.slice && !is_url(source.name())) {
     const std::filesystem::path& path = source.path();
     std::error_code error;
     if (!std::filesystem::is_directory(path, error)) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -112,7 +113,7 @@ class RemoteFolder final : public FolderReader {
   /// The folder at `url` (http://, https:// or s3://; a trailing '/' is dropped) fetched with `options`.
   RemoteFolder(std::string url, RemoteOptions options) {
     while (url.ends_with('/')) url.pop_back();
-    name_ = remote::detail::shown_url(url);
+    name_ = redacted_url(url);
     const bool s3 = url.starts_with("s3://");
     if (s3) {
       const std::string rest = url.substr(5);
@@ -161,20 +162,42 @@ class RemoteFolder final : public FolderReader {
 }
 
 namespace detail {
+[[nodiscard]] inline std::pair<std::string, std::string> split_url(const std::string& url);
+}  // namespace detail
+
+/// The one object at `url` (http://, https:// or s3://, its path naming a file), read by ranges with `options`
+/// through a connection pool of its own: a RangeReader for the APIs that take one (verify(), scan(),
+/// Source::reader()). A 404 is an IoError (ENOENT) and a URL ending in '/' an ArgumentError, both naming the URL
+/// as redacted_url() gives it; the first GET's other errors as RemoteFile::read()'s.
+[[nodiscard]] inline std::unique_ptr<RemoteFile> open_file(const std::string& url, RemoteOptions options = {}) {
+  const auto [folder, file] = detail::split_url(url);
+  if (file.empty()) {
+    throw ArgumentError("the URL names a folder; expected the URL of a file", {.file = redacted_url(url)});
+  }
+  std::unique_ptr<RemoteFile> opened = RemoteFolder(folder, std::move(options)).open_file(file);
+  if (!opened) throw IoError("not found (HTTP 404)", ENOENT, {.file = redacted_url(url)});
+  return opened;
+}
+
+namespace detail {
 
 /// A URL split into its folder (up to the last '/' of its path) and the file it names (percent-decoded; "" for a
-/// URL ending in '/', a model folder), with default options.
-[[nodiscard]] inline tensorfile::detail::UrlFolder open_url(const std::string& url) {
+/// URL ending in '/' or naming only a host or bucket).
+[[nodiscard]] inline std::pair<std::string, std::string> split_url(const std::string& url) {
   const std::size_t query = url.find('?');
   const std::size_t scheme = url.find("://");
   const std::size_t start = scheme == std::string::npos ? 0 : scheme + 3;
   const std::size_t slash = url.rfind('/', query == std::string::npos ? std::string::npos : query);
-  if (slash == std::string::npos || slash < start || url.find('/', start) == std::string::npos) {
-    return {open_folder(url), ""};
-  }
+  if (slash == std::string::npos || slash < start || url.find('/', start) == std::string::npos) return {url, ""};
   std::string file = url.substr(slash + 1);
   if (query != std::string::npos) file = file.substr(0, file.find('?'));
-  return {open_folder(url.substr(0, slash)), decode_path(file)};
+  return {url.substr(0, slash), decode_path(file)};
+}
+
+/// The URL's folder (default options) and the file it names ("": a model folder).
+[[nodiscard]] inline tensorfile::detail::UrlFolder open_url(const std::string& url) {
+  auto [folder, file] = split_url(url);
+  return {open_folder(folder), std::move(file)};
 }
 
 /// Registers open_url() with the core when any translation unit includes this header.

@@ -19,6 +19,8 @@
 
 namespace tensorfile {
 
+class RangeReader;
+
 /// What scan() treats as safe beyond torch's own lists.
 struct ScanOptions {
   std::vector<std::string> allow{};  ///< globals ("module.name") to count as allowed when they would be unknown
@@ -90,6 +92,17 @@ struct ScanReport {
 /// zip index.
 [[nodiscard]] TENSORFILE_ENTRY ScanReport scan(std::span<const std::byte> bytes, const ScanOptions& options = {});
 
+/// Scans the file a RangeReader holds (a remote object, say; borrowed for the call), as scan(path) scans a file and
+/// reading only what that scan reads: a zip (torch and .npz files) by ranges, its end records and central
+/// directory, each local header, every .pkl record and the first bytes of every other member (a member that starts
+/// as a .npy file: its header, and all of it when it holds an object array); any other file from byte 0 in growing
+/// prefixes (1 MiB, then four times as much) until the readings are decided within one (safetensors and GGUF
+/// files: the first, whatever their size). Some files are read whole because their readings need every byte: a
+/// tar checkpoint, a pickle stream or an object .npy file walked to its end, a zip that opens on its end record,
+/// and any file of at most 1 MiB. A reader without a size() is read whole first. Errors name reader.name(); a
+/// reader's read errors reach the caller. Throws FormatError for a broken zip index.
+[[nodiscard]] TENSORFILE_ENTRY ScanReport scan(RangeReader& reader, const ScanOptions& options = {});
+
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS_OF(scan)
@@ -117,6 +130,7 @@ struct ScanReport {
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/format.hpp"
 #include "tensorfile/formats/numpy/npy_header.hpp"
+#include "tensorfile/formats/source.hpp"
 #include "tensorfile/formats/torch/detail/global_verdicts.hpp"
 #include "tensorfile/formats/torch/detail/pickle_scan.hpp"
 
@@ -153,13 +167,15 @@ enum class PickleClaim : std::uint8_t {
 };
 
 /// Walks up to `count` pickles one after the other from byte `first` of `bytes`. Returns whether the bytes were
-/// judged as pickles (always, but for a trial that found none).
+/// judged as pickles (always, but for a trial that found none). Sets `*truncated` (when given) where a walk ran out
+/// of bytes: longer bytes (of which these are a prefix) might be judged otherwise.
 inline bool scan_pickles(ScanReport& report, std::span<const std::byte> bytes, const std::string& member,
                          std::size_t count, const ScanOptions& options, std::uint64_t first = 0,
-                         PickleClaim claim = PickleClaim::record) {
+                         PickleClaim claim = PickleClaim::record, bool* truncated = nullptr) {
   std::uint64_t start = first;
   for (std::size_t i = 0; i < count && start < bytes.size(); ++i) {
     PickleScan found = scan_pickle(bytes, start);
+    if (found.truncated && truncated != nullptr) *truncated = true;
     // Data: the unpickler fails before it imports anything. After a first pickle, so ends a stream of them (a
     // legacy file's raw storages follow its five; torch.load stops at a first one that is not its magic number).
     if (claim != PickleClaim::record && (claim == PickleClaim::trial || i > 0) && found.error &&
@@ -205,20 +221,26 @@ inline bool scan_pickles(ScanReport& report, std::span<const std::byte> bytes, c
 
 /// A .npy file or .npz member: np.save writes an object array (dtype '|O') as a pickle after the header, which
 /// np.load(allow_pickle=True) runs; other dtypes hold no pickle. A header that cannot be read is an error finding.
+/// `*truncated` (when given) is set where `bytes` may be a prefix too short to decide: a header that cannot be read,
+/// an object array's pickle missing or cut.
 inline void scan_npy(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
-                     const std::string& member, const ScanOptions& options) {
+                     const std::string& member, const ScanOptions& options, bool* truncated = nullptr) {
   std::optional<std::uint64_t> pickle_at;
   try {
     pickle_at = npy_object_pickle_offset(bytes, path, member);
   } catch (const Error& error) {
+    if (truncated != nullptr) *truncated = true;
     report.errors.push_back({member, error.offset().value_or(0), error.what()});
     return;
   }
   if (pickle_at) {
     if (*pickle_at >= bytes.size()) {
+      if (truncated != nullptr) *truncated = true;
       report.errors.push_back({member, *pickle_at, "the object array's pickle is missing"});
       return;
     }
+    // np.load walks the pickle to its end, which the rest of the bytes hold.
+    if (truncated != nullptr) *truncated = true;
     scan_pickles(report, bytes, member, 1, options, *pickle_at);
   }
 }
@@ -246,11 +268,33 @@ inline std::optional<std::pair<std::string_view, std::string_view>> case_collisi
 
 /// A zip: torch.load reads its data.pkl (found case-insensitively; every .pkl record is walked, in any case),
 /// numpy.load every member that starts as a .npy file (whatever its name).
-inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
-                     const std::string& where, const ScanOptions& options) {
+/// The limits a scan opens a zip with: an .npz names its members at the top level; torch's reader needs no prefix.
+[[nodiscard]] inline ZipLimits scan_zip_limits() {
   ZipLimits limits;
-  limits.require_prefix = false;  // an .npz names its members at the top level; torch's reader needs no prefix
-  const ZipReader zip = ZipReader::open(bytes, path, limits);
+  limits.require_prefix = false;
+  return limits;
+}
+
+/// The bytes of a member of a zip read through a reader (ZipReader::open_file) that scan_zip_entries looks at: a .pkl
+/// record whole; another stored member's first bytes, and all of it when it starts as a .npy file whose header
+/// cannot be read from them or that holds an object array.
+[[nodiscard]] inline std::vector<std::byte> scanned_member_bytes(const ZipReader& zip, const ZipEntry& entry,
+                                                                 bool pickle, const std::filesystem::path& path) {
+  constexpr std::uint64_t head_bytes = 4096;  // a .npy header, as np.save writes it, fits
+  if (pickle || entry.size <= head_bytes) return zip.read(entry);
+  std::vector<std::byte> head(static_cast<std::size_t>(head_bytes));
+  zip.read_stored_range(entry, 0, head);
+  if (!starts_with_bytes(head, npy_magic)) return head;
+  try {
+    if (!npy_object_pickle_offset(head, path, std::string(entry.name))) return head;
+  } catch (const Error&) {  // a longer header, or a broken one: decided on the whole member
+  }
+  return zip.read(entry);
+}
+
+/// The members of an opened zip (see scan_zip): in memory, or read through the reader's read_at.
+inline void scan_zip_entries(ScanReport& report, const ZipReader& zip, const std::filesystem::path& path,
+                             const std::string& where, const ScanOptions& options) {
   if (zip.end_record_ambiguous()) {
     report.anomalies.push_back({where, zip.last_end_signature(),
                                 std::to_string(zip.end_signatures()) +
@@ -276,7 +320,14 @@ inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const
       return tail == ".pkl";
     }();
     std::vector<std::byte> inflated;
-    if (entry.method != 0) {
+    if (entry.method == 0 && !zip.in_memory()) {
+      try {
+        inflated = scanned_member_bytes(zip, entry, pickle, path);
+      } catch (const Error& error) {
+        report.errors.push_back({member, error.offset().value_or(entry.data_offset), error.what()});
+        continue;
+      }
+    } else if (entry.method != 0) {
       // Deflate turns a byte into at most 1032; a size past that is a claim, never an allocation.
       if (entry.size / 1032 > entry.compressed_size + 1) {
         report.errors.push_back(
@@ -291,13 +342,21 @@ inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const
         continue;
       }
     }
-    const std::span<const std::byte> data = entry.method == 0 ? zip.stored_bytes(entry) : std::span(inflated);
+    const std::span<const std::byte> data =
+        entry.method == 0 && zip.in_memory() ? zip.stored_bytes(entry) : std::span<const std::byte>(inflated);
     if (pickle) {
       scan_pickles(report, data, member, 1, options);
     } else if (starts_with_bytes(data, npy_magic)) {
       scan_npy(report, data, path, member, options);
     }
   }
+}
+
+/// A zip in memory: torch.load reads its data.pkl (found case-insensitively; every .pkl record is walked, in any
+/// case), numpy.load every member that starts as a .npy file (whatever its name).
+inline void scan_zip(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
+                     const std::string& where, const ScanOptions& options) {
+  scan_zip_entries(report, ZipReader::open(bytes, path, scan_zip_limits()), path, where, options);
 }
 
 /// A tar number field as Python's tarfile reads it (nti): base-256 after a 0x80 or 0xff byte, else octal text up to
@@ -406,13 +465,18 @@ inline void scan_tar(ScanReport& report, std::span<const std::byte> bytes, const
 }
 
 /// One file's bytes, read as its readers read them (see scan()). `where` names the file inside a scanned folder
-/// ("" for the file scanned itself); `path` names it in errors. Returns the format the file is reported as.
+/// ("" for the file scanned itself); `path` names it in errors. Returns the format the file is reported as. With
+/// `truncated` given, `bytes` may be a prefix of the file: `*truncated` is set when the readings need more of it.
 inline FileFormat scan_content(ScanReport& report, std::span<const std::byte> bytes, const std::filesystem::path& path,
-                               const std::string& where, const ScanOptions& options) {
+                               const std::string& where, const ScanOptions& options, bool* truncated = nullptr) {
   FileFormat format = detect_format(bytes);
   // torch.load takes a file for a zip by its first four bytes alone, and then reads nothing else; numpy.load also
   // takes an empty archive's end record.
   if (starts_with_bytes(bytes, "PK\x03\x04") || starts_with_bytes(bytes, "PK\x05\x06")) {
+    if (truncated != nullptr) {  // the end records are at the end: a prefix holds none of them
+      *truncated = true;
+      return format;
+    }
     scan_zip(report, bytes, path, where, options);
     if (starts_with_bytes(bytes, "PK\x03\x04")) return format;
   }
@@ -421,16 +485,17 @@ inline FileFormat scan_content(ScanReport& report, std::span<const std::byte> by
   if (format == FileFormat::gguf) readings.emplace_back("a GGUF file");  // metadata and tensor data: no code
   if (starts_with_bytes(bytes, npy_magic)) {
     readings.emplace_back("a .npy file");
-    scan_npy(report, bytes, path, where, options);
+    scan_npy(report, bytes, path, where, options, truncated);
   }
   if (tar_header(bytes)) {
     readings.emplace_back("a tar checkpoint");
+    if (truncated != nullptr) *truncated = true;  // its members' headers are followed through the file
     scan_tar(report, bytes, where, options);
   }
   // torch.load's legacy path, and numpy.load(allow_pickle=True) for anything that is neither zip nor .npy, unpickle
   // from byte 0: judged as pickles when the walk reaches STOP or meets a global; otherwise the unpickler fails before
   // it imports anything, whatever the first bytes looked like (tensor data may start with PROTO's 0x80).
-  if (!bytes.empty() && scan_pickles(report, bytes, where, 5, options, 0, PickleClaim::trial)) {
+  if (!bytes.empty() && scan_pickles(report, bytes, where, 5, options, 0, PickleClaim::trial, truncated)) {
     readings.emplace_back("a pickle stream");
   }
   if (readings.size() > 1) {
@@ -522,6 +587,35 @@ TENSORFILE_ENTRY ScanReport scan(std::span<const std::byte> bytes, const ScanOpt
   ScanReport report;
   report.format = detail::scan_content(report, bytes, {}, "", options);
   return report;
+}
+
+TENSORFILE_ENTRY ScanReport scan(RangeReader& reader, const ScanOptions& options) {
+  const detail::SourceBytes source(Source::reader(reader), false);
+  const std::filesystem::path name = source.name();
+  constexpr std::uint64_t first_prefix = std::uint64_t{1} << 20;
+  std::vector<std::byte> bytes(static_cast<std::size_t>(std::min(source.size(), first_prefix)));
+  source.read_exact(0, bytes);
+  if (bytes.size() < source.size() && detail::starts_with_bytes(bytes, "PK\x03\x04")) {
+    ScanReport report;
+    report.format = detect_format(bytes);
+    const detail::ZipReader zip = detail::ZipReader::open_file(
+        source.size(), name,
+        [&source](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
+        detail::scan_zip_limits());
+    detail::scan_zip_entries(report, zip, name, "", options);
+    return report;
+  }
+  while (true) {
+    ScanReport report;
+    bool truncated = false;  // a prefix: whether its readings need more of the file
+    const bool whole = bytes.size() == source.size();
+    report.format = detail::scan_content(report, bytes, name, "", options, whole ? nullptr : &truncated);
+    if (!truncated) return report;
+    // Grown from what was read (never to a size() merely claimed): four times as much, or the rest.
+    const std::size_t have = bytes.size();
+    bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(source.size(), std::uint64_t{have} * 4)));
+    source.read_exact(have, std::span(bytes).subspan(have));
+  }
 }
 
 }  // namespace tensorfile

@@ -16,6 +16,8 @@
 
 namespace tensorfile {
 
+class RangeReader;
+
 /// What verify() checks beyond the structure.
 struct VerifyOptions {
   bool crc = true;  ///< check every zip record's CRC-32 (reads every byte of a torch zip file)
@@ -51,9 +53,19 @@ struct VerifyReport {
 [[nodiscard]] TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path,
                                                    const VerifyOptions& options = {});
 
+/// Checks the file a RangeReader holds (a remote object, say; borrowed for the call) as verify(path) checks a file,
+/// the errors naming reader.name(). Safetensors, .npy and GGUF files are read by ranges, as open() reads them: the
+/// header (for GGUF every range its parser asks for), their data never (its extent is checked against size()).
+/// Torch zip and legacy files and .npz archives are read whole into one heap buffer first, since they need every
+/// byte: each record's CRC-32 covers all of them, and their loaders parse memory. A reader without a size() is read
+/// whole. A tensordict tree is no single file: open a folder for it. A read that fails (the network, a server's
+/// error) is in the report, as are the bytes of an unknown format (load_torch()'s error).
+[[nodiscard]] TENSORFILE_ENTRY VerifyReport verify(RangeReader& reader, const VerifyOptions& options = {});
+
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS_OF(verify)
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -62,6 +74,7 @@ struct VerifyReport {
 #include <string_view>
 #include <vector>
 
+#include "tensorfile/checkpoint.hpp"
 #include "tensorfile/core/error.hpp"
 #include "tensorfile/core/meta_backend.hpp"
 #include "tensorfile/core/value_print.hpp"
@@ -72,6 +85,7 @@ struct VerifyReport {
 #include "tensorfile/formats/numpy/npy.hpp"
 #include "tensorfile/formats/numpy/npz.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/source.hpp"
 #include "tensorfile/formats/tensordict/load_memmap.hpp"
 #include "tensorfile/formats/torch/archive.hpp"
 #include "tensorfile/formats/torch/load.hpp"
@@ -93,8 +107,9 @@ bool verify_step(VerifyReport& report, Check&& check) {
 }
 
 /// The pickle, every record it names and every view, by a meta load that reads no tensor data; for a zip file
-/// counts the storage records the pickle uses.
-inline void verify_torch_objects(VerifyReport& report, const std::filesystem::path& path) {
+/// counts the storage records the pickle uses. `input` is a path or the file's bytes in memory.
+template <class Input>
+void verify_torch_objects(VerifyReport& report, const Input& input) {
   LoadOptions options{.map_location = Device::meta(), .mmap = MapMode::copy_on_write, .strict = false};
   if (report.format == FileFormat::torch_zip) {  // the bytes handed over are views of the mapping no one reads
     options.map_location = MapLocation::Function([&report](const Storage& bytes, std::string_view) {
@@ -102,15 +117,16 @@ inline void verify_torch_objects(VerifyReport& report, const std::filesystem::pa
       return std::optional<Storage>(meta_storage(bytes.size_bytes()));
     });
   }
-  verify_step(report, [&] { report.tensors = named_tensors(load_torch(path, options)).size(); });
+  verify_step(report, [&] { report.tensors = named_tensors(load_torch(input, options)).size(); });
 }
 
-/// The zip index and every record's CRC-32, read with pread in bounded pieces: nothing mapped, so a file
-/// truncated meanwhile is a finding, never SIGBUS, and a record's size never sets an allocation.
-inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& path, const VerifyOptions& options) {
-  const FileHandle file = FileHandle::open(path, OpenMode::read);
+/// The zip index and every record's CRC-32 of an archive opened by `open_zip` (on a file or in memory), then the
+/// objects of `input`.
+template <class OpenZip, class Input>
+void verify_torch_zip_with(VerifyReport& report, const OpenZip& open_zip, const Input& input,
+                           const VerifyOptions& options) {
   std::optional<ZipReader> zip;
-  if (!verify_step(report, [&] { zip.emplace(open_zip_file(file)); })) {
+  if (!verify_step(report, [&] { zip.emplace(open_zip()); })) {
     return;  // no index: nothing else can be found
   }
   for (const ZipEntry& entry : zip->entries()) {
@@ -119,7 +135,15 @@ inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& 
     if (std::string_view(entry.name).substr(zip->prefix().size() + 1).starts_with("data/")) ++report.storage_records;
   }
   report.records = zip->entries().size();
-  verify_torch_objects(report, path);
+  verify_torch_objects(report, input);
+}
+
+/// The zip index and every record's CRC-32, read with pread in bounded pieces: nothing mapped, so a file
+/// truncated meanwhile is a finding, never SIGBUS, and a record's size never sets an allocation.
+inline void verify_torch_zip(VerifyReport& report, const std::filesystem::path& path, const VerifyOptions& options) {
+  const FileHandle file = FileHandle::open(path, OpenMode::read);
+  verify_torch_zip_with(
+      report, [&] { return open_zip_file(file); }, path, options);
 }
 
 inline void verify_tensordict(VerifyReport& report, const std::filesystem::path& path) {
@@ -133,7 +157,57 @@ inline void verify_tensordict(VerifyReport& report, const std::filesystem::path&
   });
 }
 
+/// verify() of a file held in memory (a reader read whole), named `name`: the formats that need every byte.
+inline void verify_memory(VerifyReport& report, std::span<const std::byte> bytes, const std::string& name,
+                          const VerifyOptions& options) {
+  switch (report.format) {
+    case FileFormat::torch_zip:
+      verify_torch_zip_with(
+          report, [&] { return ZipReader::open(bytes, name); }, bytes, options);
+      break;
+    case FileFormat::npz:
+      verify_step(report, [&] {
+        report.tensors = named_tensors(load_npz(bytes, {.mmap = MapMode::read_only, .verify_crc = true})).size();
+      });
+      break;
+    default:  // torch_legacy, unknown: the pickles (unknown bytes get load_torch()'s error)
+      verify_torch_objects(report, bytes);
+      break;
+  }
+}
+
 }  // namespace detail
+
+TENSORFILE_ENTRY VerifyReport verify(RangeReader& reader, const VerifyOptions& options) {
+  VerifyReport report;
+  std::optional<detail::SourceBytes> source;
+  std::vector<std::byte> head;
+  const bool opened = detail::verify_step(report, [&] {
+    source.emplace(Source::reader(reader), false);
+    head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(source->size(), format_sniff_bytes)));
+    source->read_exact(0, head);
+  });
+  if (!opened) return report;
+  report.format = detect_format(head);
+  const std::string name = source->name();
+  switch (report.format) {
+    case FileFormat::safetensors:  // the header in full and the data offsets' tiling, as open() reads them
+    case FileFormat::npy:          // the header, and the data's length against size()
+    case FileFormat::gguf:         // the header in full: offsets aligned, inside the file, not overlapping
+      detail::verify_step(report, [&] {
+        report.tensors =
+            open(Source::reader(reader), {.map_location = Device::meta(), .strict = false}).entries().size();
+      });
+      break;
+    default: {
+      Storage whole;
+      if (!detail::verify_step(report, [&] { whole = source->whole(); })) break;
+      detail::verify_memory(report, {whole.data(), whole.size_bytes()}, name, options);
+      break;
+    }
+  }
+  return report;
+}
 
 TENSORFILE_ENTRY VerifyReport verify(const std::filesystem::path& path, const VerifyOptions& options) {
   VerifyReport report;

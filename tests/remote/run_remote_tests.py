@@ -7,8 +7,10 @@ proxy in front of it injects faults by the first step of the path; s3rver (npm),
 the same files as an S3 bucket "weights" (key id S3RVER, secret S3RVER). s3rver serves ranges and refuses an
 unknown key id (403 InvalidAccessKeyId) and a request without x-amz-content-sha256, but it does not check SigV4
 signatures (a wrong secret passes), lets anonymous requests through, and ignores If-Match. The URLs reach the test through the environment.
+With --tool, the servers serve tool_remote_tests.py instead, which runs that tensorfile program on their URLs.
 
 usage: run_remote_tests.py TEST_EXECUTABLE DATA_DIR [--s3rver DIR_WITH_node_modules] [-- catch2 arguments]
+       run_remote_tests.py --tool TENSORFILE_PROGRAM DATA_DIR [--s3rver DIR_WITH_node_modules]
 """
 import http.client
 import http.server
@@ -147,7 +149,16 @@ def main():
         i = args.index("--s3rver")
         s3rver_dir = args[i + 1]
         del args[i : i + 2]
-    executable, data_dir = args
+    command = None
+    if "--tool" in args:
+        i = args.index("--tool")
+        command = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tool_remote_tests.py"),
+                   args[i + 1]]
+        del args[i : i + 2]
+        (data_dir,) = args
+    else:
+        executable, data_dir = args
+        command = [executable] + catch_args
     tmp = tempfile.mkdtemp(prefix="tensorfile-remote-")
     os.chmod(tmp, 0o755)  # nginx's workers may run as another user (nobody, when started as root)
     www = os.path.join(tmp, "www")
@@ -208,7 +219,7 @@ def main():
                        AWS_SECRET_ACCESS_KEY="S3RVER", AWS_REGION="us-east-1")
             env.pop("AWS_SESSION_TOKEN", None)
 
-        return subprocess.run([executable] + catch_args, env=env).returncode
+        return subprocess.run(command, env=env).returncode
     finally:
         for server in servers:
             server.shutdown()

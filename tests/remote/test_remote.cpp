@@ -3,9 +3,12 @@
 // nginx serving a copy of tests/data, a proxy in front of it injecting faults, and s3rver when it is installed.
 // Every format loads over HTTP as it loads from the served file on disk; select fetches only its bytes; each fault
 // ends in a clear error naming the URL, or is cured by a retry.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,88 @@ std::filesystem::path write_big(const std::string& name, std::size_t count, floa
   std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                                          std::filesystem::perms::group_read | std::filesystem::perms::others_read);
   return path;
+}
+
+/// `bytes` of the served file `from` written as the served file `to` (a truncated copy when fewer).
+std::filesystem::path write_prefix(const std::string& from, const std::string& to, std::uintmax_t bytes) {
+  std::filesystem::copy_file(root() / from, root() / to, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(root() / to, bytes);
+  std::filesystem::permissions(root() / to, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                                std::filesystem::perms::group_read |
+                                                std::filesystem::perms::others_read);
+  return root() / to;
+}
+
+TEST_CASE("verify() and scan() of a RemoteFile report what they report for the file on disk", "[remote][verify]") {
+  (void)write_big("verify_big.safetensors", 8, 1.0F);  // 2 MiB: scanned by prefix, verified by its header
+  {
+    NamedTensors tensors;
+    std::vector<float> values(std::size_t{1} << 19, 2.5F);
+    tensors.emplace_back("w", Tensor::from_values<float>(std::span<const float>(values), Shape{512, 1024}));
+    save(tensors, root() / "verify_big.pt");  // 2 MiB: a zip scanned by ranges, verified whole
+    std::filesystem::permissions(root() / "verify_big.pt", std::filesystem::perms::others_read,
+                                 std::filesystem::perm_options::add);
+  }
+  const std::uintmax_t st_size = std::filesystem::file_size(root() / "safetensors/overall.safetensors");
+  const std::uintmax_t pt_size = std::filesystem::file_size(root() / "torch/state_dict_linear_bn.pt");
+  (void)write_prefix("safetensors/overall.safetensors", "verify_cut.safetensors", st_size - 3);
+  (void)write_prefix("torch/state_dict_linear_bn.pt", "verify_cut.pt", pt_size - 30);
+  for (const std::string name :
+       {"safetensors/overall.safetensors", "torch/state_dict_linear_bn.pt", "torch/legacy_format.pt",
+        "torch/whole_module.pt", "torch_gen/zip_deflated.pt", "numpy/f4_c.npy", "numpy/object.npy",
+        "numpy/deflated.npz", "numpy/stored.npz", "verify_big.safetensors", "verify_big.pt", "verify_cut.safetensors",
+        "verify_cut.pt"}) {
+    INFO(name);
+    const std::string url = http() + "/" + name;
+    const std::filesystem::path local = root() / name;
+    const std::unique_ptr<remote::RemoteFile> file = remote::open_file(url);
+    const VerifyReport there = verify(*file);
+    const VerifyReport here = verify(local);
+    CHECK(there.format == here.format);
+    CHECK(there.ok() == here.ok());
+    CHECK(there.errors.size() == here.errors.size());
+    CHECK(there.tensors == here.tensors);
+    CHECK(there.records == here.records);
+    CHECK(there.storages_used == here.storages_used);
+    for (const std::string& error : there.errors) CHECK_THAT(error, Catch::Contains(url));
+    const std::uint64_t before = file->stats().bytes;
+    // A broken zip index is thrown by both (the scan's one exception), naming the URL there.
+    std::optional<ScanReport> scanned_there;
+    std::optional<ScanReport> scanned_here;
+    std::string thrown;
+    try {
+      scanned_there = scan(*file);
+    } catch (const FormatError& error) {
+      thrown = error.message();
+    }
+    try {
+      scanned_here = scan(local);
+    } catch (const FormatError&) {
+    }
+    REQUIRE(scanned_there.has_value() == scanned_here.has_value());
+    if (!scanned_there) {
+      CHECK_THAT(thrown, Catch::Contains(url));
+      continue;
+    }
+    CHECK(scanned_there->format == scanned_here->format);
+    CHECK(scanned_there->safe() == scanned_here->safe());
+    CHECK(scanned_there->pickles == scanned_here->pickles);
+    CHECK(scanned_there->globals.size() == scanned_here->globals.size());
+    for (std::size_t i = 0; i < std::min(scanned_there->globals.size(), scanned_here->globals.size()); ++i) {
+      CHECK(scanned_there->globals[i].full_name() == scanned_here->globals[i].full_name());
+      CHECK(scanned_there->globals[i].verdict == scanned_here->globals[i].verdict);
+    }
+    CHECK(scanned_there->anomalies.size() == scanned_here->anomalies.size());
+    CHECK(scanned_there->errors.size() == scanned_here->errors.size());
+    CHECK(scanned_there->persistent_ids == scanned_here->persistent_ids);
+    if (name.starts_with("verify_big")) {  // by ranges: less than the file, the 1 MiB prefix or the zip's pickles
+      CHECK(file->stats().bytes - before < std::filesystem::file_size(local));
+    }
+  }
+  SECTION("a missing object: an IoError naming the URL") {
+    const std::string url = http() + "/safetensors/missing.safetensors";
+    CHECK_THAT(error_of<IoError>([&] { (void)remote::open_file(url); }), Catch::Contains(url + ": not found"));
+  }
 }
 
 const std::vector<std::string>& fixtures() {

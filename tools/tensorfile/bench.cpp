@@ -23,6 +23,7 @@
 
 #include "commands.hpp"
 #include "formats.hpp"
+#include "urls.hpp"
 
 namespace tensorfile::cli {
 
@@ -138,6 +139,9 @@ const CommandSpec bench_spec{
         "Time loading a torch, safetensors (single or sharded), .npz or .npy file or a tensordict tree: heap,\n"
         "mmap, meta (and a device), GB/s and peak memory.",
     .details =
+        "PATH may be a URL (http://, https://, s3://; built with TENSORFILE_REMOTE, S3 from the AWS_* environment\n"
+        "variables): then the modes are heap (every tensor fetched, each load), meta and --map-location's device.\n"
+        "\n"
         "Modes: heap (every byte read into memory; for a tensordict tree, mapped then copied), mmap (views of a\n"
         "mapping, nothing read yet), mmap+touch (the mapping made resident, one byte a page), meta (shapes and\n"
         "dtypes only), and with --map-location the load straight to that device. Each runs --repeat times. The table\n"
@@ -152,8 +156,10 @@ const CommandSpec bench_spec{
 };
 
 int run_bench(const Args& args) {
+  require_url_support(args.operands()[0]);
   const std::filesystem::path path = args.operands()[0];
-  const std::string shown = escape_controls(args.operands()[0]);
+  const bool url = is_url(path.native());
+  const std::string shown = escape_controls(redacted_url(args.operands()[0]));
   const std::int64_t repeat = args.value("repeat") ? parse_integer(*args.value("repeat"), "repeat", 1, 1000) : 3;
   std::optional<Device> device;
   if (const auto text = args.value("map-location")) {
@@ -192,6 +198,21 @@ int run_bench(const Args& args) {
     modes.push_back({"mmap+touch", true, [=] { touch(tensors_of(load_tree({}))); }});
     modes.push_back({"meta", false, [=] { (void)load_tree({.map_location = Device::meta()}); }});
     if (device) modes.push_back({device->str(), true, [=] { (void)load_tree({.map_location = *device}); }});
+  } else if (url) {
+    // A remote object is read, never mapped: the heap mode reads every tensor over the network each time, meta only
+    // what open() reads.
+    const auto load_url = [path, threads, pages, allow_unlisted](MapLocation where) {
+      return load(path, {.map_location = std::move(where),
+                         .threads = threads,
+                         .huge_pages = pages,
+                         .strict = false,
+                         .sharded = {.allow_unlisted = allow_unlisted}});
+    };
+    for (const CheckpointEntry& entry : checkpoint.entries()) data_bytes += entry.nbytes;
+    tensor_count = checkpoint.entries().size();
+    modes.push_back({"heap", true, [=] { (void)load_url(Device::cpu()); }});
+    modes.push_back({"meta", false, [=] { (void)load_url(Device::meta()); }});
+    if (device) modes.push_back({device->str(), true, [=] { (void)load_url(*device); }});
   } else {
     // Every other format through the library's generic load.
     const auto load_file = [path, threads, pages, allow_unlisted](MapLocation where, bool mmap) {

@@ -26,6 +26,7 @@
 #include "numpy_commands.hpp"
 #include "progress.hpp"
 #include "tree_convert.hpp"
+#include "urls.hpp"
 
 namespace tensorfile::cli {
 
@@ -329,7 +330,8 @@ Loaded load_source(const Checkpoint& checkpoint, const std::filesystem::path& in
   Loaded loaded;
   switch (checkpoint.format()) {
     case FileFormat::tensordict: {
-      if (options.slice) break;  // slices are read by the generic load; the tree is then written as to_tensordict()
+      // Slices, and a remote tree, are read by the generic load; the tree is then written as to_tensordict().
+      if (options.slice || is_url(in.native())) break;
       LoadOptions tree_options = options;
       tree_options.mmap = MapMode::read_only;
       tree_options.map_location = {};  // mapped on the host
@@ -433,6 +435,9 @@ const CommandSpec convert_spec{
         "Convert between torch.save files, safetensors files and sharded checkpoints, NumPy .npz and .npy files\n"
         "and tensordict memmap trees, naming on stderr whatever the target cannot hold.",
     .details =
+        "IN may be a URL (http://, https://, s3://; built with TENSORFILE_REMOTE, S3 from the AWS_* environment\n"
+        "variables), read by the library's open() and load() without mapping (--mmap refused for it).\n"
+        "\n"
         "IN is a torch file (zip or legacy), a safetensors file, a sharded checkpoint (a *.index.json, or a model\n"
         "directory holding one), a NumPy .npz or .npy file or a tensordict directory, detected from its contents.\n"
         "OUT is written beside its final name and renamed into place when complete; an existing OUT is replaced.\n"
@@ -489,7 +494,10 @@ const CommandSpec convert_spec{
 };
 
 int run_convert(const Args& args) {
+  require_url_support(args.operands()[0]);
   const std::filesystem::path in = args.operands()[0];
+  const bool url = is_url(in.native());
+  const std::filesystem::path named = redacted_url(in.native());  // what messages call IN: a URL without secrets
   const std::filesystem::path out = args.operands()[1];
   std::optional<std::uint64_t> shard_size;
   if (const auto size = args.value("max-shard-size")) shard_size = parse_size(*size, "max-shard-size");
@@ -509,13 +517,14 @@ int run_convert(const Args& args) {
     throw UsageError(
         fmt::format("--metadata sets safetensors' __metadata__, but OUT is to be {}", target_name(target)));
   }
-  const LoadOptions options = load_options(args, selection);
+  LoadOptions options = load_options(args, selection);
+  if (url && !args.value("mmap")) options.mmap.reset();  // a remote object is read, never mapped
   // The library's one dispatch: what IN holds, from its contents.
   const Checkpoint checkpoint = open(in, {.strict = false, .sharded = options.sharded});
 
   Losses losses;
   const Loaded loaded = load_source(checkpoint, in, args, options, target, losses);
-  selection.require_all_matched(in);
+  selection.require_all_matched(named);
   const Value& v = loaded.value;
   const bool gguf_to_gguf = checkpoint.format() == FileFormat::gguf && target == Target::gguf;
   if (checkpoint.format() == FileFormat::gguf && !gguf_to_gguf) {  // block tensors leave GGUF as bytes
@@ -533,14 +542,14 @@ int run_convert(const Args& args) {
     case Target::memmap: {
       // save_memmap, not the generic save: a tree read is written as is, and what to_tensordict() changes is named.
       const TensorDict td = loaded.tree ? *loaded.tree : to_tensordict(v, checkpoint.name(), losses.changed);
-      report(losses, in, strict);
+      report(losses, named, strict);
       ProgressBar progress(label, leaf_bytes(td), !quiet);
       save_memmap(td, out);
       progress.finish();
       return exit_ok;
     }
     case Target::pt: {
-      report(losses, in, strict);
+      report(losses, named, strict);
       ProgressBar progress(label, storage_bytes(v), !quiet);
       save(v, out, {.format = FileFormat::torch_zip});
       progress.finish();
@@ -554,8 +563,8 @@ int run_convert(const Args& args) {
         metadata.erase(std::remove_if(metadata.begin(), metadata.end(), same), metadata.end());
         metadata.push_back(flag);
       }
-      const NamedTensors tensors = flat_tensors(v, in, target, losses, &metadata);
-      report(losses, in, strict);
+      const NamedTensors tensors = flat_tensors(v, named, target, losses, &metadata);
+      report(losses, named, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
       const SaveOptions save_options{
           .format = FileFormat::safetensors,
@@ -579,14 +588,14 @@ int run_convert(const Args& args) {
     }
     case Target::gguf: {
       if (gguf_to_gguf) {  // as read: metadata, its types and block tensors kept
-        report(losses, in, strict);
+        report(losses, named, strict);
         ProgressBar progress(label, storage_bytes(v), !quiet);
         save(v, out, {.format = FileFormat::gguf});
         progress.finish();
         return exit_ok;
       }
-      const NamedTensors tensors = flat_tensors(v, in, target, losses, nullptr);
-      report(losses, in, strict);
+      const NamedTensors tensors = flat_tensors(v, named, target, losses, nullptr);
+      report(losses, named, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
       save(tensors, out, {.format = FileFormat::gguf});
       progress.finish();
@@ -594,13 +603,13 @@ int run_convert(const Args& args) {
     }
     case Target::npz:
     case Target::npy: {
-      const NamedTensors tensors = flat_tensors(v, in, target, losses, nullptr);
+      const NamedTensors tensors = flat_tensors(v, named, target, losses, nullptr);
       if (target == Target::npy && tensors.size() != 1) {
         throw UnsupportedError(
             fmt::format("a .npy file holds one array; expected 1 tensor, got {} (write a .npz)", tensors.size()),
-            {.file = in});
+            {.file = named});
       }
-      report(losses, in, strict);
+      report(losses, named, strict);
       ProgressBar progress(label, tensor_bytes(tensors), !quiet);
       save(tensors, out, {.format = target == Target::npz ? FileFormat::npz : FileFormat::npy});
       progress.finish();

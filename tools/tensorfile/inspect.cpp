@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <mutex>
+#include <set>
 
 #include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/meta_backend.hpp>
@@ -22,6 +23,7 @@
 #include "describe.hpp"
 #include "formats.hpp"
 #include "numpy_commands.hpp"
+#include "urls.hpp"
 
 namespace tensorfile::cli {
 
@@ -249,6 +251,62 @@ std::string render_tree(const Description& d, const std::string& header) {
   return out;
 }
 
+/// The first line of the tree for a URL: the format, a sharded checkpoint's shard count, safetensors' __metadata__.
+std::string url_header_line(const std::string& shown, const Checkpoint& checkpoint) {
+  std::string line = fmt::format("{}: {}", shown, format_label(checkpoint));
+  if (checkpoint.sharded()) {
+    std::set<std::string> shards;
+    for (const CheckpointEntry& entry : checkpoint.entries()) {
+      if (entry.location) shards.insert(entry.location->file.string());
+    }
+    line += fmt::format(", {} shard{}", shards.size(), shards.size() == 1 ? "" : "s");
+  }
+  if (checkpoint.format() == FileFormat::safetensors && checkpoint.metadata().is_dict()) {
+    std::string items;
+    for (const auto& [key, value] : checkpoint.metadata().as_dict()) {
+      items += fmt::format("{}{}: {}", items.empty() ? "" : ", ", escape_controls(key_text(key)),
+                           escape_controls(value.is_string() ? value.as_string() : python_repr(value)));
+    }
+    line += ", __metadata__ {" + items + "}";
+  }
+  return line;
+}
+
+/// inspect of a URL: the library reads it (a torch or .npz file whole, the others by ranges), so the tree comes from
+/// the handle: its meta tree, or with --hash (and for torch files, whose bytes the handle holds) a load whose
+/// map_location callable is told each storage's saved tag.
+int inspect_url(const Args& args, const std::string& url) {
+  const bool hashes = args.flag("hash");
+  StorageTags tags;
+  std::mutex tags_lock;  // shards load on several threads
+  LoadOptions options{.strict = false, .sharded = {.allow_unlisted = args.flag("allow-unlisted")}};
+  options.map_location = MapLocation::Function([&](const Storage& bytes, std::string_view tag) {
+    Storage chosen = hashes ? bytes : meta_storage(bytes.size_bytes());
+    const std::lock_guard<std::mutex> lock(tags_lock);
+    tags.add(chosen, tag);
+    return std::optional<Storage>(chosen);
+  });
+  const Checkpoint checkpoint = open(url, options);
+  const FileFormat format = checkpoint.format();
+  if (format == FileFormat::npy || format == FileFormat::npz) {  // listed as inspect_numpy lists a file
+    const Value loaded = hashes ? checkpoint.load_all() : checkpoint.values();
+    if (format == FileFormat::npz) return inspect_numpy_value(args, loaded, format);
+    Dict dict;
+    dict.ordered = true;
+    dict.set(std::filesystem::path(checkpoint.name()).stem().string(), loaded);
+    return inspect_numpy_value(args, Value(std::move(dict)), format);
+  }
+  const bool torch = format == FileFormat::torch_zip || format == FileFormat::torch_legacy;
+  tags.fallback = "cpu";  // what the other formats' tensors load as
+  const Description description =
+      describe_value(hashes || torch ? checkpoint.load_all() : checkpoint.values(), tags, hashes);
+  const std::string out =
+      args.flag("json") ? description_json(description, format_label(checkpoint), hashes) + "\n"
+                        : render_tree(description, url_header_line(escape_controls(redacted_url(url)), checkpoint));
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return exit_ok;
+}
+
 }  // namespace
 
 const CommandSpec inspect_spec{
@@ -263,6 +321,11 @@ const CommandSpec inspect_spec{
         "shape, device tag, bytes and storage, the other values, totals, and the format (GGUF: then its metadata\n"
         "and each tensor's ggml type, shape in elements and first byte; block tensors show as their raw uint8).",
     .details =
+        "PATH may be a URL (http://, https://, s3://: a file, a *.index.json or a model folder ending in '/'), read\n"
+        "with ranged GETs where the tool is built with TENSORFILE_REMOTE (S3: the AWS_* environment variables).\n"
+        "A URL's tree comes from the library's handle (its first line names the format only); torch and .npz files\n"
+        "are downloaded whole into memory, the other formats read their headers alone.\n"
+        "\n"
         "The format is found by the library's open(), from the contents, never from the name. No tensor data is\n"
         "read unless --hash is given (the file is mapped; torch files load on the meta device, tensordict leaves\n"
         "are not opened).\n"
@@ -282,6 +345,8 @@ const CommandSpec inspect_spec{
 };
 
 int run_inspect(const Args& args) {
+  require_url_support(args.operands()[0]);
+  if (is_url(args.operands()[0])) return inspect_url(args, args.operands()[0]);
   const std::filesystem::path path = args.operands()[0];
   const bool hashes = args.flag("hash");
   const bool allow_unlisted = args.flag("allow-unlisted");

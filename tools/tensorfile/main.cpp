@@ -2,7 +2,10 @@
 // tensorfile: inspect, convert, verify, scan and benchmark checkpoints in every format the library reads (torch zip
 // and legacy, safetensors, sharded indexes and model folders, .npy, .npz, tensordict trees), without Python. What
 // a PATH holds is found by the library (open(), or resolve_state_dict() where a damaged file must still reach a
-// check); option flags are the LoadOptions / SaveOptions fields in kebab-case.
+// check); option flags are the LoadOptions / SaveOptions fields in kebab-case. PATH and IN may also be URLs
+// (http://, https://, s3://) where the tool is built with TENSORFILE_REMOTE: urls.cpp includes <tensorfile/remote.hpp>,
+// which registers the library's URL opener; S3 takes the AWS_* environment variables; messages name a URL without
+// its user information and query. Without TENSORFILE_REMOTE a URL is an error that names the build option.
 //
 //   tensorfile inspect PATH [--json] [--hash] [--allow-unlisted]
 //   tensorfile convert IN OUT [--to pt|memmap|safetensors|npz|npy] [--max-shard-size SIZE] [--metadata KEY=VALUE]...
@@ -32,6 +35,7 @@
 
 #include "commands.hpp"
 #include "formats.hpp"
+#include "urls.hpp"
 
 namespace {
 
@@ -62,9 +66,11 @@ std::string program_help() {
     }
     out += fmt::format("  {:<8}  {}\n", command.spec.name, summary);
   }
-  out +=
-      "\nRun 'tensorfile COMMAND --help' for a command's options.\n"
-      "Exit status: 0 success, 1 a file error (message on stderr), 2 a wrong command line.\n";
+  out += fmt::format(
+      "\nPATH and IN may be URLs (http://, https://, s3://; S3 credentials from the AWS_* environment variables){}.\n"
+      "Run 'tensorfile COMMAND --help' for a command's options.\n"
+      "Exit status: 0 success, 1 a file error (message on stderr), 2 a wrong command line.\n",
+      urls_supported() ? "" : "; this build has no URL support: rebuild with -DTENSORFILE_REMOTE=ON and libcurl");
   return out;
 }
 

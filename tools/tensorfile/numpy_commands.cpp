@@ -13,6 +13,7 @@
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/formats/numpy/npy.hpp>
 #include <tensorfile/formats/numpy/npz.hpp>
+#include <tensorfile/formats/source.hpp>
 
 #include "describe.hpp"
 #include "formats.hpp"
@@ -47,6 +48,11 @@ int inspect_numpy(const Args& args, const std::filesystem::path& file, FileForma
     if (!hashes) throw;
     loaded = numpy_value(file, format, {});
   }
+  return inspect_numpy_value(args, loaded, format);
+}
+
+int inspect_numpy_value(const Args& args, const Value& loaded, FileFormat format) {
+  const bool hashes = args.flag("hash");
   StorageTags tags;
   tags.fallback = "cpu";
   const Description description = describe_value(loaded, tags, hashes);
@@ -55,7 +61,7 @@ int inspect_numpy(const Args& args, const std::filesystem::path& file, FileForma
   if (args.flag("json")) {
     out = description_json(description, name, hashes) + "\n";
   } else {
-    out = fmt::format("{}: numpy .{}, {} array{}\n", escape_controls(args.operands()[0]), name,
+    out = fmt::format("{}: numpy .{}, {} array{}\n", escape_controls(redacted_url(args.operands()[0])), name,
                       description.tensors.size(), description.tensors.size() == 1 ? "" : "s");
     std::uint64_t total = 0;
     for (const TensorRecord& r : description.tensors) {

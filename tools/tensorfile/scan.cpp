@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -24,6 +25,7 @@
 #include "formats.hpp"
 #include "progress.hpp"
 #include "scan_report.hpp"
+#include "urls.hpp"
 
 namespace tensorfile::cli {
 
@@ -155,6 +157,11 @@ void sort_paths(std::span<std::string> paths) {
 std::vector<std::string> scan_targets(const std::vector<std::string>& operands) {
   std::vector<std::string> targets;
   for (const std::string& operand : operands) {
+    require_url_support(operand);
+    if (is_url(operand)) {  // one object, read by ranges when scanned
+      targets.push_back(operand);
+      continue;
+    }
     const std::filesystem::path root = operand;
     if (!std::filesystem::is_directory(root)) {
       targets.push_back(operand);
@@ -193,20 +200,26 @@ struct ScanEntry {
 
 ScanEntry scan_entry(const std::string& target, const ScanOptions& options, bool json) {
   ScanReport report;
+  const std::string shown = redacted_url(target);  // a URL without its credentials and query
   try {
-    report = scan(std::filesystem::path(target), options);
+    if (is_url(target)) {
+      const std::unique_ptr<RangeReader> reader = open_url_reader(target);
+      report = scan(*reader, options);
+    } else {
+      report = scan(std::filesystem::path(target), options);
+    }
   } catch (const Error& error) {
-    return {json ? fmt::format(R"({{"path": {}, "safe": false, "error": {}}})", json_string(target),
+    return {json ? fmt::format(R"({{"path": {}, "safe": false, "error": {}}})", json_string(shown),
                                json_string(error.message()))
-                 : fmt::format("{}  -  -  UNREADABLE  {}\n", escape_controls(target), escape_controls(error.message())),
+                 : fmt::format("{}  -  -  UNREADABLE  {}\n", escape_controls(shown), escape_controls(error.message())),
             false};
   }
-  if (json) return {scan_json(target, report), report.safe()};
+  if (json) return {scan_json(shown, report), report.safe()};
   const std::string_view verdict = report.safe()                                ? "safe"
                                    : report.worst() == GlobalVerdict::dangerous ? "UNSAFE"
                                    : report.worst() == GlobalVerdict::unknown   ? "NOT SAFE FOR weights_only"
                                                                                 : "SUSPICIOUS";
-  return {fmt::format("{}  {}  {} tensor reference{}  {}  {}\n", escape_controls(target), format_name(report.format),
+  return {fmt::format("{}  {}  {} tensor reference{}  {}  {}\n", escape_controls(shown), format_name(report.format),
                       report.persistent_ids, report.persistent_ids == 1 ? "" : "s", verdict, worst_global(report)),
           report.safe()};
 }
@@ -221,6 +234,10 @@ const CommandSpec scan_spec{
     .options = scan_option_list,
     .summary = "Tell whether checkpoints are safe to torch.load: every global their pickles reference, with a verdict.",
     .details =
+        "A PATH may be the URL of one file (http://, https://, s3://; built with TENSORFILE_REMOTE, S3 from the\n"
+        "AWS_* environment variables), read by ranges: a zip's directory and pickles, another file's first MiB\n"
+        "(more only while a pickle walk needs it). An index URL's shards are not followed: give their URLs.\n"
+        "\n"
         "Files and folders, recursively: every regular file, read by its content as torch.load and\n"
         "numpy.load(allow_pickle=True) read it, whatever its name. Every pickle is walked opcode by opcode, never\n"
         "run; tensor data is not read. A global is a tensor rebuild, allowed (torch 1.13's weights_only\n"
@@ -272,6 +289,7 @@ int run_scan(const Args& args) {
     // Hidden files are where saves write; each folder holding one is asked once.
     std::set<std::filesystem::path> folders;
     for (const std::string& target : targets) {
+      if (is_url(target)) continue;
       const std::filesystem::path file = target;
       if (file.filename().native().starts_with('.')) folders.insert(file.parent_path());
     }

@@ -4,17 +4,21 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/text.hpp>
+#include <tensorfile/scan.hpp>
 #include <tensorfile/verify.hpp>
 
 #include "commands.hpp"
 #include "formats.hpp"
 #include "numpy_commands.hpp"
 #include "scan_report.hpp"
+#include "urls.hpp"
 
 namespace tensorfile::cli {
 
@@ -67,6 +71,11 @@ const CommandSpec verify_spec{
         "full: "
         "structure, every record and its CRC-32, every view.",
     .details =
+        "PATH may be a URL (http://, https://, s3://; built with TENSORFILE_REMOTE, S3 from the AWS_* environment\n"
+        "variables): safetensors, .npy and GGUF files are checked by ranged reads of their headers; torch files\n"
+        "and .npz archives are downloaded whole into memory (every CRC-32 needs every byte); a *.index.json or a\n"
+        "model folder ending in '/' is checked against its shards, then each shard by its URL.\n"
+        "\n"
         "Torch zip files: the zip index and every record (sizes, overlaps, CRC-32 of all bytes), data.pkl, each\n"
         "storage record against the size its tensors declare, and each view against its storage. Legacy files:\n"
         "the pickles and every storage's length. Tensordict trees: every meta.json and every data file's length.\n"
@@ -128,9 +137,114 @@ std::vector<std::string> verify_shards(const std::filesystem::path& path, const 
   return errors;
 }
 
+/// The safety scan of the object `reader` holds, as scan_safe() scans a file; its lines led by `shown`.
+bool scan_reader_safe(const Args& args, RangeReader& reader, const std::string& shown,
+                      std::vector<std::string>& errors) {
+  try {
+    const ScanReport scanned = scan(reader, scan_options(args));
+    if (args.flag("json")) fmt::print("{}\n", scan_json(reader.name(), scanned));
+    const std::vector<std::string> unsafe = unsafe_lines(scanned);
+    for (const std::string& line : unsafe) fmt::print("{}: {}\n", shown, line);
+    return unsafe.empty();
+  } catch (const Error& error) {
+    if (std::find(errors.begin(), errors.end(), error.message()) == errors.end()) errors.push_back(error.message());
+    return false;
+  }
+}
+
+/// Prints the outcome as run_verify does: OK and `summary` on stdout, or every error on stderr.
+int verify_outcome(const std::string& shown, const std::vector<std::string>& errors, bool safe,
+                   const std::string& summary) {
+  if (errors.empty() && !safe) return exit_file_error;
+  if (errors.empty()) {
+    fmt::print("{}: OK: {}\n", shown, summary);
+    return exit_ok;
+  }
+  for (const std::string& error : errors) fmt::print(stderr, "{}\n", escape_controls(with_flag_names(error)));
+  fmt::print(stderr, "{}: {} error{} found\n", shown, errors.size(), errors.size() == 1 ? "" : "s");
+  return exit_file_error;
+}
+
+/// verify of the URL of a sharded index or a model folder (ending in '/'): open() checks the index against its
+/// shards (every mismatch an error), then each shard (a folder's one file) is verified and scanned by its URL, the
+/// index's folder and the shard's name.
+int verify_url_index(const Args& args, const std::string& url) {
+  const std::string shown = escape_controls(redacted_url(url));
+  std::vector<std::string> errors;
+  std::vector<FormatError> mismatches;
+  std::optional<Checkpoint> checkpoint;
+  try {
+    checkpoint.emplace(
+        open(url, {.map_location = Device::meta(),
+                   .strict = false,
+                   .sharded = {.allow_unlisted = args.flag("allow-unlisted"), .mismatches = &mismatches}}));
+  } catch (const Error& error) {
+    errors.push_back(error.message());
+  }
+  for (const FormatError& mismatch : mismatches) errors.push_back(mismatch.message());
+  if (!checkpoint) return verify_outcome(shown, errors, true, "");
+  std::vector<std::string> files;  // each shard's name in the index's order, once
+  if (checkpoint->sharded()) {
+    for (const CheckpointEntry& entry : checkpoint->entries()) {
+      if (!entry.location) continue;
+      const std::string name = entry.location->file.filename().string();
+      if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
+    }
+  } else {
+    files.push_back(std::filesystem::path(checkpoint->name()).filename().string());
+  }
+  const std::string plain = url.substr(0, url.find('?'));  // a query signs the index alone
+  const std::string folder = plain.substr(0, plain.rfind('/'));
+  bool safe = true;
+  VerifyReport last;
+  for (const std::string& file : files) {
+    const std::string shard = folder + "/" + file;
+    try {
+      const std::unique_ptr<RangeReader> reader = open_url_reader(shard);
+      last = verify(*reader);
+      errors.insert(errors.end(), last.errors.begin(), last.errors.end());
+      safe = scan_reader_safe(args, *reader, escape_controls(redacted_url(shard)), errors) && safe;
+    } catch (const Error& error) {
+      errors.push_back(error.message());
+    }
+  }
+  const std::size_t tensors = checkpoint->entries().size();
+  const std::string summary =
+      checkpoint->sharded() ? fmt::format("{}, {} shard{} each checked in full, the index against them; {} tensor{}",
+                                          format_label(*checkpoint), files.size(), files.size() == 1 ? "" : "s",
+                                          tensors, tensors == 1 ? "" : "s")
+                            : checked_summary(last);
+  return verify_outcome(shown, errors, safe, summary);
+}
+
+/// verify of a URL: the object read through the library's RangeReader forms of verify() and scan() (torch and .npz
+/// files whole, as their checks need every byte; the others by ranges).
+int verify_url(const Args& args, const std::string& url) {
+  const std::string shown = escape_controls(redacted_url(url));
+  const std::unique_ptr<RangeReader> reader = open_url_reader(url);
+  const VerifyReport report = verify(*reader);
+  std::vector<std::string> errors = report.errors;
+  const bool safe = scan_reader_safe(args, *reader, shown, errors);
+  std::string summary = checked_summary(report);
+  if (errors.empty() && report.format == FileFormat::npy) {  // worded as verify_numpy words a file's
+    const CheckpointEntry entry = open(Source::reader(*reader)).entries().front();
+    summary = fmt::format("numpy .npy, {} {}, header and data size", dtype_name(entry.dtype), entry.shape);
+  } else if (report.format == FileFormat::npz) {
+    summary = fmt::format("numpy .npz, {} arrays, every CRC-32 and .npy header", report.tensors);
+  }
+  return verify_outcome(shown, errors, safe, summary);
+}
+
 }  // namespace
 
 int run_verify(const Args& args) {
+  require_url_support(args.operands()[0]);
+  const std::string& operand = args.operands()[0];
+  if (is_url(operand)) {
+    const std::string plain = operand.substr(0, operand.find('?'));
+    return plain.ends_with(".json") || plain.ends_with('/') ? verify_url_index(args, operand)
+                                                            : verify_url(args, operand);
+  }
   const std::filesystem::path path = args.operands()[0];
   const std::string shown = escape_controls(args.operands()[0]);
   std::vector<std::string> errors;

@@ -151,12 +151,25 @@ struct UrlFolder {
   return opener;
 }
 
-/// Whether a path source's text is a URL the opener takes.
+}  // namespace detail
+
+/// Whether `text` is a URL that open() and load() take when <tensorfile/remote.hpp> is included: it starts with
+/// http://, https:// or s3://.
 [[nodiscard]] inline bool is_url(std::string_view text) noexcept {
   return text.starts_with("http://") || text.starts_with("https://") || text.starts_with("s3://");
 }
 
-}  // namespace detail
+/// A URL as messages give it: without its query (a presigned URL's holds a signature) and without the user
+/// information before the host ("user:password@"); any other text unchanged. What errors and the tool print.
+[[nodiscard]] inline std::string redacted_url(std::string_view text) {
+  if (!is_url(text)) return std::string(text);
+  std::string_view url = text.substr(0, text.find('?'));
+  const std::size_t host = url.find("://") + 3;
+  const std::size_t path = url.find('/', host);
+  const std::size_t at = url.substr(0, path).rfind('@');
+  if (at == std::string_view::npos || at < host) return std::string(url);
+  return std::string(url.substr(0, host)) + std::string(url.substr(at + 1));
+}
 
 }  // namespace tensorfile
 

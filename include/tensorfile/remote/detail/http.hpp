@@ -27,12 +27,10 @@
 #include <vector>
 
 #include "tensorfile/core/error.hpp"
+#include "tensorfile/formats/source.hpp"
 #include "tensorfile/remote/options.hpp"
 
 namespace tensorfile::remote::detail {
-
-/// A URL as messages give it: without its query (a presigned URL's query holds a signature).
-[[nodiscard]] inline std::string shown_url(std::string_view url) { return std::string(url.substr(0, url.find('?'))); }
 
 /// `text` percent-encoded for a URL path: unreserved characters and '/' stay, every other byte becomes %XX.
 [[nodiscard]] inline std::string encode_path(std::string_view text) {

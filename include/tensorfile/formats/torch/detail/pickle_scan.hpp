@@ -45,6 +45,7 @@ struct PickleScan {
   int protocol = -1;                     ///< PROTO's argument; -1 without one (protocol 0 or 1)
   std::uint64_t end = 0;                 ///< offset just past STOP (or where the walk stopped)
   std::optional<PickleAnomaly> error{};  ///< truncated or not a pickle: the walk stopped there
+  bool truncated = false;                ///< the walk ran out of bytes (longer bytes might walk on)
 };
 
 /// The protocol that introduced opcode byte `op` (0 for protocols 0 and 1).
@@ -89,6 +90,7 @@ class PickleScanner {
     while (!out_.error) {
       if (pos_ >= bytes_.size()) {
         fail(pos_, "the pickle ends before its STOP opcode");
+        out_.truncated = true;
         break;
       }
       at_ = pos_;
@@ -149,6 +151,7 @@ class PickleScanner {
       while (pos_ < bytes_.size() && bytes_[pos_] != std::byte{'\n'}) ++pos_;
       if (pos_ >= bytes_.size()) {
         fail(at_, "the opcode's text line has no newline");
+        out_.truncated = true;
         return false;
       }
       size = pos_++ - from;
@@ -200,6 +203,7 @@ class PickleScanner {
   bool past_end(std::uint64_t n) {
     fail(at_, "the opcode's argument runs past the end (" + std::to_string(n) + " bytes, " +
                   std::to_string(bytes_.size() - pos_) + " left)");
+    out_.truncated = true;
     return false;
   }
 
