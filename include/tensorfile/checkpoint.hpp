@@ -113,10 +113,11 @@ class Checkpoint {
   [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path) const;
   /// The part `slice` of the tensor at `path` (what narrow(slice.dim, slice.begin, slice.end - slice.begin) keeps of
   /// the file's tensor; the options' `slice` rule is not asked). Where tensor(path) would read a range, only the
-  /// slice's bytes are read: one range along dimension 0, else one per row of the dimensions before `slice.dim`;
-  /// with `mmap` it is a view of the mapping. Otherwise the tensor is read as tensor(path) reads it, and the slice
-  /// is a view of it where it maps, a copy where it is on the heap. A slice outside the shape is an ArgumentError
-  /// naming the path.
+  /// slice's bytes are read: one range along dimension 0, else one run per row of the dimensions before `slice.dim`
+  /// (a local file's runs less than a page apart read with their gaps, 256 KiB a call; a ranged reader's within a
+  /// fifth of a run); with `mmap` it is a view of the mapping. Otherwise the tensor is read as tensor(path) reads it,
+  /// and the slice is a view of it where it maps, a copy where it is on the heap. A slice outside the shape is an
+  /// ArgumentError naming the path.
   [[nodiscard]] TENSORFILE_ENTRY Tensor tensor(std::string_view path, const TensorSlice& slice) const;
   /// Reads the tensor at `path` into `buffer` (as LoadOptions::into): a contiguous writable tensor of the entry's
   /// dtype and shape (of its slice, where the options' `slice` rule gives one). A host buffer is read into straight
@@ -203,6 +204,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include "tensorfile/detail/posix/parallel_reads.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
+#include "tensorfile/formats/detail/slice_reads.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
 #include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/gguf/save.hpp"
@@ -439,6 +441,30 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   throw FormatError("not a format tensorfile reads", {.file = state.name, .offset = 0});
 }
 
+/// Calls `work(k)` for every k in [0, count), from up to `threads` threads (0: default_read_threads()) taking the
+/// next k as each finishes; then rethrows the error of the lowest k that threw, if any.
+inline void for_each_on_threads(std::size_t count, std::size_t threads, const std::function<void(std::size_t)>& work) {
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto run = [&] {
+    for (std::size_t k = next++; k < count; k = next++) {
+      try {
+        work(k);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t helpers_wanted = std::min(threads != 0 ? threads : default_read_threads(), count);
+  std::vector<std::thread> helpers;
+  for (std::size_t i = 1; i < helpers_wanted; ++i) helpers.emplace_back(run);
+  run();
+  for (std::thread& helper : helpers) helper.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
 /// A sharded checkpoint of a folder, as load_state_dict() loads one of a path: each shard holding a kept tensor
 /// loaded by its handle (up to `threads` at once), the tensors merged in the index's order; the unkept tensors of
 /// the other shards are meta stand-ins (unless `select_drops`) for safetensors shards and left out for torch ones.
@@ -450,26 +476,9 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
     if (options.select && options.select(state.entries[i].path)) wanted[state.shard_of[i]] = 1;
   }
   std::vector<Value> loaded(count);
-  std::vector<std::exception_ptr> errors(count);
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t k = next++; k < count; k = next++) {
-      if (wanted[k] == 0) continue;
-      try {
-        loaded[k] = load_with(*state.shards[k], options);
-      } catch (...) {
-        errors[k] = std::current_exception();
-      }
-    }
-  };
-  const std::size_t threads = std::min(options.threads != 0 ? options.threads : default_read_threads(), count);
-  std::vector<std::thread> helpers;
-  for (std::size_t i = 1; i < threads; ++i) helpers.emplace_back(work);
-  work();
-  for (std::thread& helper : helpers) helper.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  for_each_on_threads(count, options.threads, [&](std::size_t k) {
+    if (wanted[k] != 0) loaded[k] = load_with(*state.shards[k], options);
+  });
   Dict merged;
   merged.ordered = true;
   for (std::size_t i = 0; i < state.entries.size(); ++i) {
@@ -1143,35 +1152,31 @@ inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) 
 }
 
 /// Reads the bytes of `slice` (checked, of the loaded shape) of entry `i`, which reads directly, into `out` (the
-/// slice's C-order elements): one range when the slice is whole rows of dimension 0 or more, else one per row before
-/// `slice.dim`.
+/// slice's C-order elements): one range when the slice is whole rows of dimension 0 or more, else a run per row before
+/// `slice.dim`, several runs and their gaps per read where run_reading_for() says so (a local file's gaps shorter than
+/// a page).
 inline void read_slice_bytes(const CheckpointState& state, std::size_t i, const TensorSlice& slice,
                              std::span<std::byte> out) {
   const CheckpointEntry& entry = state.entries[i];
-  const Shape& shape = state.meta[i].sizes();
-  const auto dim = static_cast<std::size_t>(slice.dim);
-  std::uint64_t inner = element_size(entry.dtype);  // bytes of one index of `dim`
-  for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= static_cast<std::uint64_t>(shape[d]);
-  std::uint64_t rows = 1;  // the extents before `dim`, multiplied
-  for (std::size_t d = 0; d < dim; ++d) rows *= static_cast<std::uint64_t>(shape[d]);
-  const auto extent = static_cast<std::uint64_t>(shape[dim]);
-  const std::uint64_t run = static_cast<std::uint64_t>(slice.end - slice.begin) * inner;
-  if (run == 0 || rows == 0) return;
-  const bool one_range = rows == 1 || (slice.begin == 0 && static_cast<std::uint64_t>(slice.end) == extent);
-  const Storage view =
-      state.views.defined() ? range_storage(state, entry, static_cast<std::size_t>(entry.nbytes)) : Storage();
-  const auto copy = [&](std::uint64_t from, std::uint64_t to, std::uint64_t bytes) {
-    const std::span<std::byte> into = out.subspan(static_cast<std::size_t>(to), static_cast<std::size_t>(bytes));
-    if (view.defined()) {
-      std::memcpy(into.data(), view.data() + from, into.size());
-    } else {
-      state.bytes->read_exact(entry.location->offset + from, into);
-    }
-  };
-  if (one_range) return copy(static_cast<std::uint64_t>(slice.begin) * inner, 0, rows * run);
-  for (std::uint64_t row = 0; row < rows; ++row) {
-    copy((row * extent + static_cast<std::uint64_t>(slice.begin)) * inner, row * run, run);
+  const RowRuns runs = row_runs(state.meta[i].sizes(), element_size(entry.dtype), static_cast<std::size_t>(slice.dim),
+                                slice.begin, slice.end);
+  if (runs.rows == 0) return;
+  if (state.views.defined()) {
+    const Storage view = range_storage(state, entry, static_cast<std::size_t>(entry.nbytes));
+    return read_row_runs(
+        runs, {},
+        [&](std::uint64_t from, std::span<std::byte> into) {
+          std::memcpy(into.data(), view.data() + from, into.size());
+        },
+        out);
   }
+  const RunReading how = run_reading_for(runs, state.bytes->file().valid(), state.bytes->reader() != nullptr);
+  read_row_runs(
+      runs, how,
+      [&](std::uint64_t from, std::span<std::byte> into) {
+        state.bytes->read_exact(entry.location->offset + from, into);
+      },
+      out);
 }
 
 /// Checkpoint::tensor(path, slice).
@@ -1359,15 +1364,20 @@ inline void drop_unkept(Value& tree, const std::string& path, const TensorSelect
     }
     result = Value(std::move(ordered));
   }
-  for (const auto& [i, slice] : sliced) {
+  std::vector<Tensor> parts(sliced.size());  // read by several threads, as the rest of the load was
+  for_each_on_threads(sliced.size(), options.threads, [&](std::size_t k) {
+    const auto& [i, slice] = sliced[k];
     const std::string& path = state.entries[i].path;
-    Tensor part;
     if (const auto buffer = options.into.find(path); buffer != options.into.end()) {
       read_sliced_into(state, path, buffer->second, slice);
-      part = buffer->second;
+      parts[k] = buffer->second;
     } else {
-      part = read_sliced(state, path, slice);
+      parts[k] = read_sliced(state, path, slice);
     }
+  });
+  for (std::size_t k = 0; k < sliced.size(); ++k) {
+    const std::string& path = state.entries[sliced[k].first].path;
+    const Tensor& part = parts[k];
     try {
       put_at(result, path, part, state.name);
     } catch (const FormatError&) {

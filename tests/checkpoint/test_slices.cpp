@@ -191,6 +191,161 @@ TEST_CASE("a slice reads only its bytes: one range on dimension 0, a range per r
   }
 }
 
+TEST_CASE("row runs: a run per row, several rows and their gaps per read where the plan allows", "[slice]") {
+  // Bytes 0, 1, 2, ... as the tensor; the reference is the slice taken index by index.
+  const auto reference = [](const Shape& shape, std::uint64_t element, std::size_t dim, std::int64_t begin,
+                            std::int64_t end) {
+    std::uint64_t inner = element;
+    for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= static_cast<std::uint64_t>(shape[d]);
+    std::uint64_t rows = 1;
+    for (std::size_t d = 0; d < dim; ++d) rows *= static_cast<std::uint64_t>(shape[d]);
+    std::vector<std::byte> want;
+    for (std::uint64_t row = 0; row < rows; ++row) {
+      for (std::uint64_t at = static_cast<std::uint64_t>(begin) * inner; at < static_cast<std::uint64_t>(end) * inner;
+           ++at) {
+        want.push_back(static_cast<std::byte>((row * static_cast<std::uint64_t>(shape[dim]) * inner + at) & 0xff));
+      }
+    }
+    return want;
+  };
+  struct Case {
+    Shape shape;
+    std::uint64_t element;
+    std::size_t dim;
+    std::int64_t begin, end;
+  };
+  const std::vector<Case> cases{
+      {{40, 24}, 4, 1, 3, 6},    // 12-byte runs of 96-byte rows
+      {{40, 24}, 4, 1, 0, 24},   // whole rows: one run
+      {{40, 24}, 4, 0, 5, 17},   // dimension 0: one run
+      {{7, 5, 3}, 2, 1, 1, 4},   // a middle dimension
+      {{7, 5, 3}, 2, 2, 2, 3},   // the last, one element a row
+      {{1, 9}, 8, 1, 2, 7},      // one row: one run
+      {{33, 10}, 1, 1, 9, 10},   // 1-byte runs
+      {{6, 0, 4}, 4, 2, 1, 3},   // no elements
+      {{6, 5}, 4, 1, 2, 2},      // an empty slice
+      {{500, 40}, 4, 1, 8, 16},  // 32-byte runs, 128-byte gaps
+  };
+  for (const Case& c : cases) {
+    const detail::RowRuns runs = detail::row_runs(c.shape, c.element, c.dim, c.begin, c.end);
+    const std::vector<std::byte> want = reference(c.shape, c.element, c.dim, c.begin, c.end);
+    REQUIRE(runs.rows * runs.run == want.size());
+    std::uint64_t total = c.element;
+    for (const std::int64_t extent : c.shape) total *= static_cast<std::uint64_t>(extent);
+    std::vector<std::byte> tensor(static_cast<std::size_t>(total));
+    for (std::size_t k = 0; k < tensor.size(); ++k) tensor[k] = static_cast<std::byte>(k & 0xff);
+    const std::uint64_t gap = runs.rows > 1 ? runs.stride - runs.run : 0;
+    // Each run alone; the gaps read through in chunks of every size around the rows' (a chunk smaller than two
+    // rows reads run by run); a gap one byte over the limit; the three sources' plans.
+    std::vector<detail::RunReading> readings{{},
+                                             {gap, runs.stride * 2},
+                                             {gap, runs.stride * 3 + 1},
+                                             {gap, runs.stride * 7 - 1},
+                                             {gap, runs.stride + runs.run},
+                                             {gap, runs.stride - 1},
+                                             {gap, std::uint64_t{1} << 20}};
+    if (gap > 0) readings.push_back({gap - 1, std::uint64_t{1} << 20});
+    for (const bool file : {false, true}) {
+      for (const bool reader : {false, true}) readings.push_back(detail::run_reading_for(runs, file, reader));
+    }
+    for (const detail::RunReading& how : readings) {
+      INFO("shape of " << c.shape.size() << " dims, " << runs.rows << " rows of " << runs.run << " bytes, dim " << c.dim
+                       << " [" << c.begin << ", " << c.end << "), gap " << how.max_gap << " chunk " << how.chunk_bytes);
+      std::vector<std::byte> got(want.size(), std::byte{0xee});
+      std::uint64_t calls = 0;
+      std::uint64_t asked = 0;
+      detail::read_row_runs(
+          runs, how,
+          [&](std::uint64_t from, std::span<std::byte> into) {
+            REQUIRE(from + into.size() <= tensor.size());
+            std::memcpy(into.data(), tensor.data() + from, into.size());
+            ++calls;
+            asked += into.size();
+          },
+          got);
+      CHECK(got == want);
+      const std::uint64_t per_chunk = runs.stride == 0 ? 0 : how.chunk_bytes / runs.stride;
+      const bool through = runs.rows > 1 && gap <= how.max_gap && per_chunk >= 2;
+      CHECK(calls == (through ? (runs.rows + per_chunk - 1) / per_chunk : runs.rows));
+      CHECK(asked == (through ? (runs.rows - 1) * runs.stride + runs.run - (calls - 1) * gap : want.size()));
+    }
+  }
+  // The plans: a file reads through gaps shorter than a page, a reader through a fifth of a run, memory none.
+  const detail::RowRuns narrow_columns = detail::row_runs(Shape{1000, 1024}, 4, 1, 0, 128);  // 3,584-byte gaps
+  const detail::RowRuns page_gaps = detail::row_runs(Shape{1000, 1025}, 4, 1, 0, 1);         // 4,096-byte gaps
+  CHECK(detail::run_reading_for(narrow_columns, true, false).max_gap >= narrow_columns.stride - narrow_columns.run);
+  CHECK(detail::run_reading_for(page_gaps, true, false).max_gap < page_gaps.stride - page_gaps.run);
+  CHECK(detail::run_reading_for(narrow_columns, false, true).max_gap * 5 <= narrow_columns.run);
+  CHECK(detail::run_reading_for(narrow_columns, false, false).max_gap == 0);
+}
+
+TEST_CASE("a slice of another dimension over rows that straddle the read chunks equals the tensor narrowed",
+          "[checkpoint][slice]") {
+  // 400-byte rows (655 to a 256 KiB chunk, the last chunk partial), 13-byte rows (runs of a few bytes), 12,000-byte
+  // rows (gaps longer than a page: a read per run), and a 4-D conv weight; on a file, through a reader, and mapped.
+  ScratchDir dir;
+  NamedTensors weights;
+  std::vector<float> wide(3000 * 100);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(i);
+  weights.emplace_back("wide", Tensor::from_values<float>(std::span<const float>(wide), {3000, 100}));
+  std::vector<std::int8_t> bytes(40000 * 13);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::int8_t>(i * 7 % 251);
+  weights.emplace_back("bytes", Tensor::from_values<std::int8_t>(std::span<const std::int8_t>(bytes), {40000, 13}));
+  weights.emplace_back("tall", Tensor::from_values<float>(std::span<const float>(wide).first(6 * 3000), {6, 3000}));
+  weights.emplace_back("conv",
+                       Tensor::from_values<float>(std::span<const float>(wide).first(16 * 40 * 9), {16, 40, 3, 3}));
+  for (const std::string name : {"parts.pt", "parts.safetensors"}) {
+    save(weights, dir / name);
+    CountingReader reader(dir / name);
+    for (int how = 0; how < 3; ++how) {
+      INFO(name << (how == 0 ? ", file" : how == 1 ? ", reader" : ", mmap"));
+      const Checkpoint opened = how == 1   ? open(Source::reader(reader))
+                                : how == 2 ? open(dir / name, {.mmap = MapMode::read_only})
+                                           : open(dir / name);
+      for (const auto& [path, whole] : weights) {
+        for (std::int64_t world : {2, 3, 8}) {
+          for (std::int64_t rank = 0; rank < world; ++rank) {
+            for (std::int64_t dim = 1; dim < static_cast<std::int64_t>(whole.sizes().size()); ++dim) {
+              TensorSlice slice =
+                  split_extent(whole.sizes()[static_cast<std::size_t>(dim)], world, rank, EvenSplit::tensor_split);
+              slice.dim = dim;
+              INFO(path << " dim " << dim << " rank " << rank << " of " << world);
+              const Tensor want = narrowed(whole, slice).contiguous();
+              CHECK(opened.tensor(path, slice).equal(want));
+              const Tensor buffer = Tensor::zeros(want.sizes(), want.dtype());
+              opened.read_into(path, buffer, slice);
+              CHECK(buffer.equal(want));
+            }
+          }
+        }
+      }
+    }
+  }
+  SECTION("a reader reads through gaps of up to a fifth of a run, and no more") {
+    save(NamedTensors{{"wide", weights.front().second}}, dir / "wide.safetensors");
+    CountingReader reader(dir / "wide.safetensors");
+    const Checkpoint opened = open(Source::reader(reader));
+    std::uint64_t before = reader.bytes_read();
+    CHECK(opened.tensor("wide", {1, 5, 95}).equal(narrowed(weights.front().second, {1, 5, 95}).contiguous()));
+    CHECK(reader.bytes_read() - before == 2999 * 400 + 360);  // 40-byte gaps, 360-byte runs: read through
+    before = reader.bytes_read();
+    CHECK(opened.tensor("wide", {1, 10, 90}).equal(narrowed(weights.front().second, {1, 10, 90}).contiguous()));
+    CHECK(reader.bytes_read() - before == 3000 * 320);  // 80-byte gaps, 320-byte runs: a run each
+  }
+  SECTION("a file cut inside the gaps read through is a FormatError naming it") {
+    save(NamedTensors{{"wide", weights.front().second}}, dir / "cut.safetensors");
+    const Checkpoint opened = open(dir / "cut.safetensors");
+    std::filesystem::resize_file(dir / "cut.safetensors", std::filesystem::file_size(dir / "cut.safetensors") - 1000);
+    try {
+      (void)opened.tensor("wide", {1, 0, 10});
+      FAIL("a cut file was read");
+    } catch (const FormatError& error) {
+      CHECK(std::string(error.what()).find("cut.safetensors") != std::string::npos);
+      CHECK(error.offset().has_value());
+    }
+  }
+}
+
 TEST_CASE("a rank of a tensor-parallel plan reads 1/world of the split tensors and the replicated ones whole",
           "[checkpoint][slice]") {
   ScratchDir dir;

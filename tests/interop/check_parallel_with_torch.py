@@ -29,6 +29,13 @@ def weights():
         "emb": torch.arange(5 * 3 * 4, dtype=torch.int32).reshape(5, 3, 4),
         "half": torch.randn(7, 9).to(torch.float16),
         "bf": torch.randn(4, 8).to(torch.bfloat16),
+        # Parts of dimensions other than 0 read several rows per call through gaps shorter than a page, in 256 KiB
+        # reads: 400-byte rows straddle them (the last partial), 13-byte rows give runs of a few bytes, 12,000-byte
+        # rows have gaps longer than a page (a read per row).
+        "wide": torch.randn(3000, 100),
+        "bytes": torch.randint(-128, 128, (40000, 13), dtype=torch.int8),
+        "tall": torch.randn(6, 3000),
+        "conv": torch.randn(16, 40, 3, 3),
     }
 
 
@@ -36,9 +43,10 @@ def rules_for(world):
     """The split text and, per pattern-free name, how it splits: (dim, sizes) or None to replicate."""
     sizes = [4] + [0] * (world - 1)  # everything on rank 0, none elsewhere
     text = ("*.q.weight=0,*.o.weight=1,*.q.bias=0,emb=1,half=-1,bf=0:" + "/".join(map(str, sizes)) +
-            ",*=replicate")
+            ",wide=1,bytes=-1,tall=1,conv=1,*=replicate")
     how = {"layers.0.q.weight": (0, None), "layers.0.o.weight": (1, None), "layers.0.q.bias": (0, None),
-           "emb": (1, None), "half": (-1, None), "bf": (0, sizes), "norm.weight": None}
+           "emb": (1, None), "half": (-1, None), "bf": (0, sizes), "norm.weight": None,
+           "wide": (1, None), "bytes": (-1, None), "tall": (1, None), "conv": (1, None)}
     return text, how
 
 

@@ -87,8 +87,9 @@ struct LoadOptions {
   bool select_drops = false;  ///< with `select`: unselected tensors are left out of their dicts (else: meta)
   /// Which part of each kept tensor to read (TensorSlice; parallel_slices() makes one for a rank of a
   /// tensor-parallel group): asked with the tensor's path and the file's shape. A slice is read by its bytes alone
-  /// where the format keeps the tensor's bytes in one place (one range along dimension 0, one per row of the
-  /// dimensions before it otherwise; a view with `mmap`), else the tensor is read whole and the slice copied.
+  /// where the format keeps the tensor's bytes in one place (one range along dimension 0, one run per row of the
+  /// dimensions before it otherwise, runs less than a page apart in a file read with their gaps; a view with
+  /// `mmap`), else the tensor is read whole and the slice copied.
   /// Applied by open() and load() (checkpoint.hpp) to tensors in dicts; the per-format loaders refuse it.
   SliceRule slice{};
   /// Tensors to load into buffers the caller owns, by path (as `select` names them): each of the file's dtype and
@@ -96,8 +97,9 @@ struct LoadOptions {
   /// buffer where the format keeps the tensor's bytes in one place, copied otherwise. A path the file does not hold,
   /// a mismatch, or a buffer on another device is an ArgumentError.
   std::map<std::string, Tensor, std::less<>> into{};
-  /// Threads reading at once (heap loads: a file's data; sharded checkpoints: shards; cuda:: loads: the ring's
-  /// readers); 0: the format's choice (min(4, cores) on the host, 8 for the ring).
+  /// Threads reading at once (heap loads: a file's data; sharded checkpoints: shards; a `slice` rule's parts: the
+  /// tensors it slices; cuda:: loads: the ring's readers); 0: the format's choice (min(4, cores) on the host, 8 for
+  /// the ring).
   std::size_t threads = 0;
   DirectReads direct_reads = DirectReads::automatic;  ///< whether heap loads of a path read around the page cache
   /// Whether heap loads advise their large blocks for transparent huge pages (see HugePages: off unless
