@@ -106,16 +106,33 @@ class RemoteFile final : public RangeReader {
   std::vector<std::byte> head_;
 };
 
+namespace detail {
+/// The ArgumentError of an s3:// URL with a query, named `name` (redacted).
+[[noreturn]] inline void refuse_s3_query(const std::string& name) {
+  throw ArgumentError(
+      "an s3:// URL takes no query (its requests are signed from the credentials); expected s3://bucket/key, or "
+      "the https:// URL of a presigned object",
+      {.file = name});
+}
+}  // namespace detail
+
 /// A remote folder (an HTTP(S) base URL or an S3 prefix) whose files share one connection pool and counters.
 /// It cannot be listed (list() is nullopt), so tensordict trees skip the undeclared-subdirectory check.
 class RemoteFolder final : public FolderReader {
  public:
-  /// The folder at `url` (http://, https:// or s3://; a trailing '/' is dropped) fetched with `options`.
+  /// The folder at `url` (http://, https:// or s3://; a trailing '/' is dropped) fetched with `options`. An
+  /// HTTP(S) URL's query (a presigned URL's signature, a hub's `?download=true`) is sent with every file's GET;
+  /// an s3:// URL takes none (an ArgumentError: the requests are signed from the credentials).
   RemoteFolder(std::string url, RemoteOptions options) {
+    if (const std::size_t query = url.find('?'); query != std::string::npos) {
+      query_ = url.substr(query);
+      url.resize(query);
+    }
     while (url.ends_with('/')) url.pop_back();
     name_ = redacted_url(url);
     const bool s3 = url.starts_with("s3://");
     if (s3) {
+      if (!query_.empty()) detail::refuse_s3_query(name_);
       const std::string rest = url.substr(5);
       const std::size_t slash = rest.find('/');
       const std::string bucket = rest.substr(0, slash);
@@ -138,7 +155,8 @@ class RemoteFolder final : public FolderReader {
   [[nodiscard]] std::unique_ptr<RangeReader> open(const std::string& relative) override { return open_file(relative); }
   /// open(), typed: the RemoteFile with its validator and counters.
   [[nodiscard]] std::unique_ptr<RemoteFile> open_file(const std::string& relative) {
-    return RemoteFile::open(client_, base_ + "/" + remote::detail::encode_path(relative), name_ + "/" + relative);
+    return RemoteFile::open(client_, base_ + "/" + remote::detail::encode_path(relative) + query_,
+                            name_ + "/" + relative);
   }
   /// The URL, without a query.
   [[nodiscard]] std::string name() const override { return name_; }
@@ -151,7 +169,8 @@ class RemoteFolder final : public FolderReader {
 
  private:
   std::string name_;
-  std::string base_;  // the HTTP(S) URL files are appended to
+  std::string base_;   // the HTTP(S) URL files are appended to
+  std::string query_;  // "?..." sent with every file's URL, never shown in messages
   std::shared_ptr<remote::detail::Client> client_;
 };
 
@@ -181,17 +200,19 @@ namespace detail {
 
 namespace detail {
 
-/// A URL split into its folder (up to the last '/' of its path) and the file it names (percent-decoded; "" for a
-/// URL ending in '/' or naming only a host or bucket).
+/// A URL split into its folder (up to the last '/' of its path, followed by the URL's query if any) and the file it
+/// names (percent-decoded; "" for a URL ending in '/' or naming only a host or bucket).
 [[nodiscard]] inline std::pair<std::string, std::string> split_url(const std::string& url) {
   const std::size_t query = url.find('?');
+  if (query != std::string::npos && url.starts_with("s3://")) refuse_s3_query(redacted_url(url));
   const std::size_t scheme = url.find("://");
   const std::size_t start = scheme == std::string::npos ? 0 : scheme + 3;
   const std::size_t slash = url.rfind('/', query == std::string::npos ? std::string::npos : query);
   if (slash == std::string::npos || slash < start || url.find('/', start) == std::string::npos) return {url, ""};
   std::string file = url.substr(slash + 1);
-  if (query != std::string::npos) file = file.substr(0, file.find('?'));
-  return {url.substr(0, slash), decode_path(file)};
+  if (query == std::string::npos) return {url.substr(0, slash), decode_path(file)};
+  file = file.substr(0, file.find('?'));
+  return {url.substr(0, slash) + url.substr(query), decode_path(file)};
 }
 
 /// The URL's folder (default options) and the file it names ("": a model folder).

@@ -62,6 +62,10 @@ http {{
     listen 127.0.0.1:{port};
     root {www};
     location /forbidden/ {{ return 403; }}
+    location /signed/ {{
+      if ($arg_token != "s3cret-token") {{ return 403; }}
+      alias {www}/;
+    }}
   }}
 }}
 """

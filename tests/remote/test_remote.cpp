@@ -231,6 +231,42 @@ TEST_CASE("a folder opened with options: parts, select, counters", "[remote][htt
   }
 }
 
+TEST_CASE("a URL's query goes with every GET and never into a message", "[remote][http][query]") {
+  // nginx serves /signed/ only with ?token=s3cret-token, as a presigned URL's server checks its signature.
+  const std::filesystem::path data = TENSORFILE_TEST_DATA_DIR;
+  const std::string signed_base = http() + "/signed";
+  SECTION("a file, a sharded index (its shards get the query too) and a folder opened with options") {
+    check_same_tensors(load(signed_base + "/safetensors/overall.safetensors?token=s3cret-token"),
+                       load(data / "safetensors/overall.safetensors"));
+    check_same_tensors(load(signed_base + "/safetensors/samples.safetensors.index.json?token=s3cret-token"),
+                       load(data / "safetensors/samples.safetensors.index.json"));
+    check_same_tensors(load(signed_base + "/torch/state_dict_linear_bn.pt?token=s3cret-token"),
+                       load(data / "torch/state_dict_linear_bn.pt"));
+    const auto folder = remote::open_folder(signed_base + "/safetensors/?token=s3cret-token", {.probe_size = 64});
+    CHECK(folder->name() == signed_base + "/safetensors");
+    const Checkpoint opened = open(Source::folder(*folder, "overall.safetensors"));
+    CHECK(opened.name() == signed_base + "/safetensors/overall.safetensors");
+    check_same_tensors(opened.load_all(), load(data / "safetensors/overall.safetensors"));
+    CHECK(folder->stats().requests > 1);  // the probe, then the ranges: each carried the token
+  }
+  SECTION("a wrong or missing query: 403 naming the URL without its query") {
+    for (const std::string query : {"?token=wrong-secret-value", ""}) {
+      INFO(query);
+      const std::string message = error_of<IoError>([&] { (void)open(signed_base + "/numpy/f4_c.npy" + query); });
+      CHECK_THAT(message, Catch::Contains(signed_base + "/numpy/f4_c.npy"));
+      CHECK_THAT(message, Catch::Contains("HTTP 403"));
+      CHECK_THAT(message, !Catch::Contains("wrong-secret-value"));
+      CHECK_THAT(message, !Catch::Contains("token"));
+    }
+  }
+  SECTION("an s3:// URL with a query is an ArgumentError") {
+    const std::string message = error_of<ArgumentError>([] { (void)open("s3://bucket/key.safetensors?x=secret"); });
+    CHECK_THAT(message, Catch::Contains("s3://bucket/key.safetensors"));
+    CHECK_THAT(message, Catch::Contains("takes no query"));
+    CHECK_THAT(message, !Catch::Contains("secret"));
+  }
+}
+
 TEST_CASE("faults end in clear errors naming the URL, or are cured by retries", "[remote][faults]") {
   const std::string name = "safetensors/overall.safetensors";
   const Value expected = load(root() / name);
