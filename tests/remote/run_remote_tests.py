@@ -75,12 +75,15 @@ class FaultProxy(http.server.BaseHTTPRequestHandler):
     """GET /<fault>/<path>: <path> fetched from nginx, then the fault applied. Faults:
     drop (the first 2 GETs of each file cut mid-body), drop-always, flaky (the first 2 GETs of each file answer
     503 then 500), flaky-always (503), trickle (a byte every half second), forbidden (403), unconditional (If-Match and If-Unmodified-Since not
-    forwarded, as a server that ignores them), pass (none)."""
+    forwarded, as a server that ignores them), slow (each GET held 50 ms, the GETs in flight counted), pass (none).
+    GET /slow-most/ answers the most slow GETs that were in flight at once since the last such GET."""
 
     protocol_version = "HTTP/1.1"
     upstream_port = 0
     attempts = {}
     lock = threading.Lock()
+    slow_in_flight = 0
+    slow_most = 0
 
     def log_message(self, *args):  # quiet: the test's output is what matters
         pass
@@ -100,6 +103,23 @@ class FaultProxy(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (the handler's name)
         parts = self.path.split("/", 2)
         fault, rest = (parts[1], parts[2]) if len(parts) == 3 else ("pass", "")
+        if fault == "slow-most":
+            with FaultProxy.lock:
+                most, FaultProxy.slow_most = FaultProxy.slow_most, 0
+            return self.send_plain(200, str(most))
+        if fault != "slow":
+            return self.serve(fault, rest)
+        with FaultProxy.lock:
+            FaultProxy.slow_in_flight += 1
+            FaultProxy.slow_most = max(FaultProxy.slow_most, FaultProxy.slow_in_flight)
+        try:
+            time.sleep(0.05)
+            return self.serve(fault, rest)
+        finally:
+            with FaultProxy.lock:
+                FaultProxy.slow_in_flight -= 1
+
+    def serve(self, fault, rest):
         attempt = self.count((fault, rest))  # per file: a resumed range counts as the next GET
         if fault == "forbidden":
             return self.send_plain(403, "forbidden")

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../checkpoint/same_tensors.hpp"
@@ -265,6 +267,45 @@ TEST_CASE("a URL's query goes with every GET and never into a message", "[remote
     CHECK_THAT(message, Catch::Contains("takes no query"));
     CHECK_THAT(message, !Catch::Contains("secret"));
   }
+}
+
+/// The most GETs the proxy's /slow/ path had in flight at once since the last call (which resets it).
+std::size_t slow_most_in_flight() {
+  const std::unique_ptr<remote::RemoteFile> answer = remote::open_file(proxy() + "/slow-most/count");
+  std::string text(static_cast<std::size_t>(*answer->size()), '\0');
+  REQUIRE(answer->read(0, std::as_writable_bytes(std::span<char>(text))) == text.size());
+  return std::stoul(text);
+}
+
+TEST_CASE("connections caps the GETs in flight of a folder's reads together, across threads", "[remote][pool]") {
+  const std::filesystem::path local = write_big("pooled.safetensors", 16, 3.0F);  // 4 MiB of tensors
+  const auto folder =
+      remote::open_folder(proxy() + "/slow", {.connections = 2, .part_size = 64 * 1024, .probe_size = 4096});
+  const std::unique_ptr<remote::RemoteFile> file = folder->open_file("pooled.safetensors");
+  REQUIRE(file != nullptr);
+  (void)slow_most_in_flight();  // the probe's
+  std::vector<std::byte> expected(static_cast<std::size_t>(std::filesystem::file_size(local)));
+  std::ifstream(local, std::ios::binary)
+      .read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size()));
+  constexpr std::size_t each = std::size_t{512} << 10;  // 8 parts per read
+  std::vector<std::vector<std::byte>> got(4, std::vector<std::byte>(each));
+  std::vector<std::string> errors(got.size());
+  std::vector<std::thread> readers;
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    readers.emplace_back([&, t] {
+      try {
+        (void)file->read(t * each, got[t]);
+      } catch (const std::exception& error) {
+        errors[t] = error.what();
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    CHECK(errors[t].empty());
+    CHECK(std::equal(got[t].begin(), got[t].end(), expected.begin() + static_cast<std::ptrdiff_t>(t * each)));
+  }
+  CHECK(slow_most_in_flight() == 2);  // 4 reads of 2 parts in flight each would be 8
 }
 
 TEST_CASE("faults end in clear errors naming the URL, or are cured by retries", "[remote][faults]") {

@@ -27,7 +27,7 @@ namespace detail {
 
 /// How remote objects are read; every field has a default (the S3 ones from the AWS environment variables).
 struct RemoteOptions {
-  std::size_t connections = 8;                       ///< GETs in flight at once for one read (a big read's parts)
+  std::size_t connections = 8;                       ///< GETs in flight at once for the folder, every read's together
   std::size_t part_size = std::size_t{8} << 20;      ///< bytes per GET a big read is split into
   std::size_t probe_size = std::size_t{64} << 10;    ///< bytes the first GET asks for and keeps (a format's header)
   std::chrono::milliseconds connect_timeout{10000};  ///< limit on connecting (TCP and TLS)

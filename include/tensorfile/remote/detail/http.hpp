@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -129,6 +130,28 @@ class Client {
     idle_.push_back(easy);
   }
 
+  /// One of the folder's `connections` slots for a GET in flight, if one is free: the cap holds across every read
+  /// of the folder's files, whichever threads run them.
+  [[nodiscard]] bool try_take_slot() {
+    const std::lock_guard<std::mutex> guard(slots_mutex_);
+    if (slots_in_use_ >= std::max<std::size_t>(1, options_.connections)) return false;
+    ++slots_in_use_;
+    return true;
+  }
+  /// Frees a slot try_take_slot() gave.
+  void give_slot() {
+    {
+      const std::lock_guard<std::mutex> guard(slots_mutex_);
+      --slots_in_use_;
+    }
+    slot_freed_.notify_all();
+  }
+  /// Waits up to `wait` for a slot to be freed (a read with nothing in flight has nothing else to wait on).
+  void wait_for_slot(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(slots_mutex_);
+    slot_freed_.wait_for(lock, wait, [&] { return slots_in_use_ < std::max<std::size_t>(1, options_.connections); });
+  }
+
   std::atomic<std::uint64_t> bytes{0};     ///< body bytes received
   std::atomic<std::uint64_t> requests{0};  ///< GETs sent, retries included
   std::atomic<std::uint64_t> retries{0};   ///< GETs sent again after a failure
@@ -148,6 +171,9 @@ class Client {
   std::mutex locks_[lock_count];
   std::mutex idle_mutex_;
   std::vector<CURL*> idle_;
+  std::mutex slots_mutex_;
+  std::condition_variable slot_freed_;
+  std::size_t slots_in_use_ = 0;
 };
 
 /// One ranged GET: bytes [begin, end) of the object into `out`, resumed from `begin + done` when retried.
@@ -231,11 +257,10 @@ class Batch {
   /// The transfers, finished once run() returned.
   [[nodiscard]] std::deque<Transfer>& transfers() noexcept { return transfers_; }
 
-  /// Runs every transfer to its end, `connections` at a time; the first failure that retries do not cure is
-  /// thrown, after every transfer stopped. A probe's 404 is no error: run() returns false for it.
+  /// Runs every transfer to its end, each while it holds one of the client's `connections` slots; the first failure
+  /// that retries do not cure is thrown, after every transfer stopped. A probe's 404 is no error: run() returns
+  /// false for it.
   bool run() {
-    const RemoteOptions& options = client_.options();
-    const std::size_t in_flight = std::max<std::size_t>(1, options.connections);
     std::deque<Transfer*> waiting;
     for (Transfer& transfer : transfers_) waiting.push_back(&transfer);
     std::size_t active = 0;
@@ -243,9 +268,19 @@ class Batch {
     while (!waiting.empty() || active != 0) {
       const auto now = std::chrono::steady_clock::now();
       auto next = now + std::chrono::milliseconds(100);
-      for (auto it = waiting.begin(); it != waiting.end() && active < in_flight;) {
+      bool slots_left = true;
+      for (auto it = waiting.begin(); it != waiting.end() && slots_left;) {
         if ((*it)->not_before <= now) {
-          start(**it);
+          if (!client_.try_take_slot()) {
+            slots_left = false;
+            break;
+          }
+          try {
+            start(**it);
+          } catch (...) {
+            if ((*it)->easy == nullptr) client_.give_slot();  // else release() gives it back
+            throw;
+          }
           ++active;
           it = waiting.erase(it);
         } else {
@@ -279,18 +314,19 @@ class Batch {
         }
       }
       if (waiting.empty() && active == 0) break;
-      // A slot freed and a transfer due: start it now rather than wait on the others.
+      // A transfer due: start it now if a slot is free rather than wait on the others.
       const auto due = std::chrono::steady_clock::now();
-      if (active < in_flight &&
-          std::any_of(waiting.begin(), waiting.end(), [&](const Transfer* t) { return t->not_before <= due; })) {
+      const bool any_due =
+          std::any_of(waiting.begin(), waiting.end(), [&](const Transfer* t) { return t->not_before <= due; });
+      if (any_due && active == 0) {  // every slot held by other reads of the folder: wait for one of theirs
+        client_.wait_for_slot(std::chrono::milliseconds(100));
         continue;
       }
+      if (any_due && slots_left) continue;
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
       const int wait_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0, 100));
-      if (active != 0) {
-        curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
-      } else if (wait_ms > 0) {
-        curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);  // nothing to wait on: sleeps until the backoff ends
+      if (active != 0 || wait_ms > 0) {
+        curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);  // nothing in flight: sleeps until the backoff ends
       }
     }
     return found;
@@ -367,11 +403,12 @@ class Batch {
   }
 
   void release(Transfer& transfer) {
-    if (transfer.easy != nullptr) {
+    if (transfer.easy != nullptr) {  // a started transfer: it holds a slot
       curl_multi_remove_handle(multi_, transfer.easy);
       curl_easy_setopt(transfer.easy, CURLOPT_HTTPHEADER, nullptr);
       client_.give(transfer.easy);
       transfer.easy = nullptr;
+      client_.give_slot();
     }
     curl_slist_free_all(transfer.headers);
     transfer.headers = nullptr;
