@@ -202,6 +202,7 @@ TENSORFILE_ENTRY void save(const NamedTensors& tensors, const std::filesystem::p
 #include "tensorfile/detail/bytes/keyed_hash.hpp"
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/detail/posix/parallel_reads.hpp"
+#include "tensorfile/detail/posix/populate.hpp"
 #include "tensorfile/detail/text/json_reader.hpp"
 #include "tensorfile/detail/zip/reader.hpp"
 #include "tensorfile/formats/detail/slice_reads.hpp"
@@ -351,6 +352,7 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
     const auto offset_of = [&](std::size_t i) { return state.entries[i].location->offset; };
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return offset_of(a) < offset_of(b); });
     constexpr std::uint64_t run_cap = std::uint64_t{512} << 20;  // one read's arena at the most
+    static constexpr std::size_t populate_ahead_bytes = std::size_t{8} << 20;
     for (std::size_t first = 0; first < order.size();) {
       std::size_t last = first + 1;
       std::uint64_t end = offset_of(order[first]) + state.entries[order[first]].nbytes;
@@ -363,7 +365,18 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
         const std::uint64_t begin = offset_of(order[first]);
         const auto bytes = static_cast<std::size_t>(end - begin);
         Storage arena = heap_storage(bytes, false, false, state.options.huge_pages);
-        state.bytes->read_exact(begin, {arena.mutable_data(), bytes});
+        std::byte* data = arena.mutable_data();
+        // A large arena is faulted in ahead of the reader by another thread: the reader's copies would otherwise
+        // stop at each fresh page (the 1 GiB load over loopback HTTP: 0.87-1.04 s, 0.63-0.70 s with this).
+        std::jthread populating;
+        if (bytes >= populate_ahead_bytes) {
+          populating = std::jthread([data, bytes](const std::stop_token& stop) {
+            for (std::size_t at = 0; at < bytes && !stop.stop_requested(); at += populate_ahead_bytes) {
+              populate_for_write(data + at, std::min(populate_ahead_bytes, bytes - at));
+            }
+          });
+        }
+        state.bytes->read_exact(begin, {data, bytes});
         for (std::size_t k = first; k < last; ++k) {
           fetched[order[k]] = arena.slice(static_cast<std::size_t>(offset_of(order[k]) - begin),
                                           static_cast<std::size_t>(state.entries[order[k]].nbytes));
