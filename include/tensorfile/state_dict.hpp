@@ -454,10 +454,17 @@ Value load_shards(const StateDictLayout& layout, const LoadOptions& options, Loa
 /// A GGUF file (open as `file`) that is one part of a llama.cpp split model makes `layout` that model: the first part
 /// its index, every part a shard (found by the name, each opened and its header checked: split.no and split.count
 /// against its name, the tensor count, no name in two parts). A file without split keys, or with split.count 1, stays
-/// a single file. Throws FormatError naming the part at fault (a missing part too).
+/// a single file, and so does one whose header does not parse (its loader, or verify(), then says why). Throws
+/// FormatError naming the part at fault (a missing part too).
 inline void resolve_gguf_split(const FileHandle& file, const std::filesystem::path& path,
                                const LoadOptions::Gguf& limits, StateDictLayout& layout) {
-  const GgufSplit split = gguf_split_of(gguf_file_header(file, path, limits), path);
+  std::optional<GgufHeader> given;
+  try {
+    given = gguf_file_header(file, path, limits);
+  } catch (const Error&) {
+    return;  // a damaged file stays a single file: its loader (or verify()) reports what is wrong with it
+  }
+  const GgufSplit split = gguf_split_of(*given, path);
   if (!split.is_split()) return;
   std::vector<std::filesystem::path> parts = gguf_split_parts(path, split);
   GgufSplitNames names(parts);
