@@ -353,6 +353,13 @@ TEST_CASE("split GGUF models: hostile sets refused naming the part") {
     CHECK(named_tensors(loaded).size() == 2);
     CHECK(reinterpret_cast<const float*>(loaded.as_dict().find("b")->as_tensor().raw_data())[0] == 0.0f);
   }
+  SECTION("a first part of metadata alone (gguf-split --no-tensor-first-split) loads") {
+    write_file(part(0, 3), Part{.names = {}, .no = 0, .count = 3}.bytes());
+    write_file(part(1, 3), Part{.names = {"a"}, .no = 1, .count = 3}.bytes());
+    write_file(part(2, 3), Part{.names = {"b"}, .no = 2, .count = 3}.bytes());
+    CHECK(named_tensors(load(part(2, 3), {.mmap = MapMode::read_only})).size() == 2);
+    CHECK(open(part(0, 3)).entries().size() == 2);
+  }
   SECTION("a missing part") {
     write_file(part(0, 2), Part{.names = {"a"}, .no = 0}.bytes());
     expect_split_error(part(0, 2), "part 2 of the split model's 2 is missing", part(1, 2));
