@@ -74,7 +74,8 @@ class Checkpoint {
 
   /// The format found from the content (a sharded checkpoint's: its shards'; tensordict for a tree).
   [[nodiscard]] TENSORFILE_ENTRY FileFormat format() const noexcept;
-  /// Whether a Hugging Face *.index.json lists the tensors' shards.
+  /// Whether a Hugging Face *.index.json lists the tensors' shards, or they are in a llama.cpp split GGUF model's
+  /// parts (the first part then the index, name()).
   [[nodiscard]] TENSORFILE_ENTRY bool sharded() const noexcept;
   /// The source's name, as messages give it (for a model folder: the file or index chosen in it).
   [[nodiscard]] TENSORFILE_ENTRY const std::string& name() const& noexcept;

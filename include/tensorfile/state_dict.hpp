@@ -60,7 +60,9 @@ inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.
 /// first of model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and pytorch_model.bin it
 /// holds (state_dict_file_names), else, with a meta.json, it is a tensordict tree; a file whose first bytes are a JSON
 /// object is an index (its weight_map parsed, shard names checked to stay below its directory); any other file is a
-/// single file of detect_format()'s format (unknown when it is none). Reads only the index and the first bytes of the
+/// single file of detect_format()'s format (unknown when it is none); a GGUF file that is a part of a llama.cpp split
+/// model (split.count above 1) is that model, its parts the shards and the first part the index (every part's header
+/// read and checked: see load_state_dict). Reads only the index and the first bytes of the
 /// file or first shard. Throws FormatError for a broken index or a directory holding none of those, IoError when
 /// unreadable.
 [[nodiscard]] TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path,
@@ -90,9 +92,13 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 /// map_location is then called from that many threads), and each must be a dict of name -> Tensor; the result is
 /// one ordered dict in the index's weight_map order. A name the index lists but its shard lacks, a name in two
 /// shards, and (unless `.sharded.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming
-/// the shard and the tensor; all of them are reported at once (in one error, or in `.sharded.mismatches`). With
+/// the shard and the tensor; all of them are reported at once (in one error, or in `.sharded.mismatches`).
+/// A llama.cpp split GGUF model (any part's path) loads as such shards, found by llama.cpp's names: a missing part, one
+/// of another split.count or whose split.no is not its name's, a tensor in two parts and a split.tensors.count the
+/// parts do not hold are FormatErrors naming the part; the dict's attributes are the first part's metadata without
+/// split.* keys, and every part's __ggml_types__ (the first part's header is read even with `select_drops`). With
 /// `select`, a shard holding no kept tensor has its data never read: with `select_drops` it is never opened;
-/// without, a safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left out
+/// without, a safetensors or GGUF shard's header alone gives its meta tensors, and a torch shard's tensors are left out
 /// (their dtype and shape are known only by reading its pickle). An index longer than `limits.max_index_bytes` is a
 /// LimitError; `into` is refused (ArgumentError). Throws what the format's loader throws, the first shard's error
 /// when several fail.

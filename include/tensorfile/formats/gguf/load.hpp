@@ -40,7 +40,9 @@ namespace tensorfile {
 /// `general.alignment` below 8, gets its own copy), or with `.mmap` tensors are zero-copy views of one mapping of
 /// the file. Block-typed tensors are uint8 tensors of their raw blocks (see the file comment). `.map_location` =
 /// "meta" reads the header only; a device copies each tensor through Tensor::to. With `select`, only the kept
-/// tensors' bytes are read. Throws FormatError, UnsupportedError and LimitError as parse_gguf_header, IoError when
+/// tensors' bytes are read. The header is parsed with the limits of `.gguf` (LoadOptions::Gguf). One file alone: a
+/// part of a llama.cpp split model gives its own tensors (load() and open() give the whole model, see state_dict.hpp).
+/// Throws FormatError, UnsupportedError and LimitError as parse_gguf_header, IoError when
 /// the file cannot be read, DeviceError when map_location names a missing device; `into` and `slice` are refused
 /// (ArgumentError: open() and load() fill and slice).
 [[nodiscard]] TENSORFILE_ENTRY Value load_gguf(const std::filesystem::path& path, const LoadOptions& options = {});
