@@ -74,7 +74,8 @@ class Checkpoint {
 
   /// The format found from the content (a sharded checkpoint's: its shards'; tensordict for a tree).
   [[nodiscard]] TENSORFILE_ENTRY FileFormat format() const noexcept;
-  /// Whether a Hugging Face *.index.json lists the tensors' shards.
+  /// Whether a Hugging Face *.index.json lists the tensors' shards, or they are in a llama.cpp split GGUF model's
+  /// parts (the first part then the index, name()).
   [[nodiscard]] TENSORFILE_ENTRY bool sharded() const noexcept;
   /// The source's name, as messages give it (for a model folder: the file or index chosen in it).
   [[nodiscard]] TENSORFILE_ENTRY const std::string& name() const& noexcept;
@@ -251,6 +252,7 @@ struct CheckpointState {
   Storage held;                         // a sized reader read whole: the heap buffer `memory` spans
   Storage views;                        // with `mmap`: the one mapping (or the borrowed bytes) tensors view
   std::optional<NpyHeader> npy;         // .npy: its header (byte order, layout), for reads by range
+  GgufSplit gguf_split{};               // GGUF: its split.* keys (a part of a llama.cpp split model when is_split())
   FolderReader* folder = nullptr;       // a folder source's folder: a tree is read through it
   std::shared_ptr<FolderReader> owned_folder;                  // a URL's folder, kept alive as long as the handle
   std::string relative;                                        // a folder source's tree: its directory in the folder
@@ -500,9 +502,16 @@ inline void for_each_on_threads(std::size_t count, std::size_t threads, const st
     const Value* tensor = shard.is_dict() ? shard.as_dict().find(std::string_view(path)) : nullptr;
     if (tensor != nullptr) {
       merged.set(path, *tensor);
-    } else if (!options.select_drops && state.shards[state.shard_of[i]]->format == FileFormat::safetensors) {
+    } else if (!options.select_drops && (state.shards[state.shard_of[i]]->format == FileFormat::safetensors ||
+                                         state.shards[state.shard_of[i]]->format == FileFormat::gguf)) {
       merged.set(path, state.meta[i]);
     }
+  }
+  if (state.format == FileFormat::gguf) {  // a split model: its parts' attributes, from the headers open() read
+    std::vector<Value> parts;
+    parts.reserve(count);
+    for (const auto& shard : state.shards) parts.push_back(shard->values);
+    merged.set_attributes(gguf_split_attributes(parts));
   }
   return Value(std::move(merged));
 }
@@ -668,7 +677,7 @@ inline void open_gguf(CheckpointState& state) {
   const SourceBytes& source = *state.bytes;
   const GgufHeader header =
       parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { source.read_exact(offset, out); },
-                        source.size(), state.name);
+                        source.size(), state.name, state.options.gguf);
   state.values = gguf_meta_dict(header);
   add_entries(state, state.values);
   for (const GgufTensorInfo& info : header.tensors) {
@@ -680,6 +689,7 @@ inline void open_gguf(CheckpointState& state) {
     state.direct[at] = 1;
   }
   state.metadata = header.metadata;
+  state.gguf_split = gguf_split_of(header, state.name);
 }
 
 /// A torch file: the meta load, each storage record a meta stand-in whose owner finds its record again.
@@ -913,30 +923,45 @@ inline void map_views(CheckpointState& state) {
   return state;
 }
 
-/// open() of a path.
-[[nodiscard]] inline std::shared_ptr<CheckpointState> open_path(const std::filesystem::path& path,
-                                                                const LoadOptions& options) {
+/// open() of the one file (or tree) `path` of format `format`, as a layout without an index resolved it.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_single(const std::filesystem::path& path, FileFormat format,
+                                                                  const LoadOptions& options) {
   auto state = std::make_shared<CheckpointState>();
   state->options = options;
-  const StateDictLayout layout = resolve_state_dict(path, options.limits.max_index_bytes);
-  state->format = layout.format;
-  if (layout.sharded()) {
-    state->sharded = true;
-    state->path = layout.index;
-    state->name = layout.index.string();
-    state->source = Source(layout.index);
-    for (const std::filesystem::path& file : layout.files) state->shards.push_back(open_path(file, options));
-    state->metadata = index_metadata(layout.index, options.limits.max_index_bytes);
-    index_shards(*state, layout);
-    return state;
-  }
-  state->path = layout.files.empty() ? path : layout.files.front();
+  state->format = format;
+  state->path = path;
   state->name = state->path.string();
   state->source = Source(state->path);
-  if (layout.format != FileFormat::tensordict) {
+  if (format != FileFormat::tensordict) {
     state->bytes = std::make_unique<SourceBytes>(state->source, options.mmap == MapMode::shared);
   }
   return open_state(std::move(state));
+}
+
+/// open() of a path.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_path(const std::filesystem::path& path,
+                                                                const LoadOptions& options) {
+  LayoutSource read;
+  const StateDictLayout layout = resolve_layout(path, options.limits.max_index_bytes, read, options.gguf);
+  if (!layout.sharded()) return open_single(layout.files.empty() ? path : layout.files.front(), layout.format, options);
+  auto state = std::make_shared<CheckpointState>();
+  state->options = options;
+  state->format = layout.format;
+  state->sharded = true;
+  state->path = layout.index;
+  state->name = layout.index.string();
+  state->source = Source(layout.index);
+  if (layout.format == FileFormat::gguf) {  // a split model's parts, each one file; the first's metadata
+    for (const std::filesystem::path& file : layout.files) {
+      state->shards.push_back(open_single(file, FileFormat::gguf, options));
+    }
+    state->metadata = gguf_model_metadata(state->shards.front()->metadata);
+  } else {
+    for (const std::filesystem::path& file : layout.files) state->shards.push_back(open_path(file, options));
+    state->metadata = index_metadata(layout.index, options.limits.max_index_bytes);
+  }
+  index_shards(*state, layout);
+  return state;
 }
 
 /// open() of memory, a stream or a reader, named `name` in messages.
@@ -1001,6 +1026,57 @@ class FolderFile final : public RangeReader {
   return std::make_shared<FolderFile>(std::move(reader), folder.name() + "/" + relative);
 }
 
+/// A part (`relative`, opened as `given`) of a llama.cpp split GGUF model in `folder`: the model, every part opened
+/// from the folder beside it and checked as a path's parts are (state_dict.hpp's resolve_gguf_split).
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_folder_split(FolderReader& folder,
+                                                                        const std::string& relative,
+                                                                        std::shared_ptr<CheckpointState> given,
+                                                                        const LoadOptions& options) {
+  const std::vector<std::filesystem::path> shown = gguf_split_parts(given->name, given->gguf_split);
+  const std::filesystem::path directory = std::filesystem::path(relative).parent_path();
+  auto state = std::make_shared<CheckpointState>();
+  state->options = options;
+  state->format = FileFormat::gguf;
+  state->sharded = true;
+  state->folder = &folder;
+  GgufSplitNames names(shown);
+  StateDictLayout layout;
+  for (std::size_t k = 0; k < shown.size(); ++k) {
+    const std::string name = (directory / shown[k].filename()).generic_string();
+    std::shared_ptr<CheckpointState> part;
+    if (k == given->gguf_split.no) {
+      part = given;
+    } else {
+      std::shared_ptr<RangeReader> reader = open_folder_file(folder, name);
+      if (reader == nullptr) {
+        throw FormatError("part " + std::to_string(k + 1) + " of the split model's " + std::to_string(shown.size()) +
+                              " is missing; expected the file (named after " +
+                              shown[given->gguf_split.no].filename().string() + ")",
+                          {.file = shown[k]});
+      }
+      part = open_bytes(Source::reader(*reader), options);
+      part->readers.push_back(std::move(reader));
+    }
+    if (part->format != FileFormat::gguf) {
+      throw FormatError("not a GGUF file; expected a part of the split model", {.file = shown[k], .offset = 0});
+    }
+    check_gguf_split_part(part->gguf_split, static_cast<std::uint32_t>(k), shown);
+    for (const CheckpointEntry& entry : part->entries) {
+      names.add(k, entry.path);
+      layout.weight_map.emplace_back(entry.path, k);
+    }
+    if (k == 0) state->source = Source::folder(folder, name);
+    state->shards.push_back(std::move(part));
+  }
+  names.finish(state->shards.front()->gguf_split);
+  state->name = shown.front().string();
+  layout.index = shown.front();
+  layout.files = shown;
+  state->metadata = gguf_model_metadata(state->shards.front()->metadata);
+  index_shards(*state, layout);
+  return state;
+}
+
 /// open() of the file or directory `relative` of `folder`: a file is read by its reader (an index: its shards too,
 /// from the same folder), a directory is taken as a model folder (the first of state_dict_file_names in it), else
 /// the tensordict tree of its meta.json.
@@ -1044,6 +1120,9 @@ class FolderFile final : public RangeReader {
   if (!looks_like_json_object(head)) {
     std::shared_ptr<CheckpointState> state = open_bytes(Source::reader(*reader), options);
     state->readers.push_back(std::move(reader));
+    if (state->format == FileFormat::gguf && state->gguf_split.is_split()) {
+      return open_folder_split(folder, file, std::move(state), options);
+    }
     return state;
   }
   // An index: its weight_map's shards, named below the index's directory, opened from the folder.
@@ -1375,6 +1454,7 @@ inline void drop_unkept(Value& tree, const std::string& path, const TensorSelect
         ordered.set(path, state.meta[i]);
       }
     }
+    ordered.set_attributes(result.as_dict().attributes());  // a split GGUF model's metadata and ggml types
     result = Value(std::move(ordered));
   }
   std::vector<Tensor> parts(sliced.size());  // read by several threads, as the rest of the load was
@@ -1472,8 +1552,8 @@ TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
         case FileFormat::npz:
           if (options.into.empty()) return load_npz(path, options);
           break;
-        case FileFormat::gguf:
-          if (options.into.empty()) return load_gguf(path, options);
+        case FileFormat::gguf:  // through load_state_dict: a part of a split model loads the whole model
+          if (options.into.empty()) return load_state_dict(path, options);
           break;
         default: break;  // .npy (select) and indexes: through open()
       }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// load_state_dict(): one entry point for a model's weights in any layout tensorfile reads (a torch file, a
-/// safetensors file, a tensordict tree, or shards listed by a Hugging Face *.index.json). Above the formats.
+/// safetensors file, a GGUF file, a tensordict tree, shards listed by a Hugging Face *.index.json, or the parts of a
+/// llama.cpp split GGUF model). Above the formats.
 #pragma once
 
 #include <cstddef>
@@ -25,11 +26,14 @@ namespace tensorfile {
 
 /// How the weights at a path are laid out, as load_state_dict() finds them.
 struct StateDictLayout {
-  FileFormat format = FileFormat::unknown;     ///< the file's format, or the first shard's; tensordict for a tree
-  std::filesystem::path index{};               ///< the *.index.json; empty when not sharded
+  FileFormat format = FileFormat::unknown;  ///< the file's format, or the first shard's; tensordict for a tree
+  /// The *.index.json; for a llama.cpp split GGUF model its first part (`<prefix>-00001-of-0000N.gguf`, which holds
+  /// the metadata); empty when not sharded.
+  std::filesystem::path index{};
   std::vector<std::filesystem::path> files{};  ///< the file (or tree) read; with an index, every shard in the
                                                ///< order the index first names it
-  /// With an index: every tensor name in the index's order with the number of its shard in `files`.
+  /// With an index: every tensor name in the index's order with the number of its shard in `files` (a split GGUF
+  /// model: each part's tensors in the order of its tensor infos, part after part).
   std::vector<std::pair<std::string, std::size_t>> weight_map{};
   std::optional<std::uint64_t> total_size{};  ///< the index's metadata.total_size, when it has one
 
@@ -56,7 +60,9 @@ inline constexpr std::string_view state_dict_file_names[] = {"model.safetensors.
 /// first of model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and pytorch_model.bin it
 /// holds (state_dict_file_names), else, with a meta.json, it is a tensordict tree; a file whose first bytes are a JSON
 /// object is an index (its weight_map parsed, shard names checked to stay below its directory); any other file is a
-/// single file of detect_format()'s format (unknown when it is none). Reads only the index and the first bytes of the
+/// single file of detect_format()'s format (unknown when it is none); a GGUF file that is a part of a llama.cpp split
+/// model (split.count above 1) is that model, its parts the shards and the first part the index (every part's header
+/// read and checked: see load_state_dict). Reads only the index and the first bytes of the
 /// file or first shard. Throws FormatError for a broken index or a directory holding none of those, IoError when
 /// unreadable.
 [[nodiscard]] TENSORFILE_ENTRY StateDictLayout resolve_state_dict(const std::filesystem::path& path,
@@ -86,9 +92,13 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
 /// map_location is then called from that many threads), and each must be a dict of name -> Tensor; the result is
 /// one ordered dict in the index's weight_map order. A name the index lists but its shard lacks, a name in two
 /// shards, and (unless `.sharded.allow_unlisted`) a shard's tensor the index does not list are FormatErrors naming
-/// the shard and the tensor; all of them are reported at once (in one error, or in `.sharded.mismatches`). With
+/// the shard and the tensor; all of them are reported at once (in one error, or in `.sharded.mismatches`).
+/// A llama.cpp split GGUF model (any part's path) loads as such shards, found by llama.cpp's names: a missing part, one
+/// of another split.count or whose split.no is not its name's, a tensor in two parts and a split.tensors.count the
+/// parts do not hold are FormatErrors naming the part; the dict's attributes are the first part's metadata without
+/// split.* keys, and every part's __ggml_types__ (the first part's header is read even with `select_drops`). With
 /// `select`, a shard holding no kept tensor has its data never read: with `select_drops` it is never opened;
-/// without, a safetensors shard's header alone gives its meta tensors, and a torch shard's tensors are left out
+/// without, a safetensors or GGUF shard's header alone gives its meta tensors, and a torch shard's tensors are left out
 /// (their dtype and shape are known only by reading its pickle). An index longer than `limits.max_index_bytes` is a
 /// LimitError; `into` is refused (ArgumentError). Throws what the format's loader throws, the first shard's error
 /// when several fail.
@@ -344,23 +354,27 @@ Value load_shards(const StateDictLayout& layout, const LoadOptions& options, Loa
   const auto work = [&] {
     for (std::size_t k = next++; k < count; k = next++) {
       try {
-        if (!wanted[k] && options.select_drops) continue;  // nothing of it kept: never opened
+        // Nothing of it kept: never opened (but a split GGUF model's first part, whose header holds the metadata).
+        if (!wanted[k] && options.select_drops && !(layout.format == FileFormat::gguf && k == 0)) continue;
         const std::string relative =
             root.empty() ? layout.files[k].string() : layout.files[k].lexically_relative(root).string();
         const FileHandle file =
             open_shard(root_dir.fd(), root, relative, options.mmap == MapMode::shared, layout.index);
         const FileFormat format = detect_format(file_head(file));
-        if (format != FileFormat::safetensors && format != FileFormat::torch_zip &&
-            format != FileFormat::torch_legacy) {
-          throw FormatError("not a safetensors or torch file; expected a shard",
+        if (layout.format == FileFormat::gguf ? format != FileFormat::gguf
+                                              : format != FileFormat::safetensors && format != FileFormat::torch_zip &&
+                                                    format != FileFormat::torch_legacy) {
+          throw FormatError(layout.format == FileFormat::gguf ? "not a GGUF file; expected a part of the split model"
+                                                              : "not a safetensors or torch file; expected a shard",
                             {.file = layout.files[k], .offset = 0});
         }
         if (wanted[k]) {
           loaded[k] = load_file(file, layout.files[k], format);
-        } else if (format == FileFormat::safetensors) {  // the header alone gives the meta tensors
+        } else if (format == FileFormat::safetensors || format == FileFormat::gguf) {  // the header's meta tensors
           LoadOptions header_only = options;
           header_only.map_location = "meta";
-          loaded[k] = load_safetensors_file(file, layout.files[k], header_only);
+          loaded[k] = format == FileFormat::gguf ? load_gguf_file(file, layout.files[k], header_only)
+                                                 : load_safetensors_file(file, layout.files[k], header_only);
         }
       } catch (...) {
         errors[k] = std::current_exception();
@@ -432,7 +446,60 @@ Value load_shards(const StateDictLayout& layout, const LoadOptions& options, Loa
     merged.set(name, *tensor);
   }
   report_mismatches(mismatches, layout.index, options.sharded.mismatches);
+  if (layout.format == FileFormat::gguf) merged.set_attributes(gguf_split_attributes(loaded));
   return Value(std::move(merged));
+}
+
+/// The header of the GGUF file open as `file` (named `path`), parsed with `limits`.
+[[nodiscard]] inline GgufHeader gguf_file_header(const FileHandle& file, const std::filesystem::path& path,
+                                                 const LoadOptions::Gguf& limits) {
+  return parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+                           file.size(), path, limits);
+}
+
+/// A GGUF file (open as `file`) that is one part of a llama.cpp split model makes `layout` that model: the first part
+/// its index, every part a shard (found by the name, each opened and its header checked: split.no and split.count
+/// against its name, the tensor count, no name in two parts). A file without split keys, or with split.count 1, stays
+/// a single file, and so does one whose header does not parse (its loader, or verify(), then says why). Throws
+/// FormatError naming the part at fault (a missing part too).
+inline void resolve_gguf_split(const FileHandle& file, const std::filesystem::path& path,
+                               const LoadOptions::Gguf& limits, StateDictLayout& layout) {
+  std::optional<GgufHeader> given;
+  try {
+    given = gguf_file_header(file, path, limits);
+  } catch (const Error&) {
+    return;  // a damaged file stays a single file: its loader (or verify()) reports what is wrong with it
+  }
+  const GgufSplit split = gguf_split_of(*given, path);
+  if (!split.is_split()) return;
+  std::vector<std::filesystem::path> parts = gguf_split_parts(path, split);
+  GgufSplitNames names(parts);
+  GgufSplit first;
+  std::vector<std::pair<std::string, std::size_t>> weight_map;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const FileHandle part = FileHandle::try_open_at(AT_FDCWD, parts[k].c_str(), O_RDONLY);
+    if (!part.valid()) {
+      const int error = errno;
+      if (error == ENOENT) {
+        throw FormatError("part " + std::to_string(k + 1) + " of the split model's " + std::to_string(parts.size()) +
+                              " is missing; expected the file (named after " + path.filename().string() + ")",
+                          {.file = parts[k]});
+      }
+      throw IoError("cannot open the part of the split model", error, {.file = parts[k]});
+    }
+    const GgufHeader header = gguf_file_header(part, parts[k], limits);
+    const GgufSplit keys = gguf_split_of(header, parts[k]);
+    check_gguf_split_part(keys, static_cast<std::uint32_t>(k), parts);
+    if (k == 0) first = keys;
+    for (const GgufTensorInfo& info : header.tensors) {
+      names.add(k, info.name);
+      weight_map.emplace_back(info.name, k);
+    }
+  }
+  names.finish(first);
+  layout.index = parts.front();
+  layout.files = std::move(parts);
+  layout.weight_map = std::move(weight_map);
 }
 
 /// What resolve_layout read, held for layout_changed: the file chosen stays open, so that its inode cannot be
@@ -469,7 +536,7 @@ inline bool layout_changed(const std::filesystem::path& path, const LayoutSource
 
 /// resolve_state_dict(), keeping in `source` what it read for layout_changed.
 inline StateDictLayout resolve_layout(const std::filesystem::path& path, std::uint64_t max_index_bytes,
-                                      LayoutSource& source) {
+                                      LayoutSource& source, const LoadOptions::Gguf& gguf = {}) {
   StateDictLayout layout;
   std::error_code ec;
   std::filesystem::path file = path;
@@ -510,6 +577,7 @@ inline StateDictLayout resolve_layout(const std::filesystem::path& path, std::ui
     return layout;
   }
   layout.files.push_back(file);
+  if (layout.format == FileFormat::gguf) resolve_gguf_split(source.handle, file, gguf, layout);
   return layout;
 }
 
@@ -550,7 +618,7 @@ TENSORFILE_ENTRY Value load_state_dict_with(const std::filesystem::path& path, c
     const bool last_attempt = attempt == max_attempts;
     LayoutSource source;
     try {
-      const StateDictLayout layout = resolve_layout(path, options.limits.max_index_bytes, source);
+      const StateDictLayout layout = resolve_layout(path, options.limits.max_index_bytes, source, options.gguf);
       if (!layout.sharded()) return load_unsharded(layout, options, load_file);  // one file, opened once
       Value merged = load_shards(layout, options, load_file);
       if (last_attempt || !layout_changed(path, source)) return merged;

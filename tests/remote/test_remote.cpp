@@ -308,6 +308,31 @@ TEST_CASE("connections caps the GETs in flight of a folder's reads together, acr
   CHECK(slow_most_in_flight() == 2);  // 4 reads of 2 parts in flight each would be 8
 }
 
+TEST_CASE("a llama.cpp split GGUF model over HTTP: any part's URL gives the whole model", "[remote][http][gguf]") {
+  const Value single = load(root() / "torch/state_dict_linear_bn.pt");
+  std::filesystem::create_directories(root() / "split");
+  save(single, root() / "split/m.gguf", {.sync = false, .gguf = {.split_max_tensors = 3}});
+  const std::filesystem::path local = root() / "split/m-00001-of-00003.gguf";
+  for (const char* part : {"m-00001-of-00003.gguf", "m-00003-of-00003.gguf"}) {
+    INFO(part);
+    const std::string url = http() + "/split/" + part;
+    check_same_tensors(load(url), load(local));
+    const Checkpoint opened = open(url);
+    CHECK(opened.sharded());
+    CHECK(opened.format() == FileFormat::gguf);
+    CHECK(opened.entries().size() == 7);
+    CHECK(opened.tensor("1.running_var").equal(open(local).tensor("1.running_var")));
+  }
+  std::filesystem::remove(root() / "split/m-00002-of-00003.gguf");
+  try {
+    (void)open(http() + "/split/m-00001-of-00003.gguf");
+    FAIL("no error");
+  } catch (const FormatError& e) {
+    CHECK(e.reason().find("part 2 of the split model's 3 is missing") != std::string::npos);
+    CHECK(e.path() == http() + "/split/m-00002-of-00003.gguf");
+  }
+}
+
 TEST_CASE("faults end in clear errors naming the URL, or are cured by retries", "[remote][faults]") {
   const std::string name = "safetensors/overall.safetensors";
   const Value expected = load(root() / name);

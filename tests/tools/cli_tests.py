@@ -838,6 +838,11 @@ def suite_formats(opts, failures):
         result = run(tool, "convert", "--quiet", os.path.join(d, "safetensors", "overall.safetensors"), gguf)
         failures.check(result.returncode == 0 and "left out B: a uint8 tensor; gguf has no uint8" in result.stderr,
                        f"convert overall.safetensors -> gguf: exit {result.returncode}: {result.stderr}")
+        split_prefix = os.path.join(scratch, "split")  # llama.cpp's split files, a part given for the whole model
+        result = run(tool, "convert", "--quiet", gguf, split_prefix + ".gguf", "--split-max-tensors", "2")
+        split_part = split_prefix + "-00002-of-00003.gguf"
+        failures.check(result.returncode == 0 and os.path.exists(split_part),
+                       f"convert overall.gguf --split-max-tensors 2: exit {result.returncode}: {result.stderr}")
         inputs = [
             (os.path.join(d, "torch", "t_float32_2x3.pt"), "torch-zip"),
             (os.path.join(d, "torch", "legacy_format.pt"), "torch-legacy"),
@@ -850,6 +855,7 @@ def suite_formats(opts, failures):
             (os.path.join(d, "numpy", "deflated.npz"), "npz"),
             (os.path.join(d, "tensordict", "s01_basic"), "tensordict"),
             (gguf, "gguf"),
+            (split_part, "gguf-sharded"),
         ]
         for index, (path, label) in enumerate(inputs):
             rel = os.path.relpath(path, d) if path.startswith(d) else os.path.basename(path)

@@ -41,6 +41,11 @@ constexpr std::array convert_options{
     OptionSpec{"max-shard-size", "SIZE",
                "safetensors: write OUT as a directory of shards of at most SIZE tensor bytes (5GB, 500MB, 2GiB) "
                "with model.safetensors.index.json"},
+    OptionSpec{"split-max-tensors", "N",
+               "gguf: write OUT as llama.cpp's split files PREFIX-00001-of-0000K.gguf (PREFIX: OUT less .gguf) of at "
+               "most N tensors each, with split.* keys, as gguf-split --split-max-tensors"},
+    OptionSpec{"split-max-size", "SIZE",
+               "gguf: split files of at most SIZE tensor bytes each (500MB, 2GiB), as gguf-split --split-max-size"},
     OptionSpec{"metadata", "KEY=VALUE",
                "safetensors: set this __metadata__ entry (repeatable; replaces the input's entry of that key)", true},
     OptionSpec{"map-location", "WHERE",
@@ -488,7 +493,8 @@ const CommandSpec convert_spec{
         "LoadOptions and SaveOptions fields of the same name: --map-location, --mmap, --select, --threads,\n"
         "--world, --rank, --split and --even (a ParallelPlan's world, rank, rules and even, as LoadOptions::slice),\n"
         "--direct-reads, --huge-pages, --verify-crc, --allow-unlisted (sharded.allow_unlisted), --max-shard-size\n"
-        "(sharded.max_shard_size), --metadata (safetensors.metadata); --to is SaveOptions::format. --strict is\n"
+        "(sharded.max_shard_size), --split-max-tensors and --split-max-size (gguf.split_max_tensors and\n"
+        "gguf.split_max_size), --metadata (safetensors.metadata); --to is SaveOptions::format. --strict is\n"
         "the tool's own: torch pickles are always read with LoadOptions::strict off, and what they hold that is not\n"
         "data is left out and named (an error with --strict).",
 };
@@ -502,6 +508,16 @@ int run_convert(const Args& args) {
   std::optional<std::uint64_t> shard_size;
   if (const auto size = args.value("max-shard-size")) shard_size = parse_size(*size, "max-shard-size");
   const Target target = target_of(args, out, shard_size.has_value());
+  SaveOptions::Gguf gguf_split;  // the split options alone
+  if (const auto n = args.value("split-max-tensors")) {
+    gguf_split.split_max_tensors = static_cast<std::uint64_t>(parse_integer(*n, "split-max-tensors", 1, 1LL << 40));
+  }
+  if (const auto size = args.value("split-max-size")) gguf_split.split_max_size = parse_size(*size, "split-max-size");
+  const bool split = gguf_split.split_max_tensors != 0 || gguf_split.split_max_size != 0;
+  if (split && target != Target::gguf) {
+    throw UsageError(fmt::format("--split-max-tensors and --split-max-size write split gguf files, but OUT is to be {}",
+                                 target_name(target)));
+  }
   const bool quiet = args.flag("quiet");
   const bool strict = args.flag("strict");
   const PathPatterns selection(args.values("select"));
@@ -590,15 +606,18 @@ int run_convert(const Args& args) {
       if (gguf_to_gguf) {  // as read: metadata, its types and block tensors kept
         report(losses, named, strict);
         ProgressBar progress(label, storage_bytes(v), !quiet);
-        save(v, out, {.format = FileFormat::gguf});
+        save(v, out, {.format = FileFormat::gguf, .gguf = gguf_split});
         progress.finish();
-        return exit_ok;
+      } else {
+        const NamedTensors tensors = flat_tensors(v, named, target, losses, nullptr);
+        report(losses, named, strict);
+        ProgressBar progress(label, tensor_bytes(tensors), !quiet);
+        SaveOptions save_options{.format = FileFormat::gguf};
+        save_options.gguf.split_max_tensors = gguf_split.split_max_tensors;
+        save_options.gguf.split_max_size = gguf_split.split_max_size;
+        save(tensors, out, save_options);
+        progress.finish();
       }
-      const NamedTensors tensors = flat_tensors(v, named, target, losses, nullptr);
-      report(losses, named, strict);
-      ProgressBar progress(label, tensor_bytes(tensors), !quiet);
-      save(tensors, out, {.format = FileFormat::gguf});
-      progress.finish();
       return exit_ok;
     }
     case Target::npz:

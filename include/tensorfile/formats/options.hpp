@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// The one options vocabulary of every load and save: a common part every format reads, with each format's
-/// extras nested under its name (`.torch`, `.safetensors`, `.npy`, `.sharded`, `.tensordict`, `.cuda`).
+/// extras nested under its name (`.torch`, `.safetensors`, `.npy`, `.sharded`, `.tensordict`, `.cuda`, `.gguf`).
 #pragma once
 
 #include <cstddef>
@@ -155,6 +155,15 @@ struct LoadOptions {
     bool keep_ring = false;         ///< keep the ring for the next load to the device (until cuda::release_ring())
     Progress progress{};            ///< called as bytes reach the device, one call at a time
   } cuda{};                         ///< what only the cuda:: loads need
+  /// GGUF files (llama.cpp's): what a header may make the reader build, beyond the file's own size (each count is
+  /// also checked against the bytes left before anything is reserved for it). Past one: LimitError naming the field.
+  struct Gguf {
+    std::size_t max_depth = 8;                                ///< most nesting of arrays (an array of arrays is 2)
+    std::uint64_t max_string_bytes = std::uint64_t{1} << 30;  ///< longest string (ggml's own limit)
+    std::uint64_t max_values = std::uint64_t{1} << 24;        ///< most metadata values in all, array elements counted
+    std::uint64_t max_tensors = std::uint64_t{1} << 32;       ///< most tensor infos in one file
+    std::uint64_t max_keys = std::uint64_t{1} << 32;          ///< most metadata key-value pairs in one file
+  } gguf{};                                                   ///< what only GGUF files need
 };
 
 /// Which of tensordict's JSON backends save_memmap imitates when it writes meta.json.
@@ -219,6 +228,12 @@ struct SaveOptions {
     /// "q8_0" or "q4_0": float tensors of 2 or more dimensions whose last extent is a multiple of 32 are quantized to
     /// it with ggml's reference rounding (others are written as they are); empty: none.
     std::string quantize{};
+    /// Set (or `split_max_size`): the model is written as llama.cpp's split files (as its gguf-split
+    /// --split-max-tensors), each of at most this many tensors; 0: no such bound.
+    std::uint64_t split_max_tensors = 0;
+    /// Set (or `split_max_tensors`): split files of at most this many bytes of tensor data each (gguf-split's
+    /// --split-max-size; a tensor larger alone gets a file of its own); 0: no such bound.
+    std::uint64_t split_max_size = 0;
   } gguf{};  ///< what only GGUF files need
 };
 

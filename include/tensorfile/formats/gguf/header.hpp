@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "tensorfile/core/shape.hpp"
 #include "tensorfile/core/value.hpp"
 #include "tensorfile/formats/gguf/ggml_types.hpp"
+#include "tensorfile/formats/options.hpp"
 
 namespace tensorfile {
 
@@ -97,12 +100,9 @@ struct GgufHeader {
   std::uint64_t file_size = 0;                       ///< the size of the file the header was checked against
 };
 
-/// Bounds on what a GGUF header may make the reader build, beyond the file's own size.
-struct GgufLimits {
-  std::size_t max_depth = 8;                                ///< most nesting of arrays (an array of arrays is 2)
-  std::uint64_t max_string_bytes = std::uint64_t{1} << 30;  ///< longest string (ggml's own limit)
-  std::uint64_t max_values = std::uint64_t{1} << 24;        ///< most metadata values in all, array elements counted
-};
+/// Bounds on what a GGUF header may make the reader build, beyond the file's own size: LoadOptions::Gguf, the one
+/// vocabulary (a load passes its `.gguf` to the parser).
+using GgufLimits = LoadOptions::Gguf;
 
 /// A borrowed callable `read(offset, out)` that fills all of `out` with the bytes at `offset` of the file, or
 /// throws; the header parser asks only for bytes below the file size it was given. Made from any such callable
@@ -151,6 +151,44 @@ class GgufRangeRead {
 /// Throws as parse_gguf_header, and IoError when the file cannot be read.
 [[nodiscard]] TENSORFILE_ENTRY GgufHeader read_gguf_header(const std::filesystem::path& path,
                                                            const GgufLimits& limits = {});
+
+/// llama.cpp's split models (`gguf-split`): a model written as files `<prefix>-00001-of-0000N.gguf` ..., each a
+/// whole GGUF file holding some of the tensors, the first one all the metadata; every part carries these keys.
+inline constexpr std::string_view gguf_split_no_key = "split.no";        ///< uint16: the part's number, from 0
+inline constexpr std::string_view gguf_split_count_key = "split.count";  ///< uint16: how many parts the model has
+/// int32: how many tensors the whole model has (every part gives the same count).
+inline constexpr std::string_view gguf_split_tensors_key = "split.tensors.count";
+
+/// What a GGUF file's split.* keys say (all zero for a file that has none).
+struct GgufSplit {
+  std::uint32_t no = 0;       ///< split.no: the part's number, from 0 (its file name counts from 1)
+  std::uint32_t count = 0;    ///< split.count: the parts of the model; 0 when the file has no split keys
+  std::int64_t tensors = -1;  ///< split.tensors.count: the tensors of the whole model; -1 when absent
+  /// Whether the file is one part of a model of several.
+  [[nodiscard]] bool is_split() const noexcept { return count > 1; }
+};
+
+/// The split.* keys of a parsed header. Throws FormatError naming `file` and the key when one has another type than
+/// llama.cpp writes (split.no and split.count uint16, split.tensors.count int32), a split.no not below split.count,
+/// split.no without split.count, or a negative tensor count.
+[[nodiscard]] TENSORFILE_ENTRY GgufSplit gguf_split_of(const GgufHeader& header,
+                                                       const std::filesystem::path& file = {});
+
+/// llama.cpp's name of part `no` (from 0) of `count`: `<prefix>-%05d-of-%05d.gguf` of no + 1 and count
+/// ("model-00001-of-00003.gguf"). `prefix` may hold a directory.
+[[nodiscard]] TENSORFILE_ENTRY std::string gguf_split_file_name(std::string_view prefix, std::uint32_t no,
+                                                                std::uint32_t count);
+
+/// A file name read as llama.cpp's split name.
+struct GgufSplitName {
+  std::string prefix;       ///< what comes before `-NNNNN-of-NNNNN.gguf` (with any directory)
+  std::uint32_t no = 0;     ///< the part's number, from 0 (the name's first number less one)
+  std::uint32_t count = 0;  ///< the name's second number
+};
+
+/// `name` (a path or a file name) read as `<prefix>-NNNNN-of-MMMMM.gguf` (five digits or more each, the first from 1
+/// to the second); nullopt when it is not one.
+[[nodiscard]] TENSORFILE_ENTRY std::optional<GgufSplitName> parse_gguf_split_name(std::string_view name);
 
 }  // namespace tensorfile
 
@@ -249,6 +287,18 @@ class GgufHeaderParser {
            tensors_at);
     }
 
+    // The limits, after the file-size checks (so that a count no file could hold reads as the corruption it is).
+    if (n_kv > limits_.max_keys) {
+      limit("the metadata count " + std::to_string(n_kv) + " is more than the limit of " +
+                std::to_string(limits_.max_keys) + " pairs (LoadOptions::gguf.max_keys)",
+            kv_at);
+    }
+    if (n_tensors > limits_.max_tensors) {
+      limit("the tensor count " + std::to_string(n_tensors) + " is more than the limit of " +
+                std::to_string(limits_.max_tensors) + " tensors (LoadOptions::gguf.max_tensors)",
+            tensors_at);
+    }
+
     Dict& metadata = header.metadata.as_dict();
     header.keys.reserve(static_cast<std::size_t>(n_kv));
     for (std::uint64_t i = 0; i < n_kv; ++i) read_pair(header, metadata, i);
@@ -340,7 +390,8 @@ class GgufHeaderParser {
     }
     if (length > limits_.max_string_bytes) {
       limit(std::string("the length of ") + what + " (" + std::to_string(length) +
-                " bytes) is more than the limit of " + std::to_string(limits_.max_string_bytes),
+                " bytes) is more than the limit of " + std::to_string(limits_.max_string_bytes) +
+                " (LoadOptions::gguf.max_string_bytes)",
             at, member_);
     }
     std::string out(static_cast<std::size_t>(length), '\0');
@@ -359,7 +410,7 @@ class GgufHeaderParser {
   void count_values(std::uint64_t n, std::uint64_t at) {
     if (n > limits_.max_values - values_) {
       limit("the metadata holds more than the limit of " + std::to_string(limits_.max_values) +
-                " values (array elements counted)",
+                " values (array elements counted; LoadOptions::gguf.max_values)",
             at, member_);
     }
     values_ += n;
@@ -417,7 +468,9 @@ class GgufHeaderParser {
 
   Value read_array(std::size_t depth) {
     if (depth > limits_.max_depth) {
-      limit("arrays nest deeper than the limit of " + std::to_string(limits_.max_depth) + " levels", pos_, member_);
+      limit("arrays nest deeper than the limit of " + std::to_string(limits_.max_depth) +
+                " levels (LoadOptions::gguf.max_depth)",
+            pos_, member_);
     }
     const std::uint64_t type_at = pos_;
     const std::uint32_t type = u32("an array's element type");
@@ -585,5 +638,80 @@ TENSORFILE_ENTRY GgufHeader read_gguf_header(const std::filesystem::path& path, 
   return parse_gguf_header(read, handle.size(), path, limits);
 }
 
+TENSORFILE_ENTRY GgufSplit gguf_split_of(const GgufHeader& header, const std::filesystem::path& file) {
+  GgufSplit split;
+  const auto find = [&](std::string_view key, GgufValueType type) -> const Value* {
+    const Value* value = header.metadata.as_dict().find(key);
+    if (value == nullptr) return nullptr;
+    const auto info =
+        std::find_if(header.keys.begin(), header.keys.end(), [&](const GgufKeyInfo& k) { return k.key == key; });
+    if (info->type != type) {
+      throw FormatError(std::string(key) + " is a " +
+                            detail::gguf_value_type_name(static_cast<std::uint32_t>(info->type)) + "; expected a " +
+                            detail::gguf_value_type_name(static_cast<std::uint32_t>(type)) +
+                            " (as llama.cpp's gguf-split writes it)",
+                        {file, std::string(key), info->offset});
+    }
+    return value;
+  };
+  const Value* no = find(gguf_split_no_key, GgufValueType::u16);
+  const Value* count = find(gguf_split_count_key, GgufValueType::u16);
+  const Value* tensors = find(gguf_split_tensors_key, GgufValueType::i32);
+  if (count != nullptr) split.count = static_cast<std::uint32_t>(count->as_int());
+  if (no != nullptr) split.no = static_cast<std::uint32_t>(no->as_int());
+  if (tensors != nullptr) split.tensors = tensors->as_int();
+  const auto offset_of = [&](std::string_view key) {
+    for (const GgufKeyInfo& k : header.keys) {
+      if (k.key == key) return k.offset;
+    }
+    return std::uint64_t{0};
+  };
+  if (no != nullptr && count == nullptr) {
+    throw FormatError("split.no is given without split.count; expected both (a part of a split model)",
+                      {file, std::string(gguf_split_no_key), offset_of(gguf_split_no_key)});
+  }
+  if (count != nullptr && split.count > 0 && split.no >= split.count) {
+    throw FormatError(
+        "split.no is " + std::to_string(split.no) + "; expected less than split.count " + std::to_string(split.count),
+        {file, std::string(gguf_split_no_key), offset_of(gguf_split_no_key)});
+  }
+  if (tensors != nullptr && split.tensors < 0) {
+    throw FormatError("split.tensors.count is " + std::to_string(split.tensors) + "; expected a count",
+                      {file, std::string(gguf_split_tensors_key), offset_of(gguf_split_tensors_key)});
+  }
+  return split;
+}
+
+TENSORFILE_ENTRY std::string gguf_split_file_name(std::string_view prefix, std::uint32_t no, std::uint32_t count) {
+  const auto five = [](std::uint64_t n) {
+    std::string digits = std::to_string(n);
+    return std::string(digits.size() < 5 ? 5 - digits.size() : 0, '0') + digits;
+  };
+  return std::string(prefix) + "-" + five(std::uint64_t{no} + 1) + "-of-" + five(count) + ".gguf";
+}
+
+TENSORFILE_ENTRY std::optional<GgufSplitName> parse_gguf_split_name(std::string_view name) {
+  constexpr std::string_view suffix = ".gguf";
+  if (!name.ends_with(suffix)) return std::nullopt;
+  name.remove_suffix(suffix.size());
+  // Digits at the end of `text`, at least five and at most nine (so that they fit), taken off it.
+  const auto number = [](std::string_view& text) -> std::optional<std::uint32_t> {
+    std::size_t n = 0;
+    while (n < text.size() && text[text.size() - 1 - n] >= '0' && text[text.size() - 1 - n] <= '9') ++n;
+    if (n < 5 || n > 9) return std::nullopt;
+    std::uint32_t value = 0;
+    for (const char c : text.substr(text.size() - n)) value = value * 10 + static_cast<std::uint32_t>(c - '0');
+    text.remove_suffix(n);
+    return value;
+  };
+  const std::optional<std::uint32_t> count = number(name);
+  if (!count || !name.ends_with("-of-")) return std::nullopt;
+  name.remove_suffix(4);
+  const std::optional<std::uint32_t> no = number(name);
+  if (!no || !name.ends_with('-') || *no == 0 || *no > *count) return std::nullopt;
+  name.remove_suffix(1);
+  if (name.empty() || name.ends_with('/')) return std::nullopt;
+  return GgufSplitName{std::string(name), *no - 1, *count};
+}
 }  // namespace tensorfile
 #endif  // TENSORFILE_DEFINITIONS_OF(formats_gguf_header)

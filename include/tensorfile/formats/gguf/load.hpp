@@ -40,7 +40,9 @@ namespace tensorfile {
 /// `general.alignment` below 8, gets its own copy), or with `.mmap` tensors are zero-copy views of one mapping of
 /// the file. Block-typed tensors are uint8 tensors of their raw blocks (see the file comment). `.map_location` =
 /// "meta" reads the header only; a device copies each tensor through Tensor::to. With `select`, only the kept
-/// tensors' bytes are read. Throws FormatError, UnsupportedError and LimitError as parse_gguf_header, IoError when
+/// tensors' bytes are read. The header is parsed with the limits of `.gguf` (LoadOptions::Gguf). One file alone: a
+/// part of a llama.cpp split model gives its own tensors (load() and open() give the whole model, see state_dict.hpp).
+/// Throws FormatError, UnsupportedError and LimitError as parse_gguf_header, IoError when
 /// the file cannot be read, DeviceError when map_location names a missing device; `into` and `slice` are refused
 /// (ArgumentError: open() and load() fill and slice).
 [[nodiscard]] TENSORFILE_ENTRY Value load_gguf(const std::filesystem::path& path, const LoadOptions& options = {});
@@ -82,6 +84,140 @@ TENSORFILE_ENTRY Value gguf_meta_dict(const GgufHeader& header);
 }  // namespace detail
 
 }  // namespace tensorfile
+
+#if TENSORFILE_DEFINITIONS  // helpers of split models, which state_dict.hpp and checkpoint.hpp read with
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tensorfile/core/error.hpp"
+#include "tensorfile/detail/bytes/keyed_hash.hpp"
+
+// llama.cpp's split models through the shard machinery (state_dict.hpp's layout, checkpoint.hpp's shards): the parts
+// found from the name of any one, each checked against its name and the set, and one model's attributes made of them.
+namespace tensorfile::detail {
+
+/// The paths of every part of the split model whose part `file` (its split keys `split`, is_split()) is, in order.
+/// Throws FormatError naming `file` when its name is not llama.cpp's split name, or disagrees with its keys.
+[[nodiscard]] inline std::vector<std::filesystem::path> gguf_split_parts(const std::filesystem::path& file,
+                                                                         const GgufSplit& split) {
+  const std::string leaf = file.filename().string();
+  const std::optional<GgufSplitName> name = parse_gguf_split_name(leaf);
+  const std::string expected = gguf_split_file_name("<prefix>", split.no, split.count);
+  if (!name) {
+    throw FormatError("the file is part " + std::to_string(split.no + 1) + " of a split model of " +
+                          std::to_string(split.count) + " files (its split.no and split.count), but its name is not " +
+                          "llama.cpp's split name, by which the other parts are found; expected " + expected,
+                      {.file = file});
+  }
+  if (name->count != split.count) {
+    throw FormatError("the file's name says " + std::to_string(name->count) + " parts, its split.count " +
+                          std::to_string(split.count) + "; expected the same count",
+                      {.file = file, .member = std::string(gguf_split_count_key)});
+  }
+  if (name->no != split.no) {
+    throw FormatError("the file's name makes it part " + std::to_string(name->no + 1) + ", its split.no part " +
+                          std::to_string(split.no + 1) + " (split.no " + std::to_string(split.no) +
+                          "); expected the part its name says",
+                      {.file = file, .member = std::string(gguf_split_no_key)});
+  }
+  std::vector<std::filesystem::path> parts;
+  parts.reserve(split.count);
+  const std::filesystem::path directory = file.parent_path();
+  for (std::uint32_t k = 0; k < split.count; ++k) {
+    parts.push_back(directory / gguf_split_file_name(name->prefix, k, split.count));
+  }
+  return parts;
+}
+
+/// Checks part `k` of `parts` (split keys `split`) against the set: the same split.count, split.no k. Throws
+/// FormatError naming the part.
+inline void check_gguf_split_part(const GgufSplit& split, std::uint32_t k,
+                                  const std::vector<std::filesystem::path>& parts) {
+  const auto count = static_cast<std::uint32_t>(parts.size());
+  if (split.count != count) {
+    throw FormatError("split.count is " + std::to_string(split.count) + (split.count == 0 ? " (absent)" : "") +
+                          "; expected " + std::to_string(count) + ", as in " + parts.front().filename().string() +
+                          " and the file's name",
+                      {.file = parts[k], .member = std::string(gguf_split_count_key)});
+  }
+  if (split.no != k) {
+    throw FormatError(
+        "split.no is " + std::to_string(split.no) + "; expected " + std::to_string(k) + ", the part its file name says",
+        {.file = parts[k], .member = std::string(gguf_split_no_key)});
+  }
+}
+
+/// Collects the tensor names of the parts of a split model: add(k, name) for each part's tensors in order; a name in
+/// two parts is a FormatError naming the part and the tensor. finish(first) checks the first part's
+/// split.tensors.count against the names counted.
+class GgufSplitNames {
+ public:
+  explicit GgufSplitNames(const std::vector<std::filesystem::path>& parts) : parts_(parts) {}
+  void add(std::size_t k, const std::string& name) {
+    const auto [it, fresh] = part_of_.emplace(name, k);
+    if (!fresh) {
+      throw FormatError("tensor \"" + name + "\" is in two parts of the split model: " +
+                            parts_[it->second].filename().string() + " and this one; expected each tensor in one",
+                        {.file = parts_[k], .member = name});
+    }
+  }
+  void finish(const GgufSplit& first) const {
+    if (first.tensors >= 0 && static_cast<std::uint64_t>(first.tensors) != part_of_.size()) {
+      throw FormatError("split.tensors.count is " + std::to_string(first.tensors) + "; expected " +
+                            std::to_string(part_of_.size()) + ", the tensors of the " + std::to_string(parts_.size()) +
+                            " parts",
+                        {.file = parts_.front(), .member = std::string(gguf_split_tensors_key)});
+    }
+  }
+
+ private:
+  const std::vector<std::filesystem::path>& parts_;
+  std::unordered_map<std::string, std::size_t, KeyedStringHash, std::equal_to<>> part_of_;
+};
+
+/// Whether `key` is one of the split.* keys, which describe the files of a split model rather than the model.
+[[nodiscard]] inline bool is_gguf_split_key(std::string_view key) noexcept {
+  return key == gguf_split_no_key || key == gguf_split_count_key || key == gguf_split_tensors_key;
+}
+
+/// `metadata` (a GGUF header's dict) without its split.* keys: the model's metadata.
+[[nodiscard]] inline Value gguf_model_metadata(const Value& metadata) {
+  if (!metadata.is_dict()) return metadata;
+  Dict out;
+  for (const auto& [key, value] : metadata.as_dict()) {
+    if (!key.is_string() || !is_gguf_split_key(key.as_string())) out.set(key, value);
+  }
+  return Value(std::move(out));
+}
+
+/// The attributes of a split model loaded whole, from its parts' loads (None for a part not loaded): the first part's
+/// __metadata__ and __metadata_types__ without split.* keys, and every loaded part's __ggml_types__.
+[[nodiscard]] inline Value gguf_split_attributes(const std::vector<Value>& parts) {
+  Dict types;
+  Value metadata{Dict{}};
+  Value metadata_types{Dict{}};
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    if (!parts[k].is_dict() || !parts[k].as_dict().attributes().is_dict()) continue;
+    const Dict& attributes = parts[k].as_dict().attributes().as_dict();
+    if (k == 0) {
+      if (const Value* m = attributes.find("__metadata__")) metadata = gguf_model_metadata(*m);
+      if (const Value* t = attributes.find("__metadata_types__")) metadata_types = gguf_model_metadata(*t);
+    }
+    if (const Value* g = attributes.find("__ggml_types__"); g != nullptr && g->is_dict()) {
+      for (const auto& [name, type] : g->as_dict()) types.set(name, type);
+    }
+  }
+  Dict attributes;
+  attributes.set("__metadata__", std::move(metadata));
+  attributes.set("__metadata_types__", std::move(metadata_types));
+  attributes.set("__ggml_types__", Value(std::move(types)));
+  return Value(std::move(attributes));
+}
+
+}  // namespace tensorfile::detail
+#endif  // TENSORFILE_DEFINITIONS
 
 #if TENSORFILE_DEFINITIONS_OF(formats_gguf_load)
 #include <cstring>
@@ -206,7 +342,7 @@ Value read_selected_gguf(const GgufHeader& header, const LoadOptions& options, c
 /// The one reader of in-memory input: `bytes` is the whole file; `views`, when defined, owns it (tensors view it).
 inline Value load_gguf_bytes(std::span<const std::byte> bytes, const Storage& views, bool copy_misaligned,
                              const LoadOptions& options, const std::filesystem::path& file) {
-  const GgufHeader header = parse_gguf_header(bytes, file);
+  const GgufHeader header = parse_gguf_header(bytes, file, options.gguf);
   const auto span = static_cast<std::size_t>(gguf_data_span(header));
   const auto offset = static_cast<std::size_t>(header.data_offset);
   if (options.map_location.all_meta()) return gguf_dict_over(header, Storage(), false, options, file);
@@ -229,8 +365,9 @@ TENSORFILE_ENTRY Value load_gguf_file(const FileHandle& file, const std::filesys
       Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
       return load_gguf_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
     }
-    const GgufHeader header = parse_gguf_header(
-        [&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); }, size, path);
+    const GgufHeader header =
+        parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); }, size,
+                          path, options.gguf);
     if (options.map_location.all_meta()) return gguf_dict_over(header, Storage(), false, options, path);
     if (options.select) {
       return read_selected_gguf(header, options, path,

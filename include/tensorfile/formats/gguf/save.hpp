@@ -26,6 +26,16 @@ namespace tensorfile {
 /// list as an array of its first element's type. Throws ArgumentError for duplicate or empty names, names of 64 bytes
 /// or more (ggml's limit), more than 4 dimensions, meta tensors, a metadata value its type cannot hold and an alignment
 /// that is not a power of two; DTypeError for a dtype GGUF has no type for; IoError. SaveOptions::format is ignored.
+///
+/// With `.gguf.split_max_tensors` or `.gguf.split_max_size`, the model is written as llama.cpp's gguf-split writes
+/// it: files `<prefix>-00001-of-0000N.gguf` ... (gguf_split_file_name; `prefix` is `path` less its `.gguf`, or less its
+/// split name when it is one), the tensors in order, a new file begun when the next tensor would pass either bound
+/// (a file holds one tensor at least). Every file carries split.no (uint16, from 0), split.count (uint16) and
+/// split.tensors.count (int32, the model's tensors), and `general.alignment` when the alignment is not 32; the first
+/// also the metadata (any split.* keys it holds are replaced). Every file is written and synced under a temporary name
+/// before any is renamed into place (last part first), so a failure leaves the files that were there; after the
+/// renames, the parts of an earlier split of that prefix into another count are removed. A load running beside the
+/// renames may see parts of both saves (each file whole); more than 65,535 files is an ArgumentError.
 TENSORFILE_ENTRY void save_gguf(const NamedTensors& tensors, const std::filesystem::path& path,
                                 const SaveOptions& options = {});
 
@@ -36,16 +46,19 @@ TENSORFILE_ENTRY void save_gguf(const NamedTensors& tensors, const std::filesyst
 TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::path& path,
                                 const SaveOptions& options = {});
 
-/// Saves to a new byte vector (see the Value overload).
+/// Saves to a new byte vector (see the Value overload); a split option is an ArgumentError (split files need a path).
 [[nodiscard]] TENSORFILE_ENTRY std::vector<std::byte> save_gguf_to_bytes(const Value& tensors,
                                                                          const SaveOptions& options = {});
 
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS_OF(formats_gguf_save)
+#include <fcntl.h>
+
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +68,7 @@ TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::pat
 #include "tensorfile/core/heap_backend.hpp"
 #include "tensorfile/core/value_print.hpp"
 #include "tensorfile/detail/posix/byte_sink.hpp"
+#include "tensorfile/detail/posix/directory.hpp"
 #include "tensorfile/formats/gguf/dequantize.hpp"
 #include "tensorfile/formats/gguf/ggml_types.hpp"
 #include "tensorfile/formats/gguf/header.hpp"
@@ -177,10 +191,10 @@ struct GgufOutTensor {
   std::vector<std::uint64_t> dims;
 };
 
-/// Writes the whole file into `sink`. `types`: the ggml type of a block tensor by name (a GGUF load's); `hints`: the
-/// stored type of a metadata key by name.
-inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const Dict* hints, const Dict* types,
-                       ByteSink& sink, const SaveOptions& options) {
+/// The tensors to write, checked, each with its ggml type and dims (quantized when `.gguf.quantize` asks). `types`:
+/// the ggml type of a block tensor by name (a GGUF load's).
+[[nodiscard]] inline std::vector<GgufOutTensor> gguf_out_tensors(const NamedTensors& tensors, const Dict* types,
+                                                                 const SaveOptions& options) {
   const std::uint64_t alignment = options.gguf.alignment;
   if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 0xFFFFFFFFu) {
     throw ArgumentError("SaveOptions::gguf.alignment is " + std::to_string(alignment) +
@@ -258,21 +272,40 @@ inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const
     }
     out.push_back({&name, std::move(host), *type, std::move(dims)});
   }
+  return out;
+}
 
+/// One file's split keys: part `no` of `count`, of a model of `tensors` tensors.
+struct GgufSplitKeys {
+  std::uint32_t no = 0;
+  std::uint32_t count = 0;
+  std::uint64_t tensors = 0;
+};
+
+/// Writes one whole file of `out` into `sink`: `metadata` (a dict, or None; `hints`: the stored type of a key by
+/// name) less any split.* keys it holds, with `split` the file's own split.* keys.
+inline void write_gguf_file(std::span<const GgufOutTensor> out, const Value& metadata, const Dict* hints,
+                            const std::optional<GgufSplitKeys>& split, ByteSink& sink, std::uint64_t alignment) {
   GgufFields f;
   const Dict empty;
   const Dict& keys = metadata.is_dict() ? metadata.as_dict() : empty;
   if (!metadata.is_dict() && !metadata.is_none()) throw ArgumentError("the GGUF metadata is not a dict");
   const bool write_alignment = alignment != gguf_default_alignment || keys.contains("general.alignment");
+  std::size_t split_keys_given = 0;
+  for (const auto& [key_value, value] : keys) {
+    if (key_value.is_string() && is_gguf_split_key(key_value.as_string())) ++split_keys_given;
+  }
   f.put(gguf_magic);
   f.put(std::uint32_t{3});
   f.put(static_cast<std::uint64_t>(out.size()));
-  f.put(static_cast<std::uint64_t>(keys.size() + (write_alignment && !keys.contains("general.alignment") ? 1 : 0)));
+  f.put(static_cast<std::uint64_t>(keys.size() - split_keys_given + (split ? 3 : 0) +
+                                   (write_alignment && !keys.contains("general.alignment") ? 1 : 0)));
   for (const auto& [key_value, value] : keys) {
     if (!key_value.is_string() || key_value.as_string().empty()) {
       throw ArgumentError("a GGUF metadata key is not a non-empty str");
     }
     const std::string& key = key_value.as_string();
+    if (is_gguf_split_key(key)) continue;  // a split file's own, below; never another file's
     f.text(key);
     if (key == "general.alignment") {  // the alignment the data is written with
       f.put(static_cast<std::uint32_t>(GgufValueType::u32));
@@ -297,6 +330,17 @@ inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const
     f.text("general.alignment");
     f.put(static_cast<std::uint32_t>(GgufValueType::u32));
     f.put(static_cast<std::uint32_t>(alignment));
+  }
+  if (split) {  // as llama.cpp's gguf-split writes them: after the model's keys
+    f.text(gguf_split_no_key);
+    f.put(static_cast<std::uint32_t>(GgufValueType::u16));
+    f.put(static_cast<std::uint16_t>(split->no));
+    f.text(gguf_split_count_key);
+    f.put(static_cast<std::uint32_t>(GgufValueType::u16));
+    f.put(static_cast<std::uint16_t>(split->count));
+    f.text(gguf_split_tensors_key);
+    f.put(static_cast<std::uint32_t>(GgufValueType::i32));
+    f.put(static_cast<std::uint32_t>(split->tensors));
   }
   const auto aligned = [&](std::uint64_t n) { return (n + alignment - 1) / alignment * alignment; };
   std::uint64_t offset = 0;
@@ -323,8 +367,102 @@ inline void write_gguf(const NamedTensors& tensors, const Value& metadata, const
   sink.flush();  // before `out` (device tensors' host copies) goes
 }
 
-/// write_gguf() of a Value: a GGUF load's metadata, key types and block types from its attributes.
-inline void write_gguf(const Value& tensors, ByteSink& sink, const SaveOptions& options) {
+/// Whether `options` ask for split files.
+[[nodiscard]] inline bool gguf_split_asked(const SaveOptions& options) noexcept {
+  return options.gguf.split_max_tensors != 0 || options.gguf.split_max_size != 0;
+}
+
+/// The parts of a split save: each part's first tensor in `out`, then out.size() (gguf-split's rule: a new part when
+/// the next tensor would pass a bound, at least one tensor a part).
+[[nodiscard]] inline std::vector<std::size_t> gguf_split_plan(std::span<const GgufOutTensor> out,
+                                                              const SaveOptions& options) {
+  const std::uint64_t max_tensors = options.gguf.split_max_tensors;
+  const std::uint64_t max_bytes = options.gguf.split_max_size;
+  const std::uint64_t alignment = options.gguf.alignment;
+  std::vector<std::size_t> starts{0};
+  std::uint64_t tensors = 0;
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::uint64_t size = (out[i].tensor.nbytes() + alignment - 1) / alignment * alignment;
+    const bool full = tensors > 0 && ((max_tensors != 0 && tensors + 1 > max_tensors) ||
+                                      (max_bytes != 0 && size > max_bytes - std::min(bytes, max_bytes)));
+    if (full) {
+      starts.push_back(i);
+      tensors = 0;
+      bytes = 0;
+    }
+    ++tensors;
+    bytes += size;
+  }
+  starts.push_back(out.size());
+  if (starts.size() - 1 > 65'535) {
+    throw ArgumentError("the split save makes " + std::to_string(starts.size() - 1) +
+                        " files; expected at most 65535 (split.count is a uint16): raise split_max_tensors or "
+                        "split_max_size");
+  }
+  return starts;
+}
+
+/// The prefix of a split save to `path`: less its `.gguf`, or less its split name when it is one.
+[[nodiscard]] inline std::string gguf_split_prefix(const std::filesystem::path& path) {
+  const std::string text = path.string();
+  if (const std::optional<GgufSplitName> name = parse_gguf_split_name(text)) return name->prefix;
+  if (text.ends_with(".gguf")) return text.substr(0, text.size() - 5);
+  return text;
+}
+
+/// Removes the parts of earlier split saves of `prefix` into another count than `count`.
+inline void remove_stale_gguf_parts(const std::string& prefix, std::uint32_t count) {
+  const std::filesystem::path base(prefix);
+  const std::filesystem::path directory = base.parent_path();
+  const FileHandle dir =
+      FileHandle::try_open_at(AT_FDCWD, directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY);
+  if (!dir.valid()) return;  // what is left is removed by a later save
+  std::vector<DirectoryEntry> entries;
+  if (read_directory(dir.fd(), entries) != 0) return;
+  const std::string stem = base.filename().string();
+  for (const DirectoryEntry& entry : entries) {
+    if (entry.is_directory) continue;
+    const std::optional<GgufSplitName> name = parse_gguf_split_name(entry.name);
+    if (name && name->prefix == stem && name->count != count) (void)::unlinkat(dir.fd(), entry.name.c_str(), 0);
+  }
+}
+
+/// Writes the model as one file to `path`, or with a split option as llama.cpp's split files (see save_gguf).
+inline void save_gguf_files(const NamedTensors& tensors, const Value& metadata, const Dict* hints, const Dict* types,
+                            const std::filesystem::path& path, const SaveOptions& options) {
+  const std::vector<GgufOutTensor> out = gguf_out_tensors(tensors, types, options);
+  if (!gguf_split_asked(options)) {
+    AtomicFileSink sink(path, options.sync);
+    write_gguf_file(out, metadata, hints, std::nullopt, sink, options.gguf.alignment);
+    sink.commit();
+    return;
+  }
+  const std::vector<std::size_t> starts = gguf_split_plan(out, options);
+  const auto count = static_cast<std::uint32_t>(starts.size() - 1);
+  if (out.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    throw ArgumentError("the split save holds " + std::to_string(out.size()) +
+                        " tensors; expected at most 2147483647 (split.tensors.count is an int32)");
+  }
+  const std::string prefix = gguf_split_prefix(path);
+  std::vector<std::unique_ptr<AtomicFileSink>> sinks;
+  sinks.reserve(count);
+  Value only_split{Dict{}};  // the other parts: the alignment and the split keys alone, as gguf-split writes them
+  for (std::uint32_t k = 0; k < count; ++k) {
+    sinks.push_back(std::make_unique<AtomicFileSink>(gguf_split_file_name(prefix, k, count), options.sync));
+    const std::span<const GgufOutTensor> part(out.data() + starts[k], starts[k + 1] - starts[k]);
+    write_gguf_file(part, k == 0 ? metadata : only_split, k == 0 ? hints : nullptr, GgufSplitKeys{k, count, out.size()},
+                    *sinks.back(), options.gguf.alignment);
+    sinks.back()->finish();
+  }
+  for (std::uint32_t k = count; k-- > 0;) sinks[k]->commit();  // the first part, which a load starts from, last
+  remove_stale_gguf_parts(prefix, count);
+}
+
+/// `write(named tensors, metadata, key types, block types, options)` of a Value: a GGUF load's metadata, key types
+/// and block types from its attributes.
+template <class Write>
+void with_gguf_attributes(const Value& tensors, const SaveOptions& options, Write&& write) {
   const Dict* attributes = tensors.is_dict() && tensors.as_dict().attributes().is_dict()
                                ? &tensors.as_dict().attributes().as_dict()
                                : nullptr;
@@ -344,29 +482,37 @@ inline void write_gguf(const Value& tensors, ByteSink& sink, const SaveOptions& 
       options.gguf.alignment == gguf_default_alignment) {
     adjusted.gguf.alignment = static_cast<std::uint64_t>(alignment->as_int());
   }
-  write_gguf(named_tensors(tensors), metadata, hints, attribute("__ggml_types__"), sink, adjusted);
+  write(named_tensors(tensors), metadata, hints, attribute("__ggml_types__"), adjusted);
 }
 
 }  // namespace detail
 
 TENSORFILE_ENTRY void save_gguf(const NamedTensors& tensors, const std::filesystem::path& path,
                                 const SaveOptions& options) {
-  detail::AtomicFileSink sink(path, options.sync);
   const Dict* hints = options.gguf.metadata_types.is_dict() ? &options.gguf.metadata_types.as_dict() : nullptr;
-  detail::write_gguf(tensors, options.gguf.metadata, hints, nullptr, sink, options);
-  sink.commit();
+  detail::save_gguf_files(tensors, options.gguf.metadata, hints, nullptr, path, options);
 }
 
 TENSORFILE_ENTRY void save_gguf(const Value& tensors, const std::filesystem::path& path, const SaveOptions& options) {
-  detail::AtomicFileSink sink(path, options.sync);
-  detail::write_gguf(tensors, sink, options);
-  sink.commit();
+  detail::with_gguf_attributes(
+      tensors, options,
+      [&](const NamedTensors& named, const Value& metadata, const Dict* hints, const Dict* types,
+          const SaveOptions& adjusted) { detail::save_gguf_files(named, metadata, hints, types, path, adjusted); });
 }
 
 TENSORFILE_ENTRY std::vector<std::byte> save_gguf_to_bytes(const Value& tensors, const SaveOptions& options) {
+  if (detail::gguf_split_asked(options)) {
+    throw ArgumentError("SaveOptions::gguf.split_max_tensors and split_max_size write files; expected a path");
+  }
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
-  detail::write_gguf(tensors, sink, options);
+  detail::with_gguf_attributes(
+      tensors, options,
+      [&](const NamedTensors& named, const Value& metadata, const Dict* hints, const Dict* types,
+          const SaveOptions& adjusted) {
+        const std::vector<detail::GgufOutTensor> tensors_out = detail::gguf_out_tensors(named, types, adjusted);
+        detail::write_gguf_file(tensors_out, metadata, hints, std::nullopt, sink, adjusted.gguf.alignment);
+      });
   return out;
 }
 
