@@ -108,6 +108,7 @@ struct TestFile {
       REQUIRE(w.size() == data_offset + t.offset);
       w.bytes.insert(w.bytes.end(), t.bytes.begin(), t.bytes.end());
     }
+    w.pad(static_cast<std::size_t>(align));  // after the last tensor too, as ggml and gguf-py write
     bytes = std::move(w.bytes);
   }
 
