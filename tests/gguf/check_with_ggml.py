@@ -152,7 +152,8 @@ def part_a(program, tmp, rng):
     path = os.path.join(tmp, "ggml_align64_key.gguf")
     ggml.write_gguf(path, [["general.alignment", "uint32", 64]] + kvs, tensors)
     run = subprocess.run([program, "dump", path], capture_output=True, text=True)
-    check(ggml.read_gguf(path) is None and run.returncode == 1 and "is not a multiple of the alignment 64" in run.stderr,
+    refused = run.returncode == 1 and "is not a multiple of the alignment 64" in run.stderr
+    check(ggml.read_gguf(path) is None and refused,
           "a/align64_key: ggml and tensorfile refuse a file whose offsets break its general.alignment: " + run.stderr)
     print("a/align64_key: ggml's writer pads to 32 under general.alignment 64; ggml and tensorfile both refuse it")
 
