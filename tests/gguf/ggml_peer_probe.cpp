@@ -87,6 +87,11 @@ std::string json_value(const tf::Value& v, std::string_view type) {
     }
     return out + ']';
   }
+  if (type == "array") {  // an array inside an array: a GGUF load names no type for its elements
+    if (v.is_list() || v.is_tuple()) return json_value(v, "array[array]");
+    if (v.is_float()) return json_value(v, "float64");
+    return json_value(v, v.is_bool() ? "bool" : v.is_string() ? "string" : "int64");
+  }
   if (type == "float32") return std::to_string(std::bit_cast<std::uint32_t>(static_cast<float>(v.as_float())));
   if (type == "float64") return std::to_string(std::bit_cast<std::uint64_t>(v.as_float()));
   if (type == "bool") return v.as_bool() ? "true" : "false";
@@ -325,7 +330,18 @@ int save(const std::filesystem::path& dir) {
   // A GGUF load of the q8_0 file written back at alignment 256: its blocks as read, its metadata as stored.
   const std::filesystem::path again = dir / "rewritten_256.gguf";
   tf::save_gguf(tf::load(dir / "q8_0_64.gguf"), again, {.gguf = {.alignment = 256}});
-  std::cout << out << "],\"rewritten\":" << json_string(again.string()) << "}\n";
+  // An array of arrays, which GGUF allows and gguf-py writes, but ggml reads no such key (nor writes one).
+  tf::Dict nested_metadata;
+  tf::Dict nested_types;
+  std::vector<tf::Value> rows{int_list({1, 2}), int_list({3})};
+  nested_metadata.set("a.nested", tf::Value(tf::List(std::move(rows))));
+  nested_types.set("a.nested", tf::Value("array[array[int32]]"));
+  const std::filesystem::path nested = dir / "nested.gguf";
+  tf::save_gguf(tensors, nested,
+                {.gguf = {.metadata = tf::Value(std::move(nested_metadata)),
+                          .metadata_types = tf::Value(std::move(nested_types))}});
+  std::cout << out << "],\"rewritten\":" << json_string(again.string())
+            << ",\"nested\":" << json_string(nested.string()) << "}\n";
   return 0;
 }
 
