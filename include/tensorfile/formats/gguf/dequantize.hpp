@@ -295,6 +295,12 @@ inline void put_f16(unsigned char* p, float value) noexcept {
   p[1] = static_cast<unsigned char>(bits >> 8);
 }
 
+// quantize_overflows: a block whose largest magnitude is below about 3.7e-37 (float32 subnormals and just above)
+// has a scale d under 2^-128, so 1 / d is infinite and every x * id is +-inf or NaN. The reference then converts
+// those to int8, which C leaves undefined; ggml as built for x86-64 (cvttss2si, the result's low byte) writes 0 for
+// every quant, in Q8_0 and in Q4_0 (MIN(15, 0)), and so does this code: the bytes of x86-64 ggml (checked against it
+// by gguf.peer). The f16 scale of such a block is 0 anyway, so every quant dequantizes to 0 whatever it holds.
+
 inline void quantize_q8_0(const float* __restrict x, unsigned char* __restrict y, std::size_t n) noexcept {
   for (std::size_t b = 0; b < n; ++b, x += 32, y += 34) {
     float amax = 0.0f;
@@ -302,6 +308,10 @@ inline void quantize_q8_0(const float* __restrict x, unsigned char* __restrict y
     const float d = amax / 127;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_f16(y, d);
+    if (std::isinf(id)) {  // see quantize_overflows
+      std::memset(y + 2, 0, 32);
+      continue;
+    }
     for (int j = 0; j < 32; ++j) {
       // roundf (halves away from zero) written out so that it vectorizes: |v| <= 127 for finite input, where the
       // cast truncates exactly and v - t is exact; the clamp and the NaN test only keep the cast defined.
@@ -328,6 +338,10 @@ inline void quantize_q4_0(const float* __restrict x, unsigned char* __restrict y
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_f16(y, d);
+    if (std::isinf(id)) {  // see quantize_overflows
+      std::memset(y + 2, 0, 16);
+      continue;
+    }
     // (int8_t)(v + 8.5f) truncates; v + 8.5 lies in [0.5, 16.5] for finite input, so the clamp to [0, 15] is the
     // reference's MIN(15, ...) and keeps a NaN from the cast.
     const auto level = [](float v) {

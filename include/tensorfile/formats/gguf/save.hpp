@@ -361,8 +361,10 @@ inline void write_gguf_file(std::span<const GgufOutTensor> out, const Value& met
     } else {
       t.tensor.for_each_byte_run([&](std::span<const std::byte> run) { sink.write(run); });
     }
+    // The last tensor is padded too: ggml reads the data section as one blob of every tensor's padded size, and
+    // refuses a file that ends before it (as ggml's writer and gguf-py pad every tensor).
     const std::uint64_t pad = aligned(t.tensor.nbytes()) - t.tensor.nbytes();
-    if (pad != 0 && &t != &out.back()) sink.write(std::span(zeros).first(static_cast<std::size_t>(pad)));
+    if (pad != 0) sink.write(std::span(zeros).first(static_cast<std::size_t>(pad)));
   }
   sink.flush();  // before `out` (device tensors' host copies) goes
 }
