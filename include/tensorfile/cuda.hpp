@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tensorfile/core/device.hpp"
 #include "tensorfile/core/error.hpp"
@@ -21,9 +22,11 @@
 #include "tensorfile/cuda/detail/copy.hpp"
 #include "tensorfile/cuda/detail/cufile.hpp"
 #include "tensorfile/cuda/detail/ring_load.hpp"
+#include "tensorfile/cuda/detail/ring_ranks.hpp"
 #include "tensorfile/cuda/detail/runtime.hpp"
 #include "tensorfile/formats/options.hpp"
 #include "tensorfile/formats/safetensors/load.hpp"
+#include "tensorfile/formats/slice.hpp"
 #include "tensorfile/formats/torch/load.hpp"
 #include "tensorfile/io/from_file.hpp"
 #include "tensorfile/state_dict.hpp"
@@ -172,6 +175,34 @@ namespace tensorfile::cuda {
                                                          tensorfile::detail::cuda_streamer(ring, options));
         });
       });
+}
+
+/// Loads every rank of a tensor-parallel group from one torch zip or safetensors file, each rank's part straight to
+/// its own device: `group.plan` cuts each tensor as parallel_slices() does for one rank (t.tensor_split or t.chunk
+/// along the rule's dim, explicit sizes, replicated tensors whole), and rank r's parts stream through the pinned ring
+/// to `group.devices[r]` ("cuda:0", ...; `{"cuda:0", "cuda:0"}` puts two ranks on one device), every device's ring at
+/// once (its pinned buffers, streams and events, `threads` readers each; as cuda::load_torch, or cuFile with
+/// `cuda.use_cufile`), one device allocation per rank that its parts slice. Each rank's bytes are read from the file
+/// once (a replicated tensor once per device); nothing is staged on the host but the rings. Tensors whose bytes are
+/// not raw in the file (deflated or big-endian records, views with strides of their own) are read once on the host
+/// and each part copied with Tensor::to. Returns one state dict per rank, in rank order: an ordered path -> tensor
+/// dict (named_tensors() paths, the file's order) of contiguous parts. `options`: `select` (and `select_drops`),
+/// `threads`, `direct_reads`, `cuda` (`ring_bytes` per device, `slot_bytes`, `use_cufile`, `require_cufile`,
+/// `keep_ring`, `progress` over every device's bytes), the safetensors header bound; `slice`, `map_location` and
+/// `into` set are ArgumentErrors, as are a device count other than `group.plan.world`, a device string that is no
+/// CUDA device, a bad plan, and a file of another format; a rule that does not fit a tensor is the ArgumentError
+/// parallel_slices() gives. DeviceError naming the CUDA error (and the rank) when a device is missing or out of
+/// memory; what load_torch and load_safetensors throw otherwise.
+[[nodiscard]] inline std::vector<Value> load_ranks(const std::filesystem::path& path, const ParallelDevices& group,
+                                                   const LoadOptions& options = {}) {
+  install();
+  const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(options);
+  const tensorfile::detail::FileHandle file = tensorfile::detail::open_for_stream(path, options.mmap);
+  return tensorfile::detail::with_file_location(path, [&] {
+    return tensorfile::detail::stream_load_ranks(file, path, group, options, ring, options.cuda.progress,
+                                                 tensorfile::detail::resolve_cuda_device,
+                                                 tensorfile::detail::cuda_streamer(ring, options));
+  });
 }
 
 /// A 1-d tensor of `file_options.size` elements of `path` (tensorfile::from_file's rules) on the CUDA device

@@ -150,6 +150,19 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     CHECK(cuda::load_safetensors(weights, {.map_location = "cpu"}) == load_safetensors(weights));
     CHECK(cuda::load_state_dict(index, {.map_location = "cpu"}) == load_state_dict(index));
   }
+  SECTION("cuda::load_ranks (streamed, a device per rank)") {
+    const auto weights = tensorfile_test::data_dir() / "ranks" / "weights.pt";
+    const ParallelDevices group{.plan = {.world = 2}, .devices = {"cuda:0", "cuda:1"}};
+    try {
+      (void)cuda::load_ranks(weights, group);
+      FAIL("expected a DeviceError");
+    } catch (const DeviceError& e) {
+      CHECK(e.path() == weights);
+      CHECK(e.reason() == "the device of rank 0, \"cuda:0\": " + reason);
+    }
+    CHECK_THROWS_AS(cuda::load_ranks(weights, {.plan = {.world = 2}, .devices = {"cuda:0"}}), ArgumentError);
+    CHECK_THROWS_AS(cuda::load_ranks(weights, {.plan = {.world = 1}, .devices = {"gpu"}}), ArgumentError);
+  }
   SECTION("load_memmap with a CUDA device") {
     CHECK_THROWS_AS(
         load_memmap(tensorfile_test::data_dir() / "tensordict" / "s01_basic", {.map_location = Device::cuda(0)}),
@@ -256,6 +269,36 @@ TEST_CASE("safetensors files and sharded checkpoints streamed to the GPU equal t
   const Value on_gpu = cuda::load_state_dict(index, on_ring({.map_location = "cuda:0"}, small));
   for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
   CHECK(tensorfile_test::to_host(on_gpu) == load_state_dict(index));
+}
+
+TEST_CASE("cuda::load_ranks puts each rank's part on its own GPU, as torch cuts it", "[cuda]") {
+  // Ranks over the devices there are (two ranks share a device where there is one); parts.pt holds torch's cuts.
+  const auto folder = tensorfile_test::data_dir() / "ranks";
+  const Value parts = load_torch(folder / "parts.pt");
+  const std::string rules =
+      "q.weight=0,o.weight=1,bias=0,norm=replicate,tiny=0,int=1,half=-1,transposed=0,scalar=replicate,wide=1";
+  const LoadOptions small{.threads = 2, .cuda = {.ring_bytes = 16 * 1024, .slot_bytes = 4096}};
+  const LoadOptions cufile{.cuda = {.use_cufile = true}};
+  for (const std::int64_t world : {2, 3, 4}) {
+    ParallelDevices group{.plan = {.world = world, .rules = parse_parallel_rules(rules), .even = EvenSplit::chunk}};
+    for (std::int64_t r = 0; r < world; ++r) {
+      group.devices.push_back("cuda:" + std::to_string(r % cuda::device_count()));
+    }
+    for (const auto* options : {&small, &cufile}) {
+      const std::vector<Value> ranks = cuda::load_ranks(folder / "weights.pt", group, *options);
+      REQUIRE(ranks.size() == static_cast<std::size_t>(world));
+      for (std::int64_t r = 0; r < world; ++r) {
+        for (const auto& [path, tensor] : named_tensors(ranks[static_cast<std::size_t>(r)])) {
+          INFO("world " << world << ", rank " << r << ", " << path);
+          if (path == "sizes") continue;  // its explicit sizes differ per world: the CPU tests check them
+          CHECK(tensor.device() == Device::cuda(static_cast<int>(r % cuda::device_count())));
+          const Tensor& expected =
+              parts[std::to_string(world) + "/chunk/" + std::to_string(r) + "/" + path].as_tensor();
+          CHECK(tensor.to(Device::cpu()).equal(expected));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("device tensors save as torch files", "[cuda]") {

@@ -59,6 +59,13 @@ struct ParallelPlan {
   EvenSplit even = EvenSplit::tensor_split;  ///< how an extent is shared where a rule gives no sizes
 };
 
+/// A tensor-parallel group loaded at once, every rank to a device of its own (cuda::load_ranks): the plan (its `rank`
+/// is not read: every rank is loaded) and the devices in rank order, `{"cuda:0", "cuda:1", ...}`.
+struct ParallelDevices {
+  ParallelPlan plan{};                 ///< the group's world, rules and even split
+  std::vector<std::string> devices{};  ///< rank r's device at index r ("cuda", "cuda:N"): plan.world of them
+};
+
 /// The SliceRule of `plan` (for LoadOptions::slice): rank `plan.rank`'s slice of every split tensor, nullopt for the
 /// replicated ones. A bad plan (world, rank, a sizes list of the wrong length) is an ArgumentError here; a rule
 /// that does not fit a tensor (a dimension it lacks, sizes that do not sum to its extent) is an ArgumentError

@@ -62,6 +62,7 @@ struct FakeTracker {
   std::size_t completed = 0;
   std::size_t reads = 0;
   std::uint64_t device_bytes = 0;  // allocated by allocate_device, in all
+  std::uint64_t copied_bytes = 0;  // queued by copy_async, in all
   std::size_t violations = 0;      // reuse of a slot before its copies completed, etc.
   std::vector<std::string> violation_notes;
 
@@ -87,6 +88,9 @@ struct FakeEngineConfig {
   std::size_t fail_wait_at = SIZE_MAX;    ///< completion number (0-based) that reports a failed copy
   std::size_t fail_pinned_at = SIZE_MAX;  ///< allocate_pinned number that throws
   bool slow = true;                       ///< ready() says "not yet" now and then, wait() yields
+  /// Engines made from a Device take that device's tracker (device_tracker()) rather than default_tracker():
+  /// engines of several devices at once (cuda::load_ranks) keep their lanes apart, and each device's count is its own.
+  bool tracker_per_device = false;
 };
 
 /// The fake copy engine: copies are queued and only performed when the lane completes (ready()
@@ -103,7 +107,22 @@ class FakeCopyEngine {
     return tracker;
   }
 
-  explicit FakeCopyEngine(tensorfile::Device device) : FakeCopyEngine(defaults(), default_tracker(), device) {}
+  /// The tracker of fake device `ordinal` (tracker_per_device), made on first use; reset_device_trackers() drops them.
+  static std::shared_ptr<FakeTracker> device_tracker(int ordinal) {
+    const std::lock_guard lock(device_trackers_mutex());
+    std::shared_ptr<FakeTracker>& tracker = device_trackers()[ordinal];
+    if (!tracker) tracker = std::make_shared<FakeTracker>();
+    return tracker;
+  }
+  static void reset_device_trackers() {
+    const std::lock_guard lock(device_trackers_mutex());
+    device_trackers().clear();
+  }
+
+  explicit FakeCopyEngine(tensorfile::Device device)
+      : FakeCopyEngine(defaults(),
+                       defaults().tracker_per_device ? device_tracker(resolve(device).index) : default_tracker(),
+                       device) {}
   FakeCopyEngine(FakeEngineConfig config, std::shared_ptr<FakeTracker> tracker,
                  tensorfile::Device device = tensorfile::Device::cuda(0))
       : config_(config), tracker_(std::move(tracker)), device_(device) {}
@@ -169,6 +188,7 @@ class FakeCopyEngine {
       in_pinned = in_pinned || (host >= base && host + bytes <= base + size);
     if (!in_pinned) tracker_->violation("copy source outside the pinned slots");
     tracker_->lanes[lane].push_back({device, host, bytes});
+    tracker_->copied_bytes += bytes;
   }
   void record(std::size_t lane) {
     std::lock_guard lock(tracker_->mutex);
@@ -196,6 +216,15 @@ class FakeCopyEngine {
   }
 
  private:
+  static std::map<int, std::shared_ptr<FakeTracker>>& device_trackers() {
+    static std::map<int, std::shared_ptr<FakeTracker>> trackers;
+    return trackers;
+  }
+  static std::mutex& device_trackers_mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+
   void complete(std::size_t lane) {
     std::lock_guard lock(tracker_->mutex);
     auto& pending = tracker_->lanes[lane];

@@ -3,6 +3,7 @@
 #include <tensorfile/cuda/detail/device_guard.hpp>
 #include <tensorfile/cuda/detail/ring_load.hpp>
 #include <tensorfile/cuda/detail/ring_plan.hpp>
+#include <tensorfile/cuda/detail/ring_ranks.hpp>
 #include <tensorfile/cuda/detail/ring_reader.hpp>
 #include <tensorfile/cuda/detail/ring_scheduler.hpp>
 
