@@ -658,6 +658,38 @@ void expect_open_error(const std::vector<std::byte>& bytes, const std::string& t
   }
 }
 
+TEST_CASE("arrays of arrays: their inner types are named, and written back as they were") {
+  // One tensor (4 float32 at offset 0) and three nested arrays: inner arrays of one type, of two, and three deep.
+  GgufWriter w;
+  w.start(1, 3);
+  w.key("a.rows", t_array).u32(t_array).u64(2);
+  w.u32(t_u8).u64(2).u8(1).u8(2);
+  w.u32(t_u8).u64(1).u8(255);
+  w.key("a.mixed", t_array).u32(t_array).u64(2);
+  w.u32(t_u8).u64(1).u8(7);
+  w.u32(t_i16).u64(1).put(std::int16_t{-3});
+  w.key("a.deep", t_array).u32(t_array).u64(1);
+  w.u32(t_array).u64(1).u32(t_string).u64(1).str("x");
+  w.tensor("t", {4}, 0, 0);
+  w.pad(32).fill(16).pad(32);
+  const GgufHeader header = parse_gguf_header(w.bytes, "nested.gguf");
+  REQUIRE(header.keys.size() == 3);
+  CHECK(header.keys[0].type_name == "array[array[uint8]]");
+  CHECK(header.keys[1].type_name == "array[array]");
+  CHECK(header.keys[2].type_name == "array[array[array[string]]]");
+  const Value loaded = load(Source::memory(w.bytes, "nested.gguf"));
+  const Dict& kinds = loaded.as_dict().attributes().as_dict().find("__metadata_types__")->as_dict();
+  CHECK(kinds.find("a.rows")->as_string() == "array[array[uint8]]");
+  // Written back: the same inner types where the load named them (the mixed one's are inferred, int32).
+  const std::vector<std::byte> saved = save_gguf_to_bytes(loaded);
+  const GgufHeader again = parse_gguf_header(saved, "saved.gguf");
+  REQUIRE(again.keys.size() == 3);
+  CHECK(again.keys[0].type_name == "array[array[uint8]]");
+  CHECK(again.keys[1].type_name == "array[array[int32]]");
+  CHECK(again.keys[2].type_name == "array[array[array[string]]]");
+  CHECK(again.metadata == header.metadata);
+}
+
 TEST_CASE("hostile GGUF files through the front door: errors naming the file, the tensor and the byte offset") {
   SECTION("a tensor whose bytes run past the end of the file") {
     const TestFile file;

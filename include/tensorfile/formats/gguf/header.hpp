@@ -55,6 +55,9 @@ struct GgufKeyInfo {
   GgufValueType type = GgufValueType::u8;          ///< the value's type
   GgufValueType element_type = GgufValueType::u8;  ///< for an array: its elements' declared type (else u8)
   std::uint64_t offset = 0;                        ///< where the key's entry starts in the file
+  /// The value's whole type as save_gguf takes it back: "uint32", "array[string]", "array[array[uint8]]"; an
+  /// array of arrays whose inner arrays' types differ (or that holds none) is "array[array]".
+  std::string type_name;
 };
 
 /// One tensor as its tensor info describes it.
@@ -433,12 +436,17 @@ class GgufHeaderParser {
                                                      std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24);
     }
     count_values(1, type_at);
-    Value value = read_value(type, type_at, 0);
+    Value value = read_value(type, type_at, 0, &info.type_name);
     metadata.set(Value(std::move(key)), std::move(value));
     header.keys.push_back(std::move(info));
   }
 
-  Value read_value(std::uint32_t type, std::uint64_t type_at, std::size_t depth) {
+  /// The value of `type` at the cursor; `type_name`, when given, gets its whole type (GgufKeyInfo::type_name).
+  Value read_value(std::uint32_t type, std::uint64_t type_at, std::size_t depth, std::string* type_name = nullptr) {
+    if (type_name != nullptr && type != static_cast<std::uint32_t>(GgufValueType::array) &&
+        gguf_min_value_bytes(type) != 0) {
+      *type_name = gguf_value_type_name(type);
+    }
     switch (static_cast<GgufValueType>(type)) {
       case GgufValueType::u8: return Value(static_cast<std::int64_t>(scalar<std::uint8_t>("a uint8 value")));
       case GgufValueType::i8: return Value(static_cast<std::int64_t>(scalar<std::int8_t>("an int8 value")));
@@ -461,12 +469,12 @@ class GgufHeaderParser {
       }
       case GgufValueType::i64: return Value(scalar<std::int64_t>("an int64 value"));
       case GgufValueType::f64: return Value(scalar<double>("a float64 value"));
-      case GgufValueType::array: return read_array(depth + 1);
+      case GgufValueType::array: return read_array(depth + 1, type_name);
     }
     fail("unknown value type " + std::to_string(type) + "; expected 0-12 (uint8 ... float64)", type_at, member_);
   }
 
-  Value read_array(std::size_t depth) {
+  Value read_array(std::size_t depth, std::string* type_name) {
     if (depth > limits_.max_depth) {
       limit("arrays nest deeper than the limit of " + std::to_string(limits_.max_depth) +
                 " levels (LoadOptions::gguf.max_depth)",
@@ -489,7 +497,22 @@ class GgufHeaderParser {
     count_values(count, count_at);
     std::vector<Value> items;
     items.reserve(static_cast<std::size_t>(count));
-    for (std::uint64_t i = 0; i < count; ++i) items.push_back(read_value(type, type_at, depth));
+    const bool nested = type == static_cast<std::uint32_t>(GgufValueType::array);
+    std::string shared;  // the inner arrays' type while they all agree
+    bool agree = count != 0;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::string inner;
+      items.push_back(read_value(type, type_at, depth, nested && type_name != nullptr ? &inner : nullptr));
+      if (!nested || type_name == nullptr || !agree) continue;
+      if (i == 0) {
+        shared = std::move(inner);
+      } else if (inner != shared) {
+        agree = false;
+      }
+    }
+    if (type_name != nullptr) {
+      *type_name = "array[" + (!nested ? gguf_value_type_name(type) : agree ? shared : std::string("array")) + "]";
+    }
     return Value(List(std::move(items)));
   }
 

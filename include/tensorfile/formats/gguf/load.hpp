@@ -254,13 +254,7 @@ namespace detail {
   for (const GgufTensorInfo& info : header.tensors) types.set(info.name, Value(std::string(ggml_type_name(info.type))));
   Dict key_types;  // what save_gguf writes each key back as
   ValueAccess::reserve_more(key_types, header.keys.size());
-  for (const GgufKeyInfo& key : header.keys) {
-    std::string type = gguf_value_type_name(static_cast<std::uint32_t>(key.type));
-    if (key.type == GgufValueType::array) {
-      type += "[" + gguf_value_type_name(static_cast<std::uint32_t>(key.element_type)) + "]";
-    }
-    key_types.set(key.key, Value(std::move(type)));
-  }
+  for (const GgufKeyInfo& key : header.keys) key_types.set(key.key, Value(key.type_name));
   Dict attributes;
   attributes.set("__metadata__", header.metadata);
   attributes.set("__metadata_types__", Value(std::move(key_types)));

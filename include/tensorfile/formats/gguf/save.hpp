@@ -122,7 +122,7 @@ class GgufFields {
 }
 
 /// Writes `v` as a value of `type` (arrays: elements of `element`, else of their first element's inferred type).
-inline void put_gguf_value(GgufFields& f, const Value& v, GgufValueType type, std::optional<GgufValueType> element,
+inline void put_gguf_value(GgufFields& f, const Value& v, GgufValueType type, std::string_view element,
                            const std::string& key) {
   const auto refuse = [&](const std::string& why) {
     throw ArgumentError("metadata \"" + key + "\" " + why + "; expected a value its type " +
@@ -171,12 +171,24 @@ inline void put_gguf_value(GgufFields& f, const Value& v, GgufValueType type, st
     case GgufValueType::array: {
       if (!v.is_list() && !v.is_tuple()) refuse("is not a list");
       const List& items = v.elements();
-      const GgufValueType of = element             ? *element
+      // `element` names the items' type ("uint8", "array[uint8]", "array" for arrays of any type); unnamed or
+      // unknown, it is inferred from the first item.
+      std::string_view inner;
+      std::optional<GgufValueType> named;
+      if (element == "array") {
+        named = GgufValueType::array;
+      } else if (element.starts_with("array[") && element.ends_with("]")) {
+        named = GgufValueType::array;
+        inner = element.substr(6, element.size() - 7);
+      } else {
+        named = gguf_value_type_named(element);
+      }
+      const GgufValueType of = named               ? *named
                                : items.size() == 0 ? GgufValueType::i32
                                                    : gguf_inferred_type(items[0], key);
       f.put(static_cast<std::uint32_t>(of));
       f.put(static_cast<std::uint64_t>(items.size()));
-      for (std::size_t i = 0; i < items.size(); ++i) put_gguf_value(f, items[i], of, std::nullopt, key);
+      for (std::size_t i = 0; i < items.size(); ++i) put_gguf_value(f, items[i], of, inner, key);
       return;
     }
   }
@@ -313,12 +325,12 @@ inline void write_gguf_file(std::span<const GgufOutTensor> out, const Value& met
       continue;
     }
     GgufValueType type = gguf_inferred_type(value, key);
-    std::optional<GgufValueType> element;
+    std::string_view element;
     const Value* hint = hints != nullptr ? hints->find(std::string_view(key)) : nullptr;
     if (hint != nullptr && hint->is_string()) {
       std::string_view name = hint->as_string();
       if (name.starts_with("array[") && name.ends_with("]")) {
-        element = gguf_value_type_named(name.substr(6, name.size() - 7));
+        element = name.substr(6, name.size() - 7);
         name = "array";
       }
       if (const auto named = gguf_value_type_named(name)) type = *named;
