@@ -428,7 +428,7 @@ class GgufHeaderParser {
     if (metadata.contains(key)) fail("the metadata key is given twice; expected unique keys", at, member_);
     const std::uint64_t type_at = pos_;
     const std::uint32_t type = u32("a value type");
-    GgufKeyInfo info{key, static_cast<GgufValueType>(type), GgufValueType::u8, at};
+    GgufKeyInfo info{key, static_cast<GgufValueType>(type), GgufValueType::u8, at, {}};
     if (type == static_cast<std::uint32_t>(GgufValueType::array) && left() >= 4) {
       const unsigned char* p = take(4, "an array's element type");
       pos_ -= 4;
