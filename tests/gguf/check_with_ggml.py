@@ -316,8 +316,8 @@ def part_d(program, tmp):
         print("d/rewritten_256.gguf: a GGUF load of q8_0_64.gguf written back reads the same in ggml")
     # Arrays of arrays: GGUF allows them (gguf-py writes them, tensorfile reads and writes them), ggml refuses them.
     nested = probe(program, "dump", written["nested"])["loads"]["load"]["metadata"]
-    # (A load names the type "array[array]": the inner arrays' element type is not kept, and save_gguf infers it.)
-    check(nested == [["a.nested", "array[array]", [[1, 2], [3]]]], "d/nested: tensorfile reads %s" % nested)
+    # The probe writes it as "array[array[int32]]", and a load names that type again (GgufKeyInfo::type_name).
+    check(nested == [["a.nested", "array[array[int32]]", [[1, 2], [3]]]], "d/nested: tensorfile reads %s" % nested)
     check(ggml.read_gguf(written["nested"]) is None, "d/nested: ggml reads an array of arrays")
     print("d/nested.gguf: an array of arrays, which tensorfile reads back and ggml refuses (ggml has no nested arrays)")
 
