@@ -116,8 +116,8 @@ auto with_file_location(const std::filesystem::path& path, Fn&& fn) -> decltype(
     throw DeviceError(error.reason(), {.file = path, .member = error.member(), .offset = error.offset()});
   }
 }
-/// The frame of cuda::load_torch and cuda::load_safetensors: opens `path` (read-write for a shared `mmap`) and
-/// returns `load(file, ring, stream)` with the ring `options` describe, a DeviceError naming the file.
+/// The frame of cuda::load_torch, cuda::load_safetensors and cuda::load_gguf: opens `path` (read-write for a shared
+/// `mmap`) and returns `load(file, ring, stream)` with the ring `options` describe, a DeviceError naming the file.
 template <class Load>
 Value cuda_stream_file(const std::filesystem::path& path, const LoadOptions& options, Load&& load) {
   cuda::install();
@@ -156,11 +156,23 @@ namespace tensorfile::cuda {
   });
 }
 
+/// Loads a GGUF file as tensorfile::load_gguf does, with its tensors (block-typed ones as their raw uint8 blocks)
+/// streamed to the CUDA device map_location names through the ring (or cuFile) as cuda::load_safetensors streams
+/// them: one device allocation, host memory bounded by `cuda.ring_bytes`. One file alone: cuda::load_state_dict loads
+/// a split model whole from any part. Other targets, meta and the callable form load as load_gguf does. Throws what
+/// load_gguf throws; DeviceError as cuda::load_torch.
+[[nodiscard]] inline Value load_gguf(const std::filesystem::path& path, const LoadOptions& options = {}) {
+  return tensorfile::detail::cuda_stream_file(path, options, [&](const auto& file, const auto& ring, auto&& stream) {
+    return tensorfile::detail::stream_load_gguf(file, path, options, ring, options.cuda.progress,
+                                                tensorfile::detail::resolve_cuda_device, stream);
+  });
+}
+
 /// Loads a model's weights as tensorfile::load_state_dict does (a file, a directory, an index and its
-/// shards), with the torch and safetensors files streamed to CUDA as cuda::load_torch and
-/// cuda::load_safetensors stream them. Shards go one after another (each read by the ring's `threads`), so
-/// host memory stays at `cuda.ring_bytes`; `cuda.progress` counts each file's bytes anew.
-/// Tensordict trees and .npz files load as load_state_dict loads them (through Tensor::to).
+/// shards, a split GGUF model), with the torch, safetensors and GGUF files streamed to CUDA as cuda::load_torch,
+/// cuda::load_safetensors and cuda::load_gguf stream them. Shards go one after another (each read by the ring's
+/// `threads`), so host memory stays at `cuda.ring_bytes`; `cuda.progress` counts each file's bytes anew. Tensordict
+/// trees and .npz files load as load_state_dict loads them (through Tensor::to).
 [[nodiscard]] inline Value load_state_dict(const std::filesystem::path& path, const LoadOptions& options = {}) {
   install();
   const tensorfile::detail::RingOptions ring = tensorfile::detail::cuda_ring_options(options);

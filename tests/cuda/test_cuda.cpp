@@ -150,6 +150,21 @@ TEST_CASE("without a device loads to CUDA throw a DeviceError naming the file an
     CHECK(cuda::load_safetensors(weights, {.map_location = "cpu"}) == load_safetensors(weights));
     CHECK(cuda::load_state_dict(index, {.map_location = "cpu"}) == load_state_dict(index));
   }
+  SECTION("cuda::load_gguf and cuda::load_state_dict of a GGUF file (streamed)") {
+    const auto model = tensorfile_test::data_dir() / "gguf" / "ggml_small.gguf";
+    for (const bool whole_model : {false, true}) {
+      INFO((whole_model ? "cuda::load_state_dict" : "cuda::load_gguf"));
+      try {
+        (void)(whole_model ? cuda::load_state_dict(model, {.map_location = "cuda:0"})
+                           : cuda::load_gguf(model, {.map_location = "cuda:0"}));
+        FAIL("expected a DeviceError");
+      } catch (const DeviceError& e) {
+        CHECK(e.path().filename() == model.filename());
+        CHECK(e.reason() == "the tensors' device: " + reason);
+      }
+    }
+    CHECK(cuda::load_gguf(model, {.map_location = "cpu"}) == load_gguf(model));
+  }
   SECTION("cuda::load_ranks (streamed, a device per rank)") {
     const auto weights = tensorfile_test::data_dir() / "ranks" / "weights.pt";
     const ParallelDevices group{.plan = {.world = 2}, .devices = {"cuda:0", "cuda:1"}};
@@ -269,6 +284,27 @@ TEST_CASE("safetensors files and sharded checkpoints streamed to the GPU equal t
   const Value on_gpu = cuda::load_state_dict(index, on_ring({.map_location = "cuda:0"}, small));
   for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
   CHECK(tensorfile_test::to_host(on_gpu) == load_state_dict(index));
+}
+
+TEST_CASE("a GGUF file and a split GGUF model streamed to the GPU equal the CPU loads", "[cuda]") {
+  const auto model = tensorfile_test::data_dir() / "gguf" / "ggml_small.gguf";
+  const LoadOptions small{.threads = 3, .cuda = {.ring_bytes = 64 * 1024, .slot_bytes = 16 * 1024}};
+  const LoadOptions cufile{.cuda = {.use_cufile = true}};
+  const Value on_cpu = load_gguf(model);
+  for (const auto* options : {&small, &cufile}) {
+    const Value on_gpu = cuda::load_gguf(model, on_ring({.map_location = "cuda:0"}, *options));
+    for (const Tensor& t : tensorfile_test::tensors_of(on_gpu)) CHECK(t.device() == Device::cuda(0));
+    const Value back = tensorfile_test::to_host(on_gpu);
+    CHECK(back == on_cpu);
+    CHECK(back.as_dict().attributes() == on_cpu.as_dict().attributes());
+    CHECK(dequantize(back, "blk.0.ffn_up.weight").equal(dequantize(on_cpu, "blk.0.ffn_up.weight")));
+  }
+  tensorfile_test::ScratchDir dir;
+  save_gguf(on_cpu, dir / "model.gguf", {.gguf = {.split_max_tensors = 2}});
+  const Value split =
+      cuda::load_state_dict(dir / "model-00002-of-00003.gguf", on_ring({.map_location = "cuda:0"}, small));
+  for (const Tensor& t : tensorfile_test::tensors_of(split)) CHECK(t.device() == Device::cuda(0));
+  CHECK(tensorfile_test::to_host(split) == load_state_dict(dir / "model-00002-of-00003.gguf"));
 }
 
 TEST_CASE("cuda::load_ranks puts each rank's part on its own GPU, as torch cuts it", "[cuda]") {

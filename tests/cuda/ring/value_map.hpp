@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -81,6 +83,23 @@ inline tensorfile::Value storages_to(const tensorfile::Value& value, tensorfile:
     }
     return Tensor(it->second, t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad());
   });
+}
+
+/// What a load's tensors lie on: the devices, the owners of their non-empty storages (one per device allocation),
+/// and their storages' bytes in all.
+struct Placement {
+  std::set<std::string> devices;  ///< Device::str()
+  std::set<const void*> owners;
+  std::uint64_t bytes = 0;
+};
+inline Placement placement_of(const tensorfile::Value& value) {
+  Placement out;
+  for (const tensorfile::Tensor& t : tensors_of(value)) {
+    out.devices.insert(t.device().str());
+    if (t.storage().size_bytes() != 0) out.owners.insert(t.storage().owner());
+    out.bytes += t.storage().size_bytes();
+  }
+  return out;
 }
 
 /// `value` with every storage on the host.

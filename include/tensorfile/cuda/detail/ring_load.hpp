@@ -28,6 +28,7 @@
 #include "tensorfile/detail/posix/file.hpp"
 #include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"  // read_safetensors_head
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/torch/load.hpp"
@@ -339,49 +340,92 @@ template <class Resolve, class Stream>
   return load_torch_file(file, path, final_options);
 }
 
-/// Loads the open safetensors file `file` (named `path` in messages) with its tensors streamed to the
-/// CUDA device map_location sends them to (every tensor's saved tag is "cpu", so all go to one device
-/// or none): the header is validated, the tensors' ranges handed to `stream` as one group (see
-/// stream_load_torch), and the dict built from the storages that come back. Other targets, meta and
-/// the callable map_location form load as load_safetensors does.
+/// The frame of the streamed loads of flat files, whose tensors all carry the saved tag "cpu" (safetensors, GGUF):
+/// when map_location sends "cpu" to a device, the ranges of the tensors `select` keeps in the header `read_header()`
+/// gives (validated whole; `range_of(header, info)` within the file) are handed to `stream` as one group (see
+/// stream_load_torch), and `build(header, storage_of)` makes the dict of the storages that come back. Other targets,
+/// meta and the callable map_location form are `host()`'s load.
+template <class Resolve, class Stream, class Host, class ReadHeader, class RangeOf, class Build>
+[[nodiscard]] Value stream_flat_file(const FileHandle& file, const std::filesystem::path& path,
+                                     const LoadOptions& options, const RingOptions& ring, const RingProgress& callback,
+                                     Resolve&& resolve, Stream&& stream, Host&& host, ReadHeader&& read_header,
+                                     RangeOf&& range_of, Build&& build) {
+  std::optional<Device> device;
+  if (options.map_location.function() == nullptr && !options.map_location.all_meta()) {
+    device = ring_target(options.map_location, "cpu", resolve, "the tensors' device", {.file = path});
+  }
+  if (!device) {
+    Value value = host();
+    if (callback) callback(0, 0);
+    return value;
+  }
+  const auto header = read_header();
+  RingGroup group;
+  group.device = *device;
+  group.ranges.reserve(header.tensors.size());
+  std::vector<std::size_t> streamed(header.tensors.size());  // tensor -> its range in the group (kept ones)
+  for (std::size_t i = 0; i < header.tensors.size(); ++i) {
+    if (options.select && !options.select(header.tensors[i].name)) continue;
+    streamed[i] = group.ranges.size();
+    group.ranges.push_back(range_of(header, header.tensors[i]));
+  }
+  group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
+  RingProgressState progress{callback, 0, group.layout.copied_bytes};
+  const std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
+  if (progress.total == 0 && callback) callback(0, 0);
+  return build(header, [&](std::size_t i) { return storages[streamed[i]]; });
+}
+
+/// Loads the open safetensors file `file` (named `path` in messages) with its tensors streamed to the CUDA device
+/// map_location sends them to (stream_flat_file). Other targets, meta and the callable map_location form load as
+/// load_safetensors does.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_safetensors(const FileHandle& file, const std::filesystem::path& path,
                                             const LoadOptions& options, const RingOptions& ring,
                                             const RingProgress& callback, Resolve&& resolve, Stream&& stream) {
   check_ring_options(ring);
   refuse_into_buffers(options, "cuda::load_safetensors()", path);  // as load_safetensors(): it fills none
-  std::optional<Device> device;
-  if (options.map_location.function() == nullptr && !options.map_location.all_meta()) {
-    device = ring_target(options.map_location, "cpu", resolve, "the tensors' device", {.file = path});
-  }
-  if (!device) {
-    Value value = load_safetensors_file(file, path, options);
-    if (callback) callback(0, 0);
-    return value;
-  }
-  const std::uint64_t size = file.size();
-  const std::vector<std::byte> head = read_safetensors_head(file, size, options.safetensors.max_header_bytes);
-  const SafetensorsHeader header = parse_safetensors_header(head, size, path, options.safetensors.max_header_bytes);
-  RingGroup group;
-  group.device = *device;
-  group.ranges.reserve(header.tensors.size());
-  std::vector<std::size_t> streamed(header.tensors.size());  // tensor -> its range in the group (selected ones)
-  for (std::size_t i = 0; i < header.tensors.size(); ++i) {  // validated: within the file, no overflow
-    const SafetensorsTensorInfo& info = header.tensors[i];
-    if (options.select && !options.select(info.name)) continue;
-    streamed[i] = group.ranges.size();
-    group.ranges.push_back({header.data_offset + info.begin, info.end - info.begin});
-  }
-  group.layout = plan_ring_layout(group.ranges, ring.single_allocation);
-  RingProgressState progress{callback, 0, group.layout.copied_bytes};
-  const std::vector<Storage> storages = stream(file, static_cast<const RingGroup&>(group), progress);
-  if (progress.total == 0 && callback) callback(0, 0);
-  return build_safetensors_dict(header, options.select, options.select_drops,
-                                [&](std::size_t i) { return storages[streamed[i]]; });
+  const std::uint64_t max_header = options.safetensors.max_header_bytes;
+  return stream_flat_file(
+      file, path, options, ring, callback, resolve, stream, [&] { return load_safetensors_file(file, path, options); },
+      [&] {
+        const std::uint64_t size = file.size();
+        return parse_safetensors_header(read_safetensors_head(file, size, max_header), size, path, max_header);
+      },
+      [](const SafetensorsHeader& header, const SafetensorsTensorInfo& info) {  // validated: no overflow
+        return RingRange{header.data_offset + info.begin, info.end - info.begin};
+      },
+      [&](const SafetensorsHeader& header, const auto& storage_of) {
+        return build_safetensors_dict(header, options.select, options.select_drops, storage_of);
+      });
 }
 
-/// Loads one open torch or safetensors file (load_state_dict's single file or one of its shards) with
-/// stream_load_torch or stream_load_safetensors; any other format gets load_torch()'s refusal.
+/// Loads the open GGUF file `file` (named `path` in messages) with its tensors streamed to the CUDA device
+/// map_location sends them to (stream_flat_file), the header validated with the limits of `options.gguf` and the dict
+/// built as load_gguf builds it (block-typed tensors as their raw uint8 blocks, the metadata and ggml types in the
+/// attributes). Other targets, meta and the callable form load as load_gguf does; `into` and a slice rule are
+/// refused as load_gguf refuses them.
+template <class Resolve, class Stream>
+[[nodiscard]] Value stream_load_gguf(const FileHandle& file, const std::filesystem::path& path,
+                                     const LoadOptions& options, const RingOptions& ring, const RingProgress& callback,
+                                     Resolve&& resolve, Stream&& stream) {
+  check_ring_options(ring);
+  refuse_into_buffers(options, "cuda::load_gguf()", path);
+  refuse_slice_rule(options, "cuda::load_gguf()", path);
+  return stream_flat_file(
+      file, path, options, ring, callback, resolve, stream, [&] { return load_gguf_file(file, path, options); },
+      [&] { return read_gguf_file_header(file, path, options.gguf); },
+      [](const GgufHeader& header, const GgufTensorInfo& info) {  // validated: within the file
+        return RingRange{header.data_offset + info.offset, info.bytes};
+      },
+      [&](const GgufHeader& header, const auto& storage_of) {
+        return gguf_dict(header, options.select, options.select_drops, storage_of);
+      });
+}
+
+/// Loads one open torch, safetensors or GGUF file (load_state_dict's single file or one of its shards or split
+/// parts) with stream_load_torch, stream_load_safetensors or stream_load_gguf; any other format gets load_torch()'s
+/// refusal.
 template <class Resolve, class Stream>
 [[nodiscard]] Value stream_load_weights(const FileHandle& file, const std::filesystem::path& path, FileFormat format,
                                         const LoadOptions& options, const RingOptions& ring,
@@ -389,6 +433,7 @@ template <class Resolve, class Stream>
   if (format == FileFormat::safetensors) {
     return stream_load_safetensors(file, path, options, ring, callback, resolve, stream);
   }
+  if (format == FileFormat::gguf) return stream_load_gguf(file, path, options, ring, callback, resolve, stream);
   return stream_load_torch(file, path, options, ring, callback, resolve, stream);
 }
 
@@ -419,6 +464,14 @@ template <device_copy_engine Engine>
                                           const RingOptions& ring, const RingProgress& callback = {}) {
   return stream_load_safetensors(open_for_stream(path, options.mmap), path, options, ring, callback, Engine::resolve,
                                  ring_streamer<Engine>(ring));
+}
+
+/// stream_load_gguf of `path` through the ring with `Engine`.
+template <device_copy_engine Engine>
+[[nodiscard]] Value ring_load_gguf(const std::filesystem::path& path, const LoadOptions& options,
+                                   const RingOptions& ring, const RingProgress& callback = {}) {
+  return stream_load_gguf(open_for_stream(path, options.mmap), path, options, ring, callback, Engine::resolve,
+                          ring_streamer<Engine>(ring));
 }
 
 }  // namespace tensorfile::detail

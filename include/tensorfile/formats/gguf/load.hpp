@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <span>
@@ -80,6 +81,17 @@ class FileHandle;  // detail/posix/file.hpp: a declaration takes one by referenc
 /// The meta tree of a validated header (every tensor a meta tensor), its metadata and types in the attributes:
 /// what open() lists before any data is read.
 TENSORFILE_ENTRY Value gguf_meta_dict(const GgufHeader& header);
+
+/// The header of the open GGUF file `file`, validated whole with `limits` (parse_gguf_header), read with pread; a file
+/// of another format tensorfile reads is a FormatError naming it and its loader.
+[[nodiscard]] TENSORFILE_ENTRY GgufHeader read_gguf_file_header(const FileHandle& file,
+                                                                const std::filesystem::path& path,
+                                                                const GgufLimits& limits);
+
+/// The ordered name -> Tensor dict of a validated header as load_gguf builds it, tensor i on `storage_of(i)` (asked
+/// only for the tensors `select` keeps; the others are meta, or with `select_drops` left out).
+[[nodiscard]] TENSORFILE_ENTRY Value gguf_dict(const GgufHeader& header, const TensorSelect& select, bool select_drops,
+                                               const std::function<Storage(std::size_t)>& storage_of);
 
 }  // namespace detail
 
@@ -280,6 +292,11 @@ Value build_gguf_dict(const GgufHeader& header, const TensorSelect& select, bool
   return Value(std::move(dict));
 }
 
+TENSORFILE_ENTRY Value gguf_dict(const GgufHeader& header, const TensorSelect& select, bool select_drops,
+                                 const std::function<Storage(std::size_t)>& storage_of) {
+  return build_gguf_dict(header, select, select_drops, storage_of);
+}
+
 TENSORFILE_ENTRY Value gguf_meta_dict(const GgufHeader& header) {
   return build_gguf_dict(header, {}, false, [&](std::size_t i) {
     return meta_storage(static_cast<std::size_t>(header.tensors[i].bytes));
@@ -351,6 +368,16 @@ inline Value load_gguf_bytes(std::span<const std::byte> bytes, const Storage& vi
   return gguf_dict_over(header, data, true, options, file);
 }
 
+TENSORFILE_ENTRY GgufHeader read_gguf_file_header(const FileHandle& file, const std::filesystem::path& path,
+                                                  const GgufLimits& limits) {
+  try {
+    return parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); },
+                             file.size(), path, limits);
+  } catch (const FormatError&) {
+    rethrow_naming_format(file, path, FileFormat::gguf, "the GGUF magic, a header and tensor infos");
+  }
+}
+
 TENSORFILE_ENTRY Value load_gguf_file(const FileHandle& file, const std::filesystem::path& path,
                                       const LoadOptions& options) {
   try {
@@ -359,9 +386,7 @@ TENSORFILE_ENTRY Value load_gguf_file(const FileHandle& file, const std::filesys
       Storage mapping(MmapBackend(file, static_cast<std::size_t>(size), *options.mmap));
       return load_gguf_bytes({mapping.data(), mapping.size_bytes()}, mapping, false, options, path);
     }
-    const GgufHeader header =
-        parse_gguf_header([&](std::uint64_t offset, std::span<std::byte> out) { file.read_exact(offset, out); }, size,
-                          path, options.gguf);
+    const GgufHeader header = read_gguf_file_header(file, path, options.gguf);
     if (options.map_location.all_meta()) return gguf_dict_over(header, Storage(), false, options, path);
     if (options.select) {
       return read_selected_gguf(header, options, path,
