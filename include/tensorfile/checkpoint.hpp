@@ -837,7 +837,7 @@ inline void index_shards(CheckpointState& state, const StateDictLayout& layout) 
     state.by_path.emplace(name, state.entries.size());
     state.entries.push_back(*entry);
     state.shard_of.push_back(shard);
-    const Tensor meta(meta_storage(static_cast<std::size_t>(entry->nbytes)), entry->dtype, entry->shape);
+    const Tensor& meta = opened.meta[found->second];  // a GGUF block tensor's: its raw bytes' shape, not the entry's
     state.meta.push_back(meta);
     state.saved_tags.emplace_back("cpu");
     state.direct.push_back(0);

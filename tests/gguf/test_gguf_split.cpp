@@ -202,6 +202,25 @@ TEST_CASE("save_gguf split: llama.cpp's files and keys, read whole from any part
     CHECK(named_tensors(all).size() == 5);
     CHECK(gguf_tensor_type(all, "token_embd.weight") == GgmlType::Q8_0);
   }
+  SECTION("open()'s values are the single file's meta tensors: a block tensor's raw bytes' shape, for q8_0 and q4_0") {
+    for (const char* quantize : {"q8_0", "q4_0"}) {  // q4_0 has fewer bytes than elements
+      INFO(quantize);
+      save_gguf(model.tensors, dir / "one.gguf", {.gguf = {.metadata = model.metadata, .quantize = quantize}});
+      save_gguf(model.tensors, dir / "two.gguf",
+                {.gguf = {.metadata = model.metadata, .quantize = quantize, .split_max_tensors = 3}});
+      const NamedTensors want = named_tensors(open(dir / "one.gguf").values());
+      const NamedTensors got = named_tensors(open(dir / "two-00002-of-00002.gguf").values());
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO(got[i].first);
+        CHECK(got[i].first == want[i].first);
+        CHECK(got[i].second.dtype() == want[i].second.dtype());
+        CHECK(got[i].second.sizes() == want[i].second.sizes());
+        CHECK(got[i].second.device().is_meta());
+      }
+      CHECK(want[0].second.sizes() == Shape{4, quantize == std::string("q8_0") ? 34 : 18});  // 1 block of 32 a row
+    }
+  }
   SECTION("select and slices over the parts") {
     const Value some = load(parts[0], {.select = select_paths({"blk.1.*"}), .select_drops = true});
     REQUIRE(named_tensors(some).size() == 1);
