@@ -12,7 +12,7 @@ root="$(cd "$here/../.." && pwd)"
 seconds="${1:?usage: run_fuzzers.sh SECONDS [HARNESS...]}"
 shift
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(zip pickle load tensordict from_buffer roundtrip safetensors numpy scan open gguf)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(zip pickle load tensordict from_buffer roundtrip safetensors numpy scan open gguf gguf_split)
 build="${BUILD:-/tmp/tensorfile-fuzz}"
 cxx="${CXX_FUZZ:-clang++}"
 mkdir -p "$build"

@@ -9,7 +9,9 @@ ggml_peer.py), through ggml_peer_probe:
   b. dequantize() equal to ggml's to_float bit for bit on random and edge blocks, for every type both read;
   c. quantize() to Q8_0 and Q4_0 equal to ggml_quantize_chunk's bytes;
   d. files save_gguf writes (every metadata type, alignments 1 to 4096, Q8_0 and Q4_0 tensors, a GGUF load written
-     back) read by gguf_init_from_file with the same metadata, tensor infos, offsets and data.
+     back) read by gguf_init_from_file with the same metadata, tensor infos, offsets and data;
+  e. a split model save_gguf writes: its parts named as libllama's llama_split_path names them (and read back by
+     llama_split_prefix), each read by gguf_init_from_file with llama.cpp's split keys, the tensors in order.
 
 usage: check_with_ggml.py PROBE --ggml-dir DIR   (DIR holds node_modules/@node-llama-cpp/linux-x64)
 Without the library: exit 77 (CTest's skip, the reason printed), or 1 with CI=true or TENSORFILE_REQUIRE_GGML=1.
@@ -263,7 +265,7 @@ def part_c(program, tmp, rng):
 
 
 def part_d(program, tmp):
-    """Files save_gguf writes, read by ggml."""
+    """Files save_gguf writes, read by ggml. Returns what the probe wrote."""
     written = probe(program, "save", tmp)
     for given in written["files"]:
         label = os.path.basename(given["path"])
@@ -320,6 +322,37 @@ def part_d(program, tmp):
     check(nested == [["a.nested", "array[array[int32]]", [[1, 2], [3]]]], "d/nested: tensorfile reads %s" % nested)
     check(ggml.read_gguf(written["nested"]) is None, "d/nested: ggml reads an array of arrays")
     print("d/nested.gguf: an array of arrays, which tensorfile reads back and ggml refuses (ggml has no nested arrays)")
+    return written
+
+
+def part_e(written, names):
+    """A split model save_gguf writes, against llama.cpp's naming and ggml's reader."""
+    split = written["split"]
+    prefix, parts = split["prefix"], split["parts"]
+    plain = {t[0]: t for t in written["files"][0]["tensors"]}  # plain_32.gguf: the same tensors, not quantized
+    seen = []
+    for k, path in enumerate(parts):
+        label = "e/" + os.path.basename(path)
+        check(names.path(prefix, k, len(parts)) == path,
+              "%s: llama_split_path gives %s" % (label, names.path(prefix, k, len(parts))))
+        check(names.prefix(path, k, len(parts)) == prefix, "%s: llama_split_prefix gives %s" %
+              (label, names.prefix(path, k, len(parts))))
+        back = ggml.read_gguf(path)
+        if not check(back is not None, "%s: gguf_init_from_file refuses it" % label):
+            continue
+        kvs = {kv[0]: kv[1:] for kv in back["kvs"]}
+        check(kvs.get("split.no") == ["uint16", k] and kvs.get("split.count") == ["uint16", len(parts)] and
+              kvs.get("split.tensors.count") == ["int32", len(plain)], "%s: split keys %s" % (label, back["kvs"]))
+        check(("general.architecture" in kvs) == (k == 0), "%s: the metadata only in the first part" % label)
+        for name, type_id, ne, offset, size, data in back["tensors"]:
+            want = plain.get(name)
+            if check(want is not None, "%s: tensor %s was not saved" % (label, name)):
+                check(type_id == want[1] and data == bytes.fromhex(want[3]),
+                      "%s: %s type %d or data differ" % (label, name, type_id))
+            seen.append(name)
+    check(seen == list(plain), "e: the parts' tensors %s, saved %s" % (seen, list(plain)))
+    print("e/split.gguf: %d parts named as llama_split_path names them, read by ggml with llama.cpp's split keys"
+          % len(parts))
 
 
 def main():
@@ -342,7 +375,7 @@ def main():
         part_a(args.probe, tmp, rng)
         part_b(args.probe, tmp, rng)
         part_c(args.probe, tmp, rng)
-        part_d(args.probe, tmp)
+        part_e(part_d(args.probe, tmp), ggml_peer.LlamaSplitNames(library))
     if failures:
         print("gguf.peer: %d checks failed" % len(failures))
         return 1

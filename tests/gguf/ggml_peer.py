@@ -236,6 +236,30 @@ class Ggml:
         return out
 
 
+class LlamaSplitNames:
+    """llama.cpp's split file names, from its libllama (beside libggml-base.so in the same package):
+    llama_split_path(prefix, no, count), no from 0, and llama_split_prefix(path, no, count), its inverse."""
+
+    def __init__(self, ggml_library):
+        # Its RUNPATH ($ORIGIN) finds the libggml libraries it links.
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(ggml_library), "libllama.v0.5.0.so"))
+        for function in (lib.llama_split_path, lib.llama_split_prefix):
+            function.restype = ctypes.c_int
+            function.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        self.lib = lib
+
+    def path(self, prefix, no, count):
+        out = ctypes.create_string_buffer(4096)
+        self.lib.llama_split_path(out, len(out), prefix.encode(), no, count)
+        return out.value.decode()
+
+    def prefix(self, path, no, count):
+        """The prefix of `path`, or None when llama.cpp does not read it as part `no` of `count`."""
+        out = ctypes.create_string_buffer(4096)
+        n = self.lib.llama_split_prefix(out, len(out), path.encode(), no, count)
+        return out.value.decode() if n > 0 else None
+
+
 def n_dims(ne):
     """The dims ggml writes for extents `ne`: trailing 1s dropped, at least one (ggml_n_dims)."""
     n = len(ne)

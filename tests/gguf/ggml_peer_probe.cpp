@@ -340,8 +340,18 @@ int save(const std::filesystem::path& dir) {
   tf::save_gguf(tensors, nested,
                 {.gguf = {.metadata = tf::Value(std::move(nested_metadata)),
                           .metadata_types = tf::Value(std::move(nested_types))}});
+  // A split model of four tensors a part (llama.cpp's gguf-split --split-max-tensors 4), the metadata in the first.
+  tf::Dict split_metadata;
+  split_metadata.set("general.architecture", tf::Value("llama"));
+  const std::filesystem::path split = dir / "split.gguf";
+  tf::save_gguf(tensors, split, {.gguf = {.metadata = tf::Value(std::move(split_metadata)), .split_max_tensors = 4}});
+  std::string parts;
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    parts += std::string(k == 0 ? "" : ",") + json_string(tf::gguf_split_file_name((dir / "split").string(), k, 3));
+  }
   std::cout << out << "],\"rewritten\":" << json_string(again.string())
-            << ",\"nested\":" << json_string(nested.string()) << "}\n";
+            << ",\"nested\":" << json_string(nested.string())
+            << ",\"split\":{\"prefix\":" << json_string((dir / "split").string()) << ",\"parts\":[" << parts << "]}}\n";
   return 0;
 }
 

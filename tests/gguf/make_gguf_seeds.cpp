@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Writes the fuzz seeds of tests/fuzz/corpus/gguf with the tests' GGUF writer:
-//   g++ -std=c++20 -Itests tests/gguf/make_gguf_seeds.cpp -o /tmp/seeds && /tmp/seeds tests/fuzz/corpus/gguf
+// Writes the fuzz seeds of tests/fuzz/corpus/gguf and, given a second folder, of tests/fuzz/corpus/gguf_split (split
+// models: the parts joined by fuzz_gguf_split's separator) with the tests' GGUF writer:
+//   g++ -std=c++20 -Itests tests/gguf/make_gguf_seeds.cpp -o /tmp/seeds &&
+//   /tmp/seeds tests/fuzz/corpus/gguf tests/fuzz/corpus/gguf_split
 #include <fstream>
 #include <string>
 #include "gguf/gguf_writer.hpp"
@@ -9,6 +11,42 @@ using namespace tensorfile_gguf_test;
 static void out(const std::string& name, const GgufWriter& w) {
   std::ofstream(dir + "/" + name, std::ios::binary)
       .write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.size()));
+}
+/// A part of a split model: llama.cpp's three split keys, then the tensors (name, elements, type, bytes).
+struct SplitTensor {
+  const char* name;
+  std::uint64_t elements;
+  std::uint32_t type;
+  std::size_t bytes;
+};
+static GgufWriter split_part(std::uint16_t no, std::uint16_t count, std::int32_t total,
+                             std::initializer_list<SplitTensor> tensors) {
+  GgufWriter w;
+  w.start(tensors.size(), 3)
+      .key("split.no", t_u16)
+      .put(no)
+      .key("split.count", t_u16)
+      .put(count)
+      .key("split.tensors.count", t_i32)
+      .put(total);
+  std::uint64_t offset = 0;
+  for (const SplitTensor& t : tensors) {
+    w.tensor(t.name, {t.elements}, t.type, offset);
+    offset += (t.bytes + 31) / 32 * 32;
+  }
+  w.pad(32);
+  std::uint8_t value = 0x21;
+  for (const SplitTensor& t : tensors) w.fill(t.bytes, value++).pad(32);
+  return w;
+}
+static void out_split(const std::string& folder, const std::string& name, std::initializer_list<GgufWriter> parts) {
+  std::ofstream file(folder + "/" + name, std::ios::binary);
+  bool first = true;
+  for (const GgufWriter& w : parts) {
+    if (!first) file << "\n%%PART%%\n";
+    first = false;
+    file.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.size()));
+  }
 }
 int main(int argc, char** argv) {
   if (argc > 1) dir = argv[1];
@@ -99,5 +137,14 @@ int main(int argc, char** argv) {
     GgufWriter w;
     w.start(1, 0, 2).tensor("x", {2, 3}, 30, 0).pad(32).fill(12, 0x3F);
     out("v2_bf16.gguf", w);
+  }
+  if (argc > 2) {
+    const std::string split = argv[2];
+    out_split(split, "two_parts.gguf",
+              {split_part(0, 2, 2, {{"a", 8, 0, 32}}), split_part(1, 2, 2, {{"b", 32, 8, 34}})});
+    out_split(
+        split, "metadata_first.gguf",
+        {split_part(0, 3, 2, {}), split_part(1, 3, 2, {{"w", 16, 1, 32}}), split_part(2, 3, 2, {{"q", 32, 2, 18}})});
+    out_split(split, "one_file.gguf", {split_part(0, 1, 1, {{"x", 4, 0, 16}})});
   }
 }

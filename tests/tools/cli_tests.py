@@ -843,6 +843,10 @@ def suite_formats(opts, failures):
         split_part = split_prefix + "-00002-of-00003.gguf"
         failures.check(result.returncode == 0 and os.path.exists(split_part),
                        f"convert overall.gguf --split-max-tensors 2: exit {result.returncode}: {result.stderr}")
+        result = run(tool, "inspect", split_part)  # the first part's metadata and every part's tensor infos
+        failures.check(result.returncode == 0 and "\nmetadata:\n  split.no = 0\n  split.count = 3\n" in result.stdout
+                       and "part 1, byte " in result.stdout and "part 3, byte " in result.stdout,
+                       f"inspect of a split part: exit {result.returncode}: {result.stdout[-600:]}{result.stderr}")
         inputs = [
             (os.path.join(d, "torch", "t_float32_2x3.pt"), "torch-zip"),
             (os.path.join(d, "torch", "legacy_format.pt"), "torch-legacy"),

@@ -83,9 +83,10 @@ Description describe_gguf(const std::filesystem::path& path, bool hashes) {
   return describe_value(load_gguf(path, options), tags, hashes);
 }
 
-/// What the tree of a GGUF file does not show: each metadata value (long ones cut) and each tensor's ggml type,
-/// shape in elements (torch order) and first byte.
-std::string gguf_details(const std::filesystem::path& path);
+/// What the tree of a GGUF file, or of a split model's parts (the first holds the metadata), does not show: each
+/// metadata value (long ones cut) and each tensor's ggml type, shape in elements (torch order) and first byte (in
+/// which part, for a split model).
+std::string gguf_details(const std::vector<std::filesystem::path>& parts);
 
 /// The first line of the tree for a sharded checkpoint.
 std::string sharded_header_line(const std::string& shown, const StateDictLayout& layout) {
@@ -144,20 +145,25 @@ std::string shortened(const std::string& text) {
 
 std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : escape_controls(path); }
 
-std::string gguf_details(const std::filesystem::path& path) {
-  const GgufHeader header = read_gguf_header(path);
+std::string gguf_details(const std::vector<std::filesystem::path>& parts) {
   std::string out = "metadata:\n";
-  for (const GgufKeyInfo& key : header.keys) {
-    const Value* value = header.metadata.as_dict().find(key.key);
-    out += fmt::format("  {} = {}\n", escape_controls(key.key),
-                       escape_controls(shortened(value != nullptr ? python_repr(*value) : "?")));
-  }
-  out += "ggml types (shape in elements, first byte):\n";
-  for (const GgufTensorInfo& info : header.tensors) {
-    std::string shape;
-    for (const std::int64_t extent : info.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);
-    out += fmt::format("  {}  {}  [{}]  byte {}\n", escape_controls(info.name), ggml_type_name(info.type), shape,
-                       header.data_offset + info.offset);
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const GgufHeader header = read_gguf_header(parts[k]);
+    if (k == 0) {
+      for (const GgufKeyInfo& key : header.keys) {
+        const Value* value = header.metadata.as_dict().find(key.key);
+        out += fmt::format("  {} = {}\n", escape_controls(key.key),
+                           escape_controls(shortened(value != nullptr ? python_repr(*value) : "?")));
+      }
+      out += "ggml types (shape in elements, first byte):\n";
+    }
+    const std::string part = parts.size() > 1 ? fmt::format("part {}, ", k + 1) : "";
+    for (const GgufTensorInfo& info : header.tensors) {
+      std::string shape;
+      for (const std::int64_t extent : info.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);
+      out += fmt::format("  {}  {}  [{}]  {}byte {}\n", escape_controls(info.name), ggml_type_name(info.type), shape,
+                         part, header.data_offset + info.offset);
+    }
   }
   return out;
 }
@@ -363,8 +369,10 @@ int run_inspect(const Args& args) {
       out = description_json(description, format_label(checkpoint), hashes) + "\n";
     } else {
       // The index's shards and metadata, which the handle does not keep.
-      out = render_tree(description, checkpoint.sharded() ? sharded_header_line(shown, resolve_state_dict(path))
+      const StateDictLayout layout = checkpoint.sharded() ? resolve_state_dict(path) : StateDictLayout{};
+      out = render_tree(description, checkpoint.sharded() ? sharded_header_line(shown, layout)
                                                           : safetensors_header_line(shown, file));
+      if (format == FileFormat::gguf) out += gguf_details(layout.files);  // a split model's parts
     }
   } else {
     Description description;
@@ -379,7 +387,7 @@ int run_inspect(const Args& args) {
     }
     out = args.flag("json") ? description_json(description, format_label(checkpoint), hashes) + "\n"
                             : render_tree(description, header_line(shown, format, file));
-    if (format == FileFormat::gguf && !args.flag("json")) out += gguf_details(file);
+    if (format == FileFormat::gguf && !args.flag("json")) out += gguf_details({file});
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return exit_ok;
