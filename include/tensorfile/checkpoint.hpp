@@ -1230,16 +1230,10 @@ inline Tensor whole_tensor(const CheckpointState& state, std::string_view path) 
   const GgmlTypeInfo* block = block_type_of(state, i);
   const CheckpointEntry& entry = state.entries[i];
   if (block == nullptr || static_cast<std::size_t>(slice.dim) + 1 != entry.shape.size()) return slice;
-  const auto size = static_cast<std::int64_t>(block->block_size);
-  if (slice.begin % size != 0 || slice.end % size != 0) {
-    throw ArgumentError("the slice [" + std::to_string(slice.begin) + ", " + std::to_string(slice.end) +
-                            ") of the last dimension of \"" + entry.path + "\" cuts its " + std::string(block->name) +
-                            " blocks; expected a begin and an end that are multiples of its block size " +
-                            std::to_string(size) + " (or a slice of another dimension)",
-                        {.file = state.name, .member = entry.path});
-  }
-  slice.begin = slice.begin / size * block->block_bytes;
-  slice.end = slice.end / size * block->block_bytes;
+  const auto [begin, end] =
+      ggml_block_byte_range(*block, slice.begin, slice.end, {.file = state.name, .member = entry.path});
+  slice.begin = begin;
+  slice.end = end;
   return slice;
 }
 

@@ -189,8 +189,8 @@ namespace tensorfile::cuda {
       });
 }
 
-/// Loads every rank of a tensor-parallel group from one torch zip or safetensors file, each rank's part straight to
-/// its own device: `group.plan` cuts each tensor as parallel_slices() does for one rank (t.tensor_split or t.chunk
+/// Loads every rank of a tensor-parallel group from one torch zip, safetensors or GGUF file, each rank's part straight
+/// to its own device: `group.plan` cuts each tensor as parallel_slices() does for one rank (t.tensor_split or t.chunk
 /// along the rule's dim, explicit sizes, replicated tensors whole), and rank r's parts stream through the pinned ring
 /// to `group.devices[r]` ("cuda:0", ...; `{"cuda:0", "cuda:0"}` puts two ranks on one device), every device's ring at
 /// once (its pinned buffers, streams and events, `threads` readers each; as cuda::load_torch, or cuFile with
@@ -198,13 +198,15 @@ namespace tensorfile::cuda {
 /// once (a replicated tensor once per device); nothing is staged on the host but the rings. Tensors whose bytes are
 /// not raw in the file (deflated or big-endian records, views with strides of their own) are read once on the host
 /// and each part copied with Tensor::to. Returns one state dict per rank, in rank order: an ordered path -> tensor
-/// dict (named_tensors() paths, the file's order) of contiguous parts. `options`: `select` (and `select_drops`),
-/// `threads`, `direct_reads`, `cuda` (`ring_bytes` per device, `slot_bytes`, `use_cufile`, `require_cufile`,
-/// `keep_ring`, `progress` over every device's bytes), the safetensors header bound; `slice`, `map_location` and
-/// `into` set are ArgumentErrors, as are a device count other than `group.plan.world`, a device string that is no
-/// CUDA device, a bad plan, and a file of another format; a rule that does not fit a tensor is the ArgumentError
-/// parallel_slices() gives. DeviceError naming the CUDA error (and the rank) when a device is missing or out of
-/// memory; what load_torch and load_safetensors throw otherwise.
+/// dict (named_tensors() paths, the file's order) of contiguous parts; a GGUF file's block tensors are their raw bytes
+/// (uint8, the rules given their shape in elements; a cut of the last dimension keeps whole blocks), and every rank's
+/// dict has the file's metadata and ggml types (gguf_tensor_type(), dequantize()). `options`: `select` (and
+/// `select_drops`), `threads`, `direct_reads`, `cuda` (`ring_bytes` per device, `slot_bytes`, `use_cufile`,
+/// `require_cufile`, `keep_ring`, `progress` over every device's bytes), the safetensors header bound, `gguf`; `slice`,
+/// `map_location` and `into` set are ArgumentErrors, as are a device count other than `group.plan.world`, a device
+/// string that is no CUDA device, a bad plan, and a file of another format; a rule that does not fit a tensor is the
+/// ArgumentError parallel_slices() gives. DeviceError naming the CUDA error (and the rank) when a device is missing or
+/// out of memory; what load_torch and load_safetensors throw otherwise.
 [[nodiscard]] inline std::vector<Value> load_ranks(const std::filesystem::path& path, const ParallelDevices& group,
                                                    const LoadOptions& options = {}) {
   install();

@@ -12,6 +12,7 @@ big_2000_64mib: the same shapes scaled to 64 MiB, so that mmap time can be seen 
   SET.npy                 every tensor's data as one float32 array (rows of 1,024)
   SET.npz                 numpy.savez (stored, not compressed) of the tensors, one member each
   SET_tensordict/         a tensordict memmap tree: layers/<block>/w<k>.memmap leaves and a meta.json per level
+  SET.gguf                the tensors as GGUF version 3 F32 tensors, aligned to 32 (no metadata)
 and small_5000.pt (+ _dict.pt): an OrderedDict of 5,000 float32 tensors of 16 to 256 elements.
 --quick writes the 64 MiB set and the small file only; --torch-only the .pt files alone. Existing files are kept
 unless --force.
@@ -161,6 +162,27 @@ def write_npz(sd, path):
     os.replace(path + ".npz", path)
 
 
+def write_gguf(sd, path):
+    """GGUF version 3: the magic, version, tensor and key-value counts, then each tensor's info (name, dimensions
+    innermost first, ggml type 0 = F32, offset in the data section), the data section aligned to 32 and each
+    tensor's bytes at its offset (multiples of 32 here: every size is a multiple of 64 elements)."""
+    alignment = 32
+    with open(path, "wb") as out:
+        out.write(b"GGUF" + (3).to_bytes(4, "little") + len(sd).to_bytes(8, "little") + (0).to_bytes(8, "little"))
+        offset = 0
+        for name, t in sd.items():
+            encoded = name.encode()
+            out.write(len(encoded).to_bytes(8, "little") + encoded + t.dim().to_bytes(4, "little"))
+            for extent in reversed(t.shape):
+                out.write(int(extent).to_bytes(8, "little"))
+            out.write((0).to_bytes(4, "little") + offset.to_bytes(8, "little"))
+            offset += -(-nbytes(t) // alignment) * alignment
+        out.write(b"\0" * (-out.tell() % alignment))
+        for t in sd.values():
+            out.write(memoryview(t.numpy()).cast("B"))
+            out.write(b"\0" * (-nbytes(t) % alignment))
+
+
 def formats(sd):
     """(suffix, writer) for every format of one set."""
     return [
@@ -174,6 +196,7 @@ def formats(sd):
         (".npy", lambda p: write_npy(sd, p)),
         (".npz", lambda p: write_npz(sd, p)),
         ("_tensordict", lambda p: write_tensordict(sd, p)),
+        (".gguf", lambda p: write_gguf(sd, p)),
     ]
 
 

@@ -19,7 +19,8 @@
 #   --list         print the jobs of one round and the warm processes, run nothing
 # Formats, each of the main set (1 GiB of float32 in 2,000 tensors; --quick: 64 MiB): torch zip, safetensors
 # single and sharded (Hugging Face index), torch .bin shards (index), .npy (one array), .npz (2,000 members),
-# a tensordict memmap tree; and the 5,000-tensor small torch file.
+# a tensordict memmap tree, GGUF (F32; its peer ggml's gguf_init_from_file, from the ggml that .ci/install-deps puts in
+# ~/.cache/tensorfile-ggml or $TENSORFILE_GGML_DIR, when there); and the 5,000-tensor small torch file.
 # Order: no two processes of one configuration follow each other; tensorfile's heap load runs with huge pages off
 # (the default) and with TENSORFILE_HUGE_PAGES=1, and each round also runs both right after a NumPy process
 # that dirtied and freed 1 GiB of small pages (rows "... after 4K"). Each row records the process before it.
@@ -67,7 +68,8 @@ for r in rows:
     else:
         c["warm"] = r
 set_order = {"big_2000": 0, "big_2000_64mib": 1, "small_5000": 2}
-format_order = {f: i for i, f in enumerate(["torch", "safetensors", "st_shards", "bin_shards", "npy", "npz", "tensordict"])}
+format_order = {f: i for i, f in enumerate(["torch", "safetensors", "st_shards", "bin_shards", "npy", "npz", "tensordict",
+                                            "gguf"])}
 groups = dict(sorted(groups.items(), key=lambda g: (set_order.get(g[0].split()[0], 9), format_order.get(g[0].split()[1], 9))))
 nan = float("nan")
 def summary(c):
@@ -85,7 +87,7 @@ floors = {"pread_floor": "pread floor", "populate_floor": "populate fl", "huge_f
           "huge2_floor": "huge 2thr fl"}
 peers = {"torch.load": "torch.load", "torch.load_shards": "torch.load x shards", "numpy.load": "numpy.load",
          "numpy.mmap": "numpy mmap_mode=r", "safetensors.load_file": "safetensors.load_file",
-         "pickle_load": "libtorch"}
+         "pickle_load": "libtorch", "ggml.load": "ggml gguf_init_from_file"}
 labels = {**floors, "decode_floor": "decode floor", "heap": "tf heap", "heap_huge": "tf heap huge",
           "heap~4k": "tf heap after 4K", "heap_huge~4k": "tf heap huge after 4K", "heap_1thread": "tf heap 1 thread",
           "mmap": "tf mmap", "meta": "tf meta",
@@ -124,7 +126,8 @@ print("|" + "---|" * len(head))
 for name, c in s.items():
     if "heap" not in c and "mmap" not in c:
         continue
-    peer = next((p for p in ("torch.load", "torch.load_shards", "numpy.load", "safetensors.load_file") if p in c), None)
+    peer = next((p for p in ("torch.load", "torch.load_shards", "numpy.load", "safetensors.load_file", "ggml.load")
+                 if p in c), None)
     some = next(iter(c.values()))
     cells = [name, f"{some['bytes'] / MiB:.0f}", cell(c, "heap"), cell(c, "heap_huge"), cell(c, "mmap")]
     cells += [f"{med(c, f):.1f}" if f in c else "-" for f in floors]
@@ -185,6 +188,15 @@ for name, fmt, c in of_main("safetensors", "st_shards"):
         y = ratio(med(c, heap), med(c, best))
         target = f" (target <= 1.2x: {verdict(x, 1.2, False)})" if fmt == "safetensors" else ""
         print(f"  {name}: {labels[heap]} / pread floor: {x:.2f}x{target}; / best floor ({floors[best]}): {y:.2f}x")
+for name, fmt, c in of_main("gguf"):
+    best = best_floor(c)
+    for heap in ("heap", "heap_huge"):
+        x = ratio(med(c, heap), med(c, "pread_floor"))
+        y = ratio(med(c, heap), med(c, best))
+        print(f"  {name}: {labels[heap]} / pread floor: {x:.2f}x (issue 45's target <= 1.2x: {verdict(x, 1.2, False)}); "
+              f"/ best floor ({floors[best]}): {y:.2f}x")
+        if "ggml.load" in c:
+            print(f"  {name}: ggml gguf_init_from_file / {labels[heap]}: {ratio(med(c, 'ggml.load'), med(c, heap)):.2f}x")
 c = s.get(f"{main_set} st_shards", {})
 if "heap_1thread" in c:
     print(f"  {main_set} st_shards: tf heap 1 thread / tf heap (the default threads): "
@@ -253,12 +265,15 @@ fi
 have_libtorch=0
 have_safetensors=0
 "$python" -c "import safetensors.torch" 2>/dev/null && have_safetensors=1
+ggml_dir="${TENSORFILE_GGML_DIR:-$HOME/.cache/tensorfile-ggml}"
+have_ggml=0
+[[ -f $ggml_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so ]] && have_ggml=1
 main=big_2000
 [[ $quick -eq 1 ]] && main=big_2000_64mib
 sets=(big_2000_64mib small_5000)
 [[ $quick -eq 1 ]] || sets+=(big_2000)
 set_suffixes() {  # SET: the files make_bench_files.py writes for it
-  if [[ $1 == small_5000 ]]; then echo .pt _dict.pt; else echo .pt _dict.pt .safetensors _st_shards _bin_shards .npy .npz _tensordict; fi
+  if [[ $1 == small_5000 ]]; then echo .pt _dict.pt; else echo .pt _dict.pt .safetensors _st_shards _bin_shards .npy .npz _tensordict .gguf; fi
 }
 # One job a line: SET FORMAT CONFIG PATH (PATH relative to DIR: what load() and the peers are given).
 floor_configs="pread_floor populate_floor huge_floor huge2_floor"
@@ -282,6 +297,9 @@ fresh_jobs() {
   jobs_of "$m" npz "$m.npz" $floor_configs heap heap_huge mmap numpy.load
   # A tensordict tree always maps its leaves (as tensordict does): its load is the mmap row.
   jobs_of "$m" tensordict "${m}_tensordict" $floor_configs mmap
+  local gguf_peer=()
+  [[ $have_ggml -eq 1 ]] && gguf_peer=(ggml.load)
+  jobs_of "$m" gguf "$m.gguf" $floor_configs heap heap_huge mmap meta "${gguf_peer[@]}"
   jobs_of small_5000 torch small_5000.pt $floor_configs decode_floor heap heap_huge mmap meta select "${torch_peers[@]}"
   if [[ $m != big_2000_64mib ]]; then  # the 64 MiB files: mmap time must not depend on the data's size
     jobs_of big_2000_64mib torch big_2000_64mib.pt pread_floor heap heap_huge mmap meta
@@ -383,6 +401,23 @@ import json, os, resource, statistics, sys, time
 mode, path, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode.startswith("numpy"):
     import numpy as np  # alone: a numpy user's process imports no torch
+elif mode == "ggml.load":
+    import ctypes
+    sys.path.insert(0, os.environ["TENSORFILE_BENCH_GGUF_DIR"])
+    import ggml_peer
+    ggml = ggml_peer.Ggml(ggml_peer.library_path(os.environ["TENSORFILE_GGML_DIR"]))
+
+    class GgmlLoad:  # what a load gave, freed when dropped
+        def __init__(self, ctx, data):
+            self.ctx, self.data = ctx, data
+            self.tensors = ggml.lib.gguf_get_n_tensors(ctx)
+
+        def __len__(self):
+            return self.tensors
+
+        def __del__(self):
+            ggml.lib.ggml_free(self.data)
+            ggml.lib.gguf_free(self.ctx)
 else:
     import torch
 def shards(index):
@@ -410,9 +445,14 @@ def load():
         return value
     if mode == "numpy.mmap":
         return np.load(path, mmap_mode="r")
+    if mode == "ggml.load":  # ggml's own reader: the tensor infos, then the data section read into one context
+        params = ggml_peer.GgufInitParams(False, ctypes.pointer(ctypes.c_void_p()))
+        ctx = ggml.lib.gguf_init_from_file(os.fsencode(path), params)
+        assert ctx, "ggml refused " + path
+        return GgmlLoad(ctx, params.ctx.contents)
     sys.exit(f"unknown peer {mode}")
 def count(value):
-    return len(value) if isinstance(value, dict) else 1
+    return len(value) if isinstance(value, dict) or mode == "ggml.load" else 1
 folder = os.path.dirname(path) if path.endswith(".index.json") else path
 data_bytes = (sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)) if os.path.isdir(folder)
               else os.path.getsize(path))
@@ -457,6 +497,7 @@ run() {  # SET FORMAT CONFIG PATH LOADS [CACHE]: one process; CACHE cold drops t
     heap~4k) env -u TENSORFILE_HUGE_PAGES "$bin/bench_load" heap "$file" "$loads" ;;
     heap_1thread) env -u TENSORFILE_HUGE_PAGES TENSORFILE_BENCH_READ_THREADS=1 "$bin/bench_load" heap "$file" "$loads" ;;
     torch.load | torch.load_shards | numpy.load | numpy.mmap | safetensors.load_file) peer "$config" "$file" "$loads" ;;
+    ggml.load) TENSORFILE_GGML_DIR="$ggml_dir" TENSORFILE_BENCH_GGUF_DIR="$root/tests/gguf" peer "$config" "$file" "$loads" ;;
     pickle_load) "$bin/bench_libtorch" "${file%.pt}_dict.pt" "$loads" ;;
     dd_direct) dd_direct "$file" ;;
     *) env -u TENSORFILE_HUGE_PAGES "$bin/bench_load" "$config" "$file" "$loads" ;;

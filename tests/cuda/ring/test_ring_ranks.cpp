@@ -2,9 +2,12 @@
 // Tests of <tensorfile/cuda/detail/ring_ranks.hpp>: every rank of a tensor-parallel group loaded at once, each rank's
 // part streamed through the ring to its own (fake) CUDA device, as cuda::load_ranks composes it; the parts compared
 // with those torch itself cut (tests/data/ranks, tests/interop/make_rank_fixtures.py).
+#include <tensorfile/checkpoint.hpp>
 #include <tensorfile/core/value_print.hpp>
 #include <tensorfile/cuda/detail/ring_ranks.hpp>
 #include <tensorfile/cuda/detail/ring_reader.hpp>
+#include <tensorfile/formats/gguf/load.hpp>
+#include <tensorfile/formats/gguf/save.hpp>
 #include <tensorfile/formats/safetensors/save.hpp>
 #include <tensorfile/formats/torch/load.hpp>
 
@@ -187,6 +190,81 @@ TEST_CASE("ring_load_ranks: replicated tensors whole on every device, empty part
   }
 }
 
+/// Checks each rank of `file` loaded with `group` against the slices the front door reads of it (Checkpoint::tensor
+/// with that rank's parallel_slices()), its metadata and ggml types, and the bytes each device received.
+void check_gguf_ranks(const std::filesystem::path& file, const ParallelDevices& group) {
+  FakeCopyEngine::reset_device_trackers();  // counted from here
+  const Checkpoint checkpoint = open(file);
+  const std::vector<Value> ranks = ring_load_ranks<FakeCopyEngine>(file, group, {}, small_ring);
+  REQUIRE(ranks.size() == static_cast<std::size_t>(group.plan.world));
+  for (std::int64_t r = 0; r < group.plan.world; ++r) {
+    INFO("rank " << r);
+    ParallelPlan plan = group.plan;
+    plan.rank = r;
+    const SliceRule rule = parallel_slices(plan);
+    const Value& rank = ranks[static_cast<std::size_t>(r)];
+    REQUIRE(rank.size() == checkpoint.entries().size());
+    std::uint64_t streamed = 0;
+    for (const CheckpointEntry& entry : checkpoint.entries()) {
+      INFO(entry.path);
+      const std::optional<TensorSlice> slice = rule(entry.path, entry.shape);  // asked in elements
+      const Tensor expected = slice ? checkpoint.tensor(entry.path, *slice) : checkpoint.tensor(entry.path);
+      const Tensor& got = rank[entry.path].as_tensor();
+      CHECK(got.device() == Device::cuda(static_cast<int>(r)));
+      CHECK(got.dtype() == expected.dtype());
+      CHECK(got.sizes() == expected.sizes());
+      CHECK(host_bytes(got) == host_bytes(expected));
+      CHECK(gguf_tensor_type(rank, entry.path) == entry.ggml_type);
+      streamed += got.nbytes();
+    }
+    CHECK(rank.as_dict().attributes() == checkpoint.load_all().as_dict().attributes());  // metadata, ggml types
+    const auto tracker = FakeCopyEngine::device_tracker(static_cast<int>(r));
+    CHECK(tracker->copied_bytes == streamed);
+    CHECK(tracker->violations == 0);
+  }
+}
+
+TEST_CASE("ring_load_ranks cuts a GGUF file's tensors as the front door slices them, blocks kept whole",
+          "[ring][ranks][gguf]") {
+  // ggml_small.gguf, written by the real ggml: token_embd.weight f32 [2, 4], blk.0.attn_norm.weight f16 [8],
+  // blk.0.ffn_down.weight q8_0 [2, 32], blk.0.ffn_up.weight q4_K [256], h.i32 [3] (shapes in elements).
+  const std::filesystem::path fixture = tensorfile_test::data_dir() / "gguf" / "ggml_small.gguf";
+  const auto group = [](std::int64_t world, const std::string& rules) {
+    ParallelDevices out{.plan = {.world = world, .rules = parse_parallel_rules(rules)}};
+    for (std::int64_t r = 0; r < world; ++r) out.devices.push_back("cuda:" + std::to_string(r));
+    return out;
+  };
+  SECTION("plain tensors on any dimension, a block tensor's rows, the others replicated") {
+    const FourDevices devices;
+    for (const std::int64_t world : {2, 3}) {
+      check_gguf_ranks(fixture, group(world,
+                                      "token_embd.weight=1,blk.0.attn_norm.weight=0,"
+                                      "blk.0.ffn_down.weight=0,h.i32=0"));
+    }
+  }
+  SECTION("a block tensor's last dimension on block boundaries") {
+    const FourDevices devices;
+    const tensorfile_test::ScratchDir dir;
+    NamedTensors tensors;
+    const Tensor wide = Tensor::zeros({3, 128}, DType::Float32);
+    for (std::int64_t i = 0; i < wide.numel(); ++i) wide.data<float>()[i] = static_cast<float>(i % 97) - 40.0f;
+    tensors.emplace_back("wide", wide);
+    save_gguf(tensors, dir / "q8.gguf", {.gguf = {.quantize = "q8_0"}});
+    REQUIRE(open(dir / "q8.gguf").entries()[0].ggml_type == GgmlType::Q8_0);
+    check_gguf_ranks(dir / "q8.gguf", group(4, "wide=1"));  // 32 elements, one block, a rank
+    check_gguf_ranks(dir / "q8.gguf", group(2, "wide=1"));
+  }
+  SECTION("a cut inside blocks is an ArgumentError naming the tensor and the file") {
+    const FourDevices devices;
+    CHECK_THROWS_WITH(
+        ring_load_ranks<FakeCopyEngine>(fixture, group(2, "blk.0.ffn_up.weight=0"), {}, small_ring),
+        Catch::Matchers::Contains("ggml_small.gguf") && Catch::Matchers::Contains("blk.0.ffn_up.weight") &&
+            Catch::Matchers::Contains("the slice [0, 128) of the last dimension of \"blk.0.ffn_up.weight\" cuts its "
+                                      "q4_K blocks; expected a begin and an end that are multiples of its block size "
+                                      "256"));
+  }
+}
+
 TEST_CASE("ring_load_ranks refuses devices, plans, options and files it cannot load", "[ring][ranks]") {
   const FourDevices devices;
   const std::filesystem::path file = tensorfile_test::data_dir() / "ranks" / "weights.pt";
@@ -218,9 +296,10 @@ TEST_CASE("ring_load_ranks refuses devices, plans, options and files it cannot l
   CHECK_THROWS_AS(ring_load_ranks<FakeCopyEngine>(file, group, {}, small_ring), DeviceError);
 
   const std::filesystem::path legacy = tensorfile_test::data_dir() / "torch_gen" / "legacy_format.pt";
-  CHECK_THROWS_WITH(ring_load_ranks<FakeCopyEngine>(legacy, group_of(2, EvenSplit::chunk), {}, small_ring),
-                    Catch::Matchers::Contains(
-                        "the file is torch-legacy data; cuda::load_ranks() expects a torch zip or safetensors"));
+  CHECK_THROWS_WITH(
+      ring_load_ranks<FakeCopyEngine>(legacy, group_of(2, EvenSplit::chunk), {}, small_ring),
+      Catch::Matchers::Contains(
+          "the file is torch-legacy data; cuda::load_ranks() expects a torch zip, safetensors or GGUF file"));
 }
 
 }  // namespace ring_ranks_test

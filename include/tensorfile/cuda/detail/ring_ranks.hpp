@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -32,6 +33,9 @@
 #include "tensorfile/formats/detail/into_refusal.hpp"
 #include "tensorfile/formats/detail/slice_reads.hpp"
 #include "tensorfile/formats/format.hpp"
+#include "tensorfile/formats/gguf/ggml_types.hpp"
+#include "tensorfile/formats/gguf/header.hpp"
+#include "tensorfile/formats/gguf/load.hpp"
 #include "tensorfile/formats/safetensors/detail/header_parser.hpp"  // read_safetensors_head
 #include "tensorfile/formats/safetensors/load.hpp"
 #include "tensorfile/formats/slice.hpp"
@@ -43,9 +47,11 @@ namespace tensorfile::detail {
 struct RankTensor {
   std::string path;                     ///< as named_tensors() spells it
   DType dtype = DType::UInt8;           ///< element type
-  Shape shape{};                        ///< the file's extents
+  Shape shape{};                        ///< the file's extents (a GGUF block tensor: its raw bytes', as it loads)
   std::optional<std::uint64_t> offset;  ///< its first byte in the file when its bytes lie there raw, in C order
   bool requires_grad = false;           ///< as saved
+  const GgmlTypeInfo* block = nullptr;  ///< a GGUF block tensor's type: its slice rules see `elements`
+  Shape elements{};                     ///< a GGUF block tensor's shape in elements
 };
 
 /// One rank's part of one tensor: the slice its plan gives (nullopt: the whole tensor) and the part's shape.
@@ -181,14 +187,36 @@ inline void plan_part_layout(RingGroup& group, std::span<const RowRuns> runs, st
   return out;
 }
 
-/// Loads every rank of `spec` from the open torch zip or safetensors file `file` (named `path` in messages), rank r's
-/// part of each tensor on spec.devices[r] (resolved by `resolve(Device) -> Device`): one state dict per rank, path ->
-/// the part (t.tensor_split or t.chunk of the plan; replicated tensors whole on every device), in the file's order.
+/// The tensors of a GGUF file's validated header, every one with its offset in the file; block tensors as their raw
+/// bytes, their shapes in elements kept for the slice rules.
+[[nodiscard]] inline std::vector<RankTensor> gguf_rank_tensors(const GgufHeader& header) {
+  std::vector<RankTensor> out;
+  out.reserve(header.tensors.size());
+  for (const GgufTensorInfo& info : header.tensors) {
+    const GgmlTypeInfo& type = ggml_type_info(info.type);
+    RankTensor& tensor = out.emplace_back();
+    tensor.path = info.name;
+    tensor.dtype = type.dtype.value_or(DType::UInt8);
+    tensor.shape = info.storage_shape();
+    tensor.offset = header.data_offset + info.offset;
+    if (type.is_quantized()) {
+      tensor.block = &type;
+      tensor.elements = info.shape();
+    }
+  }
+  return out;
+}
+
+/// Loads every rank of `spec` from the open torch zip, safetensors or GGUF file `file` (named `path` in messages), rank
+/// r's part of each tensor on spec.devices[r] (resolved by `resolve(Device) -> Device`): one state dict per rank, path
+/// -> the part (t.tensor_split or t.chunk of the plan; replicated tensors whole on every device), in the file's order.
 /// The parts whose bytes lie raw in the file are grouped per rank (each part's runs, as formats/detail/slice_reads.hpp
 /// plans a slice's bytes, back to back in one allocation per device: plan_part_layout) and streamed with
 /// `stream(const FileHandle&, const RingGroup&, RingProgressState&) -> std::vector<Storage>`, every device's group at
 /// once on threads of its own (its ring, its lanes); each rank's bytes are read once, a replicated tensor once per
-/// device. The others (deflated or big-endian records, views with strides of their own) are read once on the host and
+/// device. A GGUF block tensor's rules see its shape in elements, and a slice of its last dimension must keep whole
+/// blocks (else an ArgumentError naming it); each rank's dict has the file's attributes (metadata, ggml types). The
+/// others (deflated or big-endian records, views with strides of their own) are read once on the host and
 /// each rank's part copied to its device with Tensor::to. `options`: select (the tensors kept; select_drops as the
 /// loaders': a dropped tensor is a meta stand-in of the file's shape), the ring's settings, the safetensors header
 /// bound; `slice`, `map_location` and `into` must be unset (ArgumentError). `callback` gets (done, total) for the bytes
@@ -231,13 +259,18 @@ template <class Resolve, class Stream>
   file.read_exact(0, std::span<std::byte>(magic, got));
   const FileFormat format = detect_format(std::span<const std::byte>(magic, got));
   std::vector<RankTensor> tensors;
+  Value attributes;  // a GGUF file's metadata and ggml types, on every rank's dict
   if (format == FileFormat::torch_zip) {
     tensors = torch_rank_tensors(file, path, options);
   } else if (format == FileFormat::safetensors) {
     tensors = safetensors_rank_tensors(file, path, options);
+  } else if (format == FileFormat::gguf) {
+    const GgufHeader header = read_gguf_file_header(file, path, options.gguf);
+    tensors = gguf_rank_tensors(header);
+    attributes = gguf_meta_dict(header).as_dict().attributes();
   } else {
     throw ArgumentError("the file is " + std::string(format_name(format)) +
-                            " data; cuda::load_ranks() expects a torch zip or safetensors file",
+                            " data; cuda::load_ranks() expects a torch zip, safetensors or GGUF file",
                         {.file = path});
   }
 
@@ -254,8 +287,15 @@ template <class Resolve, class Stream>
         if (!options.select_drops) parts[r].push_back({i, std::nullopt, tensor.shape, {}, std::nullopt});
         continue;
       }
-      RankPart part{
-          i, naming_file([&] { return rules[r](tensor.path, tensor.shape); }), tensor.shape, {}, std::nullopt};
+      RankPart part{i,
+                    naming_file([&] { return rules[r](tensor.path, tensor.block ? tensor.elements : tensor.shape); }),
+                    tensor.shape,
+                    {},
+                    std::nullopt};
+      if (part.slice && tensor.block && static_cast<std::size_t>(part.slice->dim) + 1 == tensor.shape.size()) {
+        std::tie(part.slice->begin, part.slice->end) = ggml_block_byte_range(
+            *tensor.block, part.slice->begin, part.slice->end, {.file = path, .member = tensor.path});
+      }
       const TensorSlice whole{0, 0, tensor.shape.empty() ? 1 : tensor.shape[0]};
       const TensorSlice& cut = part.slice ? *part.slice : whole;
       if (part.slice) part.shape[static_cast<std::size_t>(cut.dim)] = cut.end - cut.begin;
@@ -314,6 +354,7 @@ template <class Resolve, class Stream>
   for (std::size_t r = 0; r < world; ++r) {
     Dict dict;
     dict.ordered = true;
+    if (!attributes.is_none()) dict.set_attributes(attributes);
     for (const RankPart& part : parts[r]) {
       const RankTensor& tensor = tensors[part.tensor];
       if (part.range) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "tensorfile/core/dtype.hpp"
 #include "tensorfile/core/error.hpp"
@@ -152,5 +153,25 @@ inline constexpr RemovedGgmlType removed_ggml_types[] = {
 
 /// ggml's name for `type` ("q4_0").
 [[nodiscard]] constexpr std::string_view ggml_type_name(GgmlType type) noexcept { return ggml_type_info(type).name; }
+
+namespace detail {
+
+/// Elements [begin, end) of the last dimension of a tensor of `block` type as bytes of its raw rows: an
+/// ArgumentError located at `where` (the file and the tensor, its member) when either cuts a block.
+[[nodiscard]] inline std::pair<std::int64_t, std::int64_t> ggml_block_byte_range(const GgmlTypeInfo& block,
+                                                                                 std::int64_t begin, std::int64_t end,
+                                                                                 const ErrorLocation& where) {
+  const auto size = static_cast<std::int64_t>(block.block_size);
+  if (begin % size != 0 || end % size != 0) {
+    throw ArgumentError("the slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") of the last dimension of \"" + where.member + "\" cuts its " + std::string(block.name) +
+                            " blocks; expected a begin and an end that are multiples of its block size " +
+                            std::to_string(size) + " (or a slice of another dimension)",
+                        where);
+  }
+  return {begin / size * block.block_bytes, end / size * block.block_bytes};
+}
+
+}  // namespace detail
 
 }  // namespace tensorfile
