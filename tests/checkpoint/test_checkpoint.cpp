@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -121,6 +122,7 @@ class CountingReader final : public RangeReader {
     const std::size_t n = std::min({out.size(), chunk_, bytes_.size() - static_cast<std::size_t>(offset)});
     std::memcpy(out.data(), bytes_.data() + offset, n);
     read_ += n;
+    largest_ask_ = std::max(largest_ask_, out.size());
     return n;
   }
   std::optional<std::uint64_t> size() const override {
@@ -133,10 +135,12 @@ class CountingReader final : public RangeReader {
 
   [[nodiscard]] std::uint64_t bytes_read() const { return read_; }
   [[nodiscard]] std::uint64_t total() const { return bytes_.size(); }
+  [[nodiscard]] std::size_t largest_ask() const { return largest_ask_; }  ///< the longest buffer a read was given
 
  private:
   std::vector<std::byte> bytes_;
   std::size_t chunk_;
+  std::size_t largest_ask_ = 0;
   bool mappable_;
   bool sized_;
   std::atomic<std::uint64_t> read_{0};
@@ -223,6 +227,35 @@ TEST_CASE("every single-file format through a ranged reader, a memory span and a
     CountingReader unmappable(bytes, 64);
     CHECK_THROWS_AS(open(Source::reader(unmappable), {.mmap = MapMode::read_only}), ArgumentError);
   }
+}
+
+TEST_CASE("a sized reader of a zip format is read whole by reads that ask for all that is left", "[checkpoint]") {
+  // open() parses a zip in memory: one buffer of the claimed size, which a remote reader fills by concurrent ranges,
+  // rather than doubling chunks copied again at the end.
+  ScratchDir dir;
+  const Tensor big = Tensor::zeros({1024, 1024}, DType::Float32);
+  save(NamedTensors{{"w", big}}, dir / "big.pt");
+  CountingReader reader(file_bytes(dir / "big.pt"), std::size_t{1} << 30);
+  CHECK(load(Source::reader(reader)).as_dict().find("w")->as_tensor().equal(big));
+  CHECK(reader.largest_ask() == reader.total());
+  std::vector<std::byte> cut = file_bytes(dir / "big.pt");
+  cut.resize(cut.size() / 2);
+  CountingReader short_of_its_size(cut, std::size_t{1} << 30);
+  class Claims final : public RangeReader {  // claims the whole file's size, holds half of it
+   public:
+    Claims(CountingReader& inner, std::uint64_t size) : inner_(inner), size_(size) {}
+    std::size_t read(std::uint64_t offset, std::span<std::byte> out) override { return inner_.read(offset, out); }
+    std::optional<std::uint64_t> size() const override { return size_; }
+    std::string name() const override { return "mem://claims"; }
+
+   private:
+    CountingReader& inner_;
+    std::uint64_t size_;
+  } claims(short_of_its_size, reader.total());
+  CHECK_THROWS_WITH(load(Source::reader(claims)),
+                    Catch::Matchers::Contains("mem://claims") &&
+                        Catch::Matchers::Contains("the reader ended early; expected " + std::to_string(reader.total()) +
+                                                  " bytes, got " + std::to_string(cut.size())));
 }
 
 TEST_CASE("a ranged reader reads only the header and the selected tensor of safetensors and .npy", "[checkpoint]") {

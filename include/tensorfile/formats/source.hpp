@@ -174,6 +174,8 @@ struct UrlFolder {
 }  // namespace tensorfile
 
 #if TENSORFILE_DEFINITIONS  // helpers that other headers' bodies use too
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <istream>
@@ -329,9 +331,28 @@ class SourceBytes {
     }
   }
 
-  // A reader read to its end (or to the `expected` bytes its size() claims, all of which it must give) in doubling
-  // chunks.
+  // A reader read to its end (or to the `expected` bytes its size() claims, all of which it must give). A claim the
+  // machine's memory could hold is read straight into one buffer of that size, each call asking for all that is left
+  // (a remote reader splits it into concurrent ranges); its pages are touched only as bytes arrive, so a reader that
+  // claims more than it gives costs address space, not memory. Otherwise, in doubling chunks.
   [[nodiscard]] Storage read_all(RangeReader& reader, std::optional<std::uint64_t> expected) const {
+    if (expected && *expected != 0 && *expected <= physical_memory_bytes()) {
+      const auto total = static_cast<std::size_t>(*expected);
+      Storage all = heap_storage(total, false);
+      std::size_t done = 0;
+      while (done < total) {
+        const std::size_t n = reader.read(done, {all.mutable_data() + done, total - done});
+        if (n == 0) break;
+        check_read_count(n, total - done, done);
+        done += n;
+      }
+      if (done != total) {
+        throw FormatError(
+            "the reader ended early; expected " + std::to_string(total) + " bytes, got " + std::to_string(done),
+            {.file = name_, .offset = done});
+      }
+      return all;
+    }
     const auto cap = [&](std::size_t n) {
       return expected ? static_cast<std::size_t>(std::min<std::uint64_t>(n, *expected)) : n;
     };
@@ -352,6 +373,13 @@ class SourceBytes {
     Storage all = heap_storage(done, false);
     if (done != 0) std::memcpy(all.mutable_data(), bytes.data(), done);
     return all;
+  }
+
+  // The machine's memory, bytes (0 when sysconf cannot say: every claim then takes the doubling path).
+  [[nodiscard]] static std::uint64_t physical_memory_bytes() noexcept {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
   }
 
   std::string name_;
