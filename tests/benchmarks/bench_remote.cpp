@@ -3,7 +3,8 @@
 // of the same file from local disk (warm cache), then tensorfile's loads with one connection and with several, and
 // a select of one tensor (the bytes it fetched against the object's size). A program, not a test.
 //
-// usage: bench_remote URL LOCAL_FILE [CONNECTIONS [REPEATS]]    URL: the LOCAL_FILE as a server serves it
+// usage: bench_remote URL LOCAL_FILE [CONNECTIONS [REPEATS]]    URL: the LOCAL_FILE as a server serves it (http(s)://
+// or s3://bucket/key, with the AWS_* variables the library reads: AWS_ENDPOINT_URL for an S3-compatible server)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -29,11 +30,26 @@ long peak_rss_mib() {
   return usage.ru_maxrss / 1024;
 }
 
-// curl's own download of the URL to /dev/null: the wall time of the process, best of `repeats`.
+// The environment variable `name`, or "" when unset.
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// curl's own download of the URL to /dev/null: the wall time of the process, best of `repeats`. An s3:// URL is
+// fetched path-style from AWS_ENDPOINT_URL, signed by curl's --aws-sigv4 with AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_REGION (us-east-1 when unset), as the library signs its requests.
 double curl_seconds(const std::string& url, int repeats) {
+  std::string command = "curl -sSf -o /dev/null '" + url + "'";
+  if (url.starts_with("s3://")) {
+    const std::string region = environment("AWS_REGION").empty() ? "us-east-1" : environment("AWS_REGION");
+    command = "curl -sSf -o /dev/null --aws-sigv4 'aws:amz:" + region + ":s3' --user '" +
+              environment("AWS_ACCESS_KEY_ID") + ":" + environment("AWS_SECRET_ACCESS_KEY") +
+              "' -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' '" + environment("AWS_ENDPOINT_URL") + "/" +
+              url.substr(5) + "'";
+  }
   double best = 1e30;
   for (int i = 0; i < repeats; ++i) {
-    const std::string command = "curl -sSf -o /dev/null '" + url + "'";
     const auto start = Clock::now();
     if (std::system(command.c_str()) != 0) {  // NOLINT(cert-env33-c): the benchmark's floor is curl itself
       std::fprintf(stderr, "bench_remote: %s failed\n", command.c_str());
