@@ -418,18 +418,24 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
   return Value(std::move(dict));
 }
 
-[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options);
-[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options);
+[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options,
+                                              bool single_load);
+[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options,
+                                     bool single_load = false);
 
-/// The format's loader over the handle's source, with `options`.
-[[nodiscard]] inline Value load_format(const CheckpointState& state, const LoadOptions& options) {
-  if (state.sharded && state.folder != nullptr) return load_opened_shards(state, options);
+/// The format's loader over the handle's source, with `options`. `single_load`: the handle is load()'s alone, so a
+/// torch file's buffer read whole from a reader becomes the storage its tensors share (as a stream's), not copied.
+[[nodiscard]] inline Value load_format(const CheckpointState& state, const LoadOptions& options,
+                                       bool single_load = false) {
+  if (state.sharded && state.folder != nullptr) return load_opened_shards(state, options, single_load);
   if (state.sharded) return load_state_dict(state.path, options);
   const bool by_path = state.source.kind() == Source::Kind::path;
   switch (state.format) {
     case FileFormat::torch_zip:
     case FileFormat::torch_legacy:
-      return by_path ? load_torch(state.path, options) : load_torch(state.memory, span_options(state, options));
+      if (by_path) return load_torch(state.path, options);
+      if (single_load && state.held.defined() && !options.mmap) return load_torch_owned(state.held, options);
+      return load_torch(state.memory, span_options(state, options));
     case FileFormat::safetensors:
       if (by_path) return load_safetensors(state.path, options);
       if (state.memory.empty() && state.bytes->reader() != nullptr) return load_by_ranges(state, options);
@@ -484,7 +490,8 @@ inline void for_each_on_threads(std::size_t count, std::size_t threads, const st
 /// loaded by its handle (up to `threads` at once), the tensors merged in the index's order; the unkept tensors of
 /// the other shards are meta stand-ins (unless `select_drops`) for safetensors shards and left out for torch ones.
 /// The index and the shards were checked against each other by open().
-[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options) {
+[[nodiscard]] inline Value load_opened_shards(const CheckpointState& state, const LoadOptions& options,
+                                              bool single_load) {
   const std::size_t count = state.shards.size();
   std::vector<std::uint8_t> wanted(count, options.select ? 0 : 1);
   for (std::size_t i = 0; i < state.entries.size(); ++i) {
@@ -492,7 +499,7 @@ inline void for_each_on_threads(std::size_t count, std::size_t threads, const st
   }
   std::vector<Value> loaded(count);
   for_each_on_threads(count, options.threads, [&](std::size_t k) {
-    if (wanted[k] != 0) loaded[k] = load_with(*state.shards[k], options);
+    if (wanted[k] != 0) loaded[k] = load_with(*state.shards[k], options, single_load);
   });
   Dict merged;
   merged.ordered = true;
@@ -571,12 +578,12 @@ inline void put_at(Value& tree, std::string_view path, const Tensor& buffer, con
 [[nodiscard]] inline Value load_slicing(const CheckpointState& state, const LoadOptions& options);
 
 /// load_format(), its errors naming the source.
-[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options) {
+[[nodiscard]] inline Value load_with(const CheckpointState& state, const LoadOptions& options, bool single_load) {
   for (const auto& [path, buffer] : options.into) (void)entry_index(state, path);
   if (options.slice) return load_slicing(state, options);
   try {
     if (!options.into.empty() && !loader_fills_into(state)) return load_filling_into(state, options);
-    return load_format(state, options);
+    return load_format(state, options, single_load);
   } catch (const Error&) {
     rethrow_naming_source(state.name);
   }
@@ -994,7 +1001,7 @@ inline void map_views(CheckpointState& state) {
       if (mapped) {
         state->memory = *mapped;
       } else {
-        state->held = bytes.whole();
+        state->held = bytes.whole(options.huge_pages);  // a load() may give its tensors slices of it
         state->memory = {state->held.data(), state->held.size_bytes()};
         state->owns_memory = true;
         state->bytes = std::make_unique<SourceBytes>(Source::memory(state->memory, state->name), false);
@@ -1172,6 +1179,17 @@ class FolderFile final : public RangeReader {
   std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options);
   state->owned_folder = std::move(where.folder);
   return state;
+}
+
+/// The state open() makes of `source`: a path, a URL, a folder's file, memory, a stream or a reader.
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_source(const Source& source, const LoadOptions& options) {
+  switch (source.kind()) {
+    case Source::Kind::path:
+      if (is_url(source.name())) return open_url(source.name(), options);
+      return open_path(source.path(), options);
+    case Source::Kind::folder: return open_folder(*source.folder(), source.relative(), options);
+    default: return open_bytes(source, options);
+  }
 }
 
 /// The tensor at `path`, whole (no slice rule asked).
@@ -1523,13 +1541,7 @@ TENSORFILE_ENTRY Value Checkpoint::load(const TensorSelect& select) const {
 TENSORFILE_ENTRY Value Checkpoint::load_all() const { return detail::load_with(*state_, state_->options); }
 
 TENSORFILE_ENTRY Checkpoint open(const Source& source, const LoadOptions& options) {
-  switch (source.kind()) {
-    case Source::Kind::path:
-      if (is_url(source.name())) return Checkpoint(detail::open_url(source.name(), options));
-      return Checkpoint(detail::open_path(source.path(), options));
-    case Source::Kind::folder: return Checkpoint(detail::open_folder(*source.folder(), source.relative(), options));
-    default: return Checkpoint(detail::open_bytes(source, options));
-  }
+  return Checkpoint(detail::open_source(source, options));
 }
 
 TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
@@ -1553,7 +1565,9 @@ TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
       }
     }
   }
-  return open(source, options).load_all();
+  // The handle lives for this one load: what it read whole may become the tensors' storage.
+  const std::shared_ptr<detail::CheckpointState> state = detail::open_source(source, options);
+  return detail::load_with(*state, options, true);
 }
 
 namespace detail {

@@ -258,6 +258,37 @@ TEST_CASE("a sized reader of a zip format is read whole by reads that ask for al
                                                   " bytes, got " + std::to_string(cut.size())));
 }
 
+TEST_CASE("load() of a torch file read whole from a reader gives writable tensors; a handle's loads stay its own",
+          "[checkpoint]") {
+  // load() alone holds the buffer it read the file into, so its tensors are slices of it; a Checkpoint's loads are
+  // copies, so that writing into one load's tensors never shows in the next.
+  ScratchDir dir;
+  const Tensor a = Tensor::from_values({1.0f, 2.0f, 3.0f});
+  const Tensor b = Tensor::from_values({4.0, 5.0});
+  save(NamedTensors{{"a", a}, {"b", b}}, dir / "two.pt");
+  for (const bool legacy : {false, true}) {
+    INFO("legacy " << legacy);
+    const std::filesystem::path file =
+        legacy ? tensorfile_test::data_dir() / "torch_gen" / "legacy_format.pt" : dir / "two.pt";
+    const Value expected = load(file);
+    CountingReader reader(file_bytes(file), std::size_t{1} << 30);
+    const Value loaded = load(Source::reader(reader));
+    check_same_tensors(loaded, expected);
+    for (const auto& [path, tensor] : named_tensors(loaded)) {
+      INFO(path);
+      CHECK(tensor.storage().writable());
+      CHECK(tensor.device().is_cpu());
+    }
+    CountingReader again(file_bytes(file), std::size_t{1} << 30);
+    const Checkpoint opened = open(Source::reader(again));
+    const NamedTensors first = named_tensors(opened.load_all());
+    REQUIRE_FALSE(first.empty());
+    Tensor written = first.front().second;
+    std::memset(written.storage().mutable_data(), 0x5A, written.storage().size_bytes());
+    check_same_tensors(opened.load_all(), expected);
+  }
+}
+
 TEST_CASE("a ranged reader reads only the header and the selected tensor of safetensors and .npy", "[checkpoint]") {
   ScratchDir dir;
   std::vector<float> big(1 << 18, 1.5f);

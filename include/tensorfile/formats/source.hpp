@@ -248,7 +248,7 @@ class SourceBytes {
         if (const std::optional<std::uint64_t> size = reader_->size()) {
           size_ = *size;
         } else {
-          hold(read_all(*reader_, std::nullopt));
+          hold(read_all(*reader_, std::nullopt, HugePages::from_environment));
           reader_ = nullptr;
         }
         break;
@@ -306,11 +306,12 @@ class SourceBytes {
   }
 
   /// The whole source in memory: the bytes it already has, else one new heap storage read with read_exact (a
-  /// ranged reader: read as its bytes arrive, so that a size() it overstates costs no memory it does not give).
-  [[nodiscard]] Storage whole() const {
+  /// ranged reader: read as its bytes arrive, so that a size() it overstates costs no memory it does not give),
+  /// advised for huge pages as `pages` says (a load's tensors may be slices of it).
+  [[nodiscard]] Storage whole(HugePages pages = HugePages::from_environment) const {
     if (held_.defined()) return held_;
-    if (reader_ != nullptr) return read_all(*reader_, size_);
-    Storage all = heap_storage(static_cast<std::size_t>(size_), false);
+    if (reader_ != nullptr) return read_all(*reader_, size_, pages);
+    Storage all = heap_storage(static_cast<std::size_t>(size_), false, false, pages);
     read_exact(0, {all.mutable_data(), all.size_bytes()});
     return all;
   }
@@ -335,10 +336,10 @@ class SourceBytes {
   // machine's memory could hold is read straight into one buffer of that size, each call asking for all that is left
   // (a remote reader splits it into concurrent ranges); its pages are touched only as bytes arrive, so a reader that
   // claims more than it gives costs address space, not memory. Otherwise, in doubling chunks.
-  [[nodiscard]] Storage read_all(RangeReader& reader, std::optional<std::uint64_t> expected) const {
+  [[nodiscard]] Storage read_all(RangeReader& reader, std::optional<std::uint64_t> expected, HugePages pages) const {
     if (expected && *expected != 0 && *expected <= physical_memory_bytes()) {
       const auto total = static_cast<std::size_t>(*expected);
-      Storage all = heap_storage(total, false);
+      Storage all = heap_storage(total, false, false, pages);
       std::size_t done = 0;
       while (done < total) {
         const std::size_t n = reader.read(done, {all.mutable_data() + done, total - done});
@@ -370,7 +371,7 @@ class SourceBytes {
           "the reader ended early; expected " + std::to_string(*expected) + " bytes, got " + std::to_string(done),
           {.file = name_, .offset = done});
     }
-    Storage all = heap_storage(done, false);
+    Storage all = heap_storage(done, false, false, pages);
     if (done != 0) std::memcpy(all.mutable_data(), bytes.data(), done);
     return all;
   }

@@ -56,6 +56,9 @@ class FileHandle;  // detail/posix/file.hpp: a declaration takes one by referenc
 /// messages. load_state_dict opens shards below their directory and comes here.
 TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
                                        const LoadOptions& options);
+/// load_torch of `whole`, a heap buffer of a file's bytes that no one else reads or writes (a reader read whole for one
+/// load()): its stored records become slices of it that the tensors share, as a stream's do, rather than copies.
+[[nodiscard]] TENSORFILE_ENTRY Value load_torch_owned(const Storage& whole, const LoadOptions& options);
 /// Whether `t` is the whole of its storage in C order: a buffer of its bytes can then stand for the storage.
 [[nodiscard]] TENSORFILE_ENTRY bool whole_storage(const Tensor& t) noexcept;
 /// The caller's bytes of an `into` tensor, as a storage.
@@ -1113,11 +1116,14 @@ TENSORFILE_ENTRY Value load_torch(std::span<const std::byte> bytes, const LoadOp
 }
 
 TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options) {
-  const Storage whole = detail::read_stream_to_heap(in);
-  detail::TorchArchive archive;
+  return detail::load_torch_owned(detail::read_stream_to_heap(in), options);
+}
+
+TENSORFILE_ENTRY Value detail::load_torch_owned(const Storage& whole, const LoadOptions& options) {
+  TorchArchive archive;
   archive.bytes = {whole.data(), whole.size_bytes()};
   archive.views = whole;
-  return detail::load_archive(archive, options);
+  return load_archive(archive, options);
 }
 
 }  // namespace tensorfile
