@@ -258,7 +258,7 @@ TEST_CASE("a sized reader of a zip format is read whole by reads that ask for al
                                                   " bytes, got " + std::to_string(cut.size())));
 }
 
-TEST_CASE("load() of a torch file read whole from a reader gives writable tensors; a handle's loads stay its own",
+TEST_CASE("load() of a torch file read whole from a reader gives writable tensors, a handle's loads stay its own",
           "[checkpoint]") {
   // load() alone holds the buffer it read the file into, so its tensors are slices of it; a Checkpoint's loads are
   // copies, so that writing into one load's tensors never shows in the next.
