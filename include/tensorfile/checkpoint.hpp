@@ -148,9 +148,11 @@ class Checkpoint {
 /// `into` apply to load_all() and load()).
 ///
 /// Sources: a path reads with pread (or maps once with `mmap`); memory and a stream are read in place (a stream is
-/// first read to its end into one heap buffer); a RangeReader is read by ranges for safetensors and .npy (8 bytes,
-/// the header, then each tensor's range as it is asked for), and whole into one heap buffer for torch zip and legacy
-/// files and .npz archives (parsed then as memory; a reader whose mapped() holds the bytes is parsed in place).
+/// first read to its end into one heap buffer); a RangeReader is read by ranges for safetensors, .npy and GGUF (8
+/// bytes, the header, then each tensor's range as it is asked for) and torch zip files (the end records, directory,
+/// local headers and pickle, then each record as it is asked for; load() of every tensor reads one whole, into the
+/// one buffer its tensors share), and whole into one heap buffer for legacy torch files and .npz archives (parsed
+/// then as memory; a reader whose mapped() holds the bytes is parsed in place).
 /// A FolderReader is read file by file through the readers it opens, as a path is: a single file as a reader, an
 /// index and its shards (each opened by open(); mismatches reported as for a path), a model folder, a tensordict
 /// tree (a leaf a read-only view of its reader's mapped() bytes where it has them, else a heap copy, and `mmap` set
@@ -334,6 +336,13 @@ inline Tensor read_direct(const CheckpointState& state, std::size_t i, const Sto
 inline Storage range_storage(const CheckpointState& state, const CheckpointEntry& entry, std::size_t bytes);
 inline void read_into_buffer(const CheckpointState& state, std::string_view path, const Tensor& buffer);
 
+/// The source's reads by range, for a loader that reads a file it cannot map by ranges (a torch zip over a reader).
+[[nodiscard]] inline std::function<void(std::uint64_t, std::span<std::byte>)> ranged_reads(
+    const CheckpointState& state) {
+  const SourceBytes* bytes = state.bytes.get();
+  return [bytes](std::uint64_t offset, std::span<std::byte> out) { bytes->read_exact(offset, out); };
+}
+
 /// safetensors or .npy over a RangeReader: the tree of the meta load, each kept tensor read by its range.
 [[nodiscard]] inline Value load_by_ranges(const CheckpointState& state, const LoadOptions& options) {
   const auto kept = [&](const std::string& path) {
@@ -435,6 +444,7 @@ inline void read_into_buffer(const CheckpointState& state, std::string_view path
     case FileFormat::torch_legacy:
       if (by_path) return load_torch(state.path, options);
       if (single_load && state.held.defined() && !options.mmap) return load_torch_owned(state.held, options);
+      if (state.memory.empty()) return load_torch_ranged(ranged_reads(state), state.bytes->size(), state.name, options);
       return load_torch(state.memory, span_options(state, options));
     case FileFormat::safetensors:
       if (by_path) return load_safetensors(state.path, options);
@@ -719,8 +729,13 @@ inline void open_torch(CheckpointState& state) {
                     Record{std::string(record.member), std::string(record.location), record.file_offset, record.raw});
     return stand_in;
   };
-  state.values =
-      state.source.kind() == Source::Kind::path ? load_torch(state.path, meta) : load_torch(state.memory, meta);
+  if (state.source.kind() == Source::Kind::path) {
+    state.values = load_torch(state.path, meta);
+  } else if (state.memory.empty()) {
+    state.values = load_torch_ranged(ranged_reads(state), state.bytes->size(), state.name, meta);
+  } else {
+    state.values = load_torch(state.memory, meta);
+  }
   add_entries(state, state.values);
   for (std::size_t i = 0; i < state.entries.size(); ++i) {
     const Tensor& tensor = state.meta[i];
@@ -971,8 +986,11 @@ inline void map_views(CheckpointState& state) {
   return state;
 }
 
-/// open() of memory, a stream or a reader, named `name` in messages.
-[[nodiscard]] inline std::shared_ptr<CheckpointState> open_bytes(const Source& source, const LoadOptions& options) {
+/// open() of memory, a stream or a reader, named `name` in messages. `whole_load`: the handle serves one load() of
+/// every tensor, so a torch zip file over a reader is read whole (one buffer its tensors share) rather than by ranges
+/// (its directory, local headers and pickle at open(), each record when asked for).
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_bytes(const Source& source, const LoadOptions& options,
+                                                                 bool whole_load = false) {
   auto state = std::make_shared<CheckpointState>();
   state->options = options;
   state->source = source;
@@ -997,10 +1015,11 @@ inline void map_views(CheckpointState& state) {
       throw ArgumentError("the reader cannot be mapped (mapped() is nullopt); expected .mmap unset for it",
                           {.file = state->name});
     }
-    if (!ranged && state->format != FileFormat::unknown) {  // zip and pickle formats: parsed as memory
+    const bool zip_by_ranges = state->format == FileFormat::torch_zip && !whole_load;
+    if (!ranged && state->format != FileFormat::unknown) {  // zip and pickle formats: parsed as memory but torch zip
       if (mapped) {
         state->memory = *mapped;
-      } else {
+      } else if (!zip_by_ranges) {
         state->held = bytes.whole(options.huge_pages);  // a load() may give its tensors slices of it
         state->memory = {state->held.data(), state->held.size_bytes()};
         state->owns_memory = true;
@@ -1088,7 +1107,7 @@ class FolderFile final : public RangeReader {
 /// from the same folder), a directory is taken as a model folder (the first of state_dict_file_names in it), else
 /// the tensordict tree of its meta.json.
 [[nodiscard]] inline std::shared_ptr<CheckpointState> open_folder(FolderReader& folder, const std::string& relative,
-                                                                  const LoadOptions& options) {
+                                                                  const LoadOptions& options, bool whole_load = false) {
   std::string file = relative;
   std::shared_ptr<RangeReader> reader = relative.empty() ? nullptr : open_folder_file(folder, relative);
   std::string directory = relative;
@@ -1125,7 +1144,7 @@ class FolderFile final : public RangeReader {
   }
   head.resize(got);
   if (!looks_like_json_object(head)) {
-    std::shared_ptr<CheckpointState> state = open_bytes(Source::reader(*reader), options);
+    std::shared_ptr<CheckpointState> state = open_bytes(Source::reader(*reader), options, whole_load);
     state->readers.push_back(std::move(reader));
     if (state->format == FileFormat::gguf && state->gguf_split.is_split()) {
       return open_folder_split(folder, file, std::move(state), options);
@@ -1150,7 +1169,7 @@ class FolderFile final : public RangeReader {
       throw FormatError("the index lists shard \"" + name + "\", which the folder does not hold; expected the file",
                         {.file = state->name});
     }
-    std::shared_ptr<CheckpointState> opened = open_bytes(Source::reader(*shard_reader), options);
+    std::shared_ptr<CheckpointState> opened = open_bytes(Source::reader(*shard_reader), options, whole_load);
     opened->readers.push_back(std::move(shard_reader));
     if (opened->format != FileFormat::safetensors && opened->format != FileFormat::torch_zip &&
         opened->format != FileFormat::torch_legacy) {
@@ -1167,7 +1186,8 @@ class FolderFile final : public RangeReader {
 }
 
 /// open() of a URL through the opener <tensorfile/remote.hpp> registers; without one an ArgumentError.
-[[nodiscard]] inline std::shared_ptr<CheckpointState> open_url(const std::string& url, const LoadOptions& options) {
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_url(const std::string& url, const LoadOptions& options,
+                                                               bool whole_load = false) {
   const std::function<UrlFolder(const std::string&)>& opener = url_opener();
   if (!opener) {
     throw ArgumentError(
@@ -1176,19 +1196,21 @@ class FolderFile final : public RangeReader {
         {.file = redacted_url(url)});
   }
   UrlFolder where = opener(url);
-  std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options);
+  std::shared_ptr<CheckpointState> state = open_folder(*where.folder, where.relative, options, whole_load);
   state->owned_folder = std::move(where.folder);
   return state;
 }
 
-/// The state open() makes of `source`: a path, a URL, a folder's file, memory, a stream or a reader.
-[[nodiscard]] inline std::shared_ptr<CheckpointState> open_source(const Source& source, const LoadOptions& options) {
+/// The state open() makes of `source`: a path, a URL, a folder's file, memory, a stream or a reader (`whole_load`: as
+/// open_bytes() says).
+[[nodiscard]] inline std::shared_ptr<CheckpointState> open_source(const Source& source, const LoadOptions& options,
+                                                                  bool whole_load = false) {
   switch (source.kind()) {
     case Source::Kind::path:
-      if (is_url(source.name())) return open_url(source.name(), options);
+      if (is_url(source.name())) return open_url(source.name(), options, whole_load);
       return open_path(source.path(), options);
-    case Source::Kind::folder: return open_folder(*source.folder(), source.relative(), options);
-    default: return open_bytes(source, options);
+    case Source::Kind::folder: return open_folder(*source.folder(), source.relative(), options, whole_load);
+    default: return open_bytes(source, options, whole_load);
   }
 }
 
@@ -1565,8 +1587,10 @@ TENSORFILE_ENTRY Value load(const Source& source, const LoadOptions& options) {
       }
     }
   }
-  // The handle lives for this one load: what it read whole may become the tensors' storage.
-  const std::shared_ptr<detail::CheckpointState> state = detail::open_source(source, options);
+  // The handle lives for this one load: what it read whole may become the tensors' storage. A load of some tensors
+  // reads a torch zip file by ranges, the rest never read.
+  const std::shared_ptr<detail::CheckpointState> state =
+      detail::open_source(source, options, !options.select && !options.slice);
   return detail::load_with(*state, options, true);
 }
 

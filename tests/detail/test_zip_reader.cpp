@@ -1388,7 +1388,7 @@ TEST_CASE("ZipReader: local headers read on several threads", "[zip][reader][hos
   Built b = build_zip(members);
   // Called from several threads: no Catch2 assertion in it.
   std::atomic<std::size_t> reads{0};
-  const ZipReader::HeaderReader read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
+  const ZipReader::ReadAt read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
     if (offset > b.bytes.size() || out.size() > b.bytes.size() - offset) throw std::out_of_range("read past the end");
     std::memcpy(out.data(), b.bytes.data() + offset, out.size());
     ++reads;
@@ -1433,7 +1433,7 @@ TEST_CASE("ZipReader: an index without its local headers, completed later, hands
   members.push_back(stored("archive/data/big", std::string(10000, 'z')));
   members.push_back(stored("archive/version", "3\n"));
   Built b = build_zip(members);
-  const ZipReader::HeaderReader read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
+  const ZipReader::ReadAt read_at = [&](std::uint64_t offset, std::span<std::byte> out) {
     if (offset > b.bytes.size() || out.size() > b.bytes.size() - offset) throw std::out_of_range("read past the end");
     std::memcpy(out.data(), b.bytes.data() + offset, out.size());
   };

@@ -22,7 +22,8 @@
 namespace tensorfile {
 
 /// A reader of byte ranges that the caller implements: a file on remote storage, a cache, a custom container.
-/// open() and load() read it by ranges where the format allows (safetensors, .npy), else whole (see open()).
+/// open() and load() read it by ranges where the format allows (safetensors, .npy, GGUF, torch zip), else whole (see
+/// open()).
 /// `read` is called from several threads at once (different entries read together), so it must be thread-safe.
 class RangeReader {
  public:

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -79,18 +80,40 @@ class ParallelReads {
       }
       groups.emplace_back(i, i + 1);
     }
-    const std::size_t workers = std::min(std::max<std::size_t>(threads, 1), groups.size());
+    spread(groups.size(), threads, [&] {  // each thread's worker, with its own buffers
+      return [&, gap_bytes = std::vector<std::byte>(),
+              parts = std::vector<std::span<std::byte>>()](std::size_t g) mutable {
+        read_group(file, std::span(requests).subspan(groups[g].first, groups[g].second - groups[g].first), gap_bytes,
+                   parts, mirror);
+      };
+    });
+  }
+
+  /// Performs every read added so far through `read_at` (a ranged reader: no gathering, each read one call),
+  /// with up to `threads` threads, then forgets them; rethrows the first error `read_at` threw.
+  void run(const std::function<void(std::uint64_t, std::span<std::byte>)>& read_at, std::size_t threads) {
+    std::vector<Request> requests = std::move(requests_);
+    requests_.clear();
+    spread(requests.size(), threads,
+           [&] { return [&](std::size_t i) { read_at(requests[i].offset, requests[i].out); }; });
+  }
+
+ private:
+  // Calls `work(k)` for each k in [0, count) from up to `threads` threads, each with its own `work` from
+  // make_worker() and taking the next k; after an error no new k starts, and the first error is rethrown once
+  // all have stopped.
+  template <class MakeWorker>
+  static void spread(std::size_t count, std::size_t threads, const MakeWorker& make_worker) {
+    const std::size_t workers = std::min(std::max<std::size_t>(threads, 1), count);
     std::atomic<std::size_t> next{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;
     std::mutex error_mutex;
-    const auto work = [&] {
-      std::vector<std::byte> gap_bytes;
-      std::vector<std::span<std::byte>> parts;
-      for (std::size_t g = next++; g < groups.size() && !failed; g = next++) {
+    const auto run_some = [&] {
+      auto work = make_worker();
+      for (std::size_t k = next++; k < count && !failed; k = next++) {
         try {
-          read_group(file, std::span(requests).subspan(groups[g].first, groups[g].second - groups[g].first), gap_bytes,
-                     parts, mirror);
+          work(k);
         } catch (...) {
           const std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -99,17 +122,16 @@ class ParallelReads {
       }
     };
     if (workers <= 1) {
-      work();
+      run_some();
     } else {
       std::vector<std::jthread> pool;
       pool.reserve(workers - 1);
-      for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(work);
-      work();
+      for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(run_some);
+      run_some();
     }  // the jthreads join here
     if (error) std::rethrow_exception(error);
   }
 
- private:
   struct Request {
     std::uint64_t offset;
     std::span<std::byte> out;

@@ -32,7 +32,7 @@ struct ZipLimits {
                               << 24;  ///< most entries an archive may declare (as LoadLimits::max_records)
   std::uint64_t max_inflated_size = std::uint64_t{64} << 30;  ///< largest declared size of a deflate entry
   bool require_prefix = true;  ///< every entry under one top-level folder (torch); false: any plain names (.npz)
-  /// Threads reading local headers through a HeaderReader when the archive has many entries: each header
+  /// Threads reading local headers through a ReadAt when the archive has many entries: each header
   /// of a large file is its own read (its record lies between it and the next), so they are spread out.
   std::size_t header_threads = 1;
 };
@@ -134,7 +134,7 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 }  // namespace zip_impl
 
 /// An index over a zip archive held in memory (an mmap or a user buffer), or read from a file through
-/// a HeaderReader (open_file: nothing is mapped, every byte is copied into owned buffers). Borrows the
+/// a ReadAt (open_file: nothing is mapped, every byte is copied into owned buffers). Borrows the
 /// bytes or the reader: they must outlive it and every span it hands out. Built from the central
 /// directory only, after checking every offset and length against the archive. Copyable; const member
 /// functions are safe to call from several threads.
@@ -142,7 +142,7 @@ class ZipReader {
  public:
   /// Reads `out.size()` archive bytes at `offset` into `out` (a pread, for file-backed archives). May be
   /// called from several threads at once (ZipLimits::header_threads).
-  using HeaderReader = std::function<void(std::uint64_t offset, std::span<std::byte> out)>;
+  using ReadAt = std::function<void(std::uint64_t offset, std::span<std::byte> out)>;
 
   /// Parses `archive`. `file_for_errors` only names the file in error messages. Throws FormatError
   /// for anything malformed or ambiguous (bounds, duplicate names, overlapping entries, names outside
@@ -151,7 +151,7 @@ class ZipReader {
   /// `read_at`, when given, reads local headers (bytes at an archive offset) instead of touching
   /// them through `archive`: with a file, a pread per header costs less than a page fault per record.
   [[nodiscard]] static ZipReader open(std::span<const std::byte> archive, std::filesystem::path file_for_errors,
-                                      const ZipLimits& limits = {}, const HeaderReader& read_at = {}) {
+                                      const ZipLimits& limits = {}, const ReadAt& read_at = {}) {
     ZipReader reader;
     reader.archive_ = archive;
     reader.size_ = archive.size();
@@ -165,7 +165,7 @@ class ZipReader {
   /// records, the central directory and the local headers are copied into owned buffers, so a file that
   /// shrinks meanwhile gives read_at's error (FormatError, IoError), never a fault. Throws like open().
   [[nodiscard]] static ZipReader open_file(std::uint64_t size, std::filesystem::path file_for_errors,
-                                           const HeaderReader& read_at, const ZipLimits& limits = {}) {
+                                           const ReadAt& read_at, const ZipLimits& limits = {}) {
     ZipReader reader = unread_file(size, std::move(file_for_errors), read_at);
     reader.build(limits);
     return reader;
@@ -182,7 +182,7 @@ class ZipReader {
   /// read) and read_local_headers() (all of them, then the layout checks) complete it, so that a caller can
   /// work on one record (a pickle) while another thread reads the headers of thousands of others.
   [[nodiscard]] static ZipReader open_file_index(std::uint64_t size, std::filesystem::path file_for_errors,
-                                                 const HeaderReader& read_at, const ZipLimits& limits = {}) {
+                                                 const ReadAt& read_at, const ZipLimits& limits = {}) {
     ZipReader reader = unread_file(size, std::move(file_for_errors), read_at);
     reader.end_ = reader.read_end_records(limits);
     reader.index_names(reader.read_central_directory(reader.end_, limits));
@@ -394,7 +394,7 @@ class ZipReader {
   ZipReader() = default;
 
   /// A reader of a file that only `read_at` reaches, with nothing read yet.
-  static ZipReader unread_file(std::uint64_t size, std::filesystem::path file_for_errors, const HeaderReader& read_at) {
+  static ZipReader unread_file(std::uint64_t size, std::filesystem::path file_for_errors, const ReadAt& read_at) {
     ZipReader reader;
     reader.size_ = size;
     reader.file_ = std::move(file_for_errors);
@@ -879,7 +879,7 @@ class ZipReader {
     }
   }
 
-  HeaderReader read_at_;
+  ReadAt read_at_;
   EndRecords end_;                  // the end records (open_file_index(): for read_local_headers()' layout check)
   std::size_t header_threads_ = 1;  // open_file_index(): for read_local_headers()
   std::span<const std::byte> archive_;

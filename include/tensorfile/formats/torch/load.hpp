@@ -56,6 +56,12 @@ class FileHandle;  // detail/posix/file.hpp: a declaration takes one by referenc
 /// messages. load_state_dict opens shards below their directory and comes here.
 TENSORFILE_ENTRY Value load_torch_file(const FileHandle& file, const std::filesystem::path& path,
                                        const LoadOptions& options);
+/// load_torch of a file of `size` bytes read by ranges through `read_at` (thread-safe: a RangeReader's), named
+/// `name` in messages. A zip file costs its end records, directory, local headers and pickle, then the records the
+/// load keeps (each one read, on up to `threads` threads); a legacy file is an ArgumentError (read it whole).
+[[nodiscard]] TENSORFILE_ENTRY Value
+load_torch_ranged(const std::function<void(std::uint64_t offset, std::span<std::byte> out)>& read_at,
+                  std::uint64_t size, const std::string& name, const LoadOptions& options);
 /// load_torch of `whole`, a heap buffer of a file's bytes that no one else reads or writes (a reader read whole for one
 /// load()): its stored records become slices of it that the tensors share, as a stream's do, rather than copies.
 [[nodiscard]] TENSORFILE_ENTRY Value load_torch_owned(const Storage& whole, const LoadOptions& options);
@@ -129,9 +135,18 @@ struct TorchArchive {
   std::span<const std::byte> bytes;  ///< the whole file (with `pread_only`, its first bytes only)
   Storage views;                     ///< when set, storages are zero-copy slices of it
   const FileHandle* file = nullptr;  ///< otherwise, pread from here (path input) ...
+  ZipReader::ReadAt read_at;         ///< ... or read by ranges from here (a RangeReader) ...
                                      ///< ... or copy from `bytes` (memory input)
-  bool pread_only = false;           ///< a zip file reached through `file` alone: nothing of it is mapped
+  bool pread_only = false;           ///< a zip file reached through `file` or `read_at` alone: nothing is mapped
   std::uint64_t size = 0;            ///< with `pread_only`, the file's size when opened
+
+  /// Whether bytes past `bytes` can be read: through `file` or `read_at`.
+  [[nodiscard]] bool positional() const noexcept { return file != nullptr || static_cast<bool>(read_at); }
+  /// Reads exactly `out.size()` bytes at `offset` through `file` or `read_at`.
+  void read_exact(std::uint64_t offset, std::span<std::byte> out) const {
+    if (file != nullptr) return file->read_exact(offset, out);
+    read_at(offset, out);
+  }
 };
 
 /// The stored records of a zip file read with pread while the pickle runs (those not deferred into the arena:
@@ -145,8 +160,8 @@ class RecordBatches {
   /// Most bytes one batch spans.
   static constexpr std::uint64_t batch_span = std::uint64_t{1} << 20;
 
-  RecordBatches(const std::vector<ZipEntry>& entries, const FileHandle& file)
-      : entries_(&entries), file_(&file), batch_of_(entries.size(), unbatched) {
+  RecordBatches(const std::vector<ZipEntry>& entries, const TorchArchive& archive)
+      : entries_(&entries), archive_(&archive), batch_of_(entries.size(), unbatched) {
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       if (entries[i].method == 0 && entries[i].size != 0 && entries[i].size <= small_record) order.push_back(i);
@@ -163,14 +178,14 @@ class RecordBatches {
   }
 
   /// The bytes of `entry` (one of the entries given) as a slice of its batch, read on first use;
-  /// nullopt for a record that is not batched. Throws what FileHandle::read_exact throws.
+  /// nullopt for a record that is not batched. Throws what TorchArchive::read_exact throws.
   [[nodiscard]] std::optional<Storage> slice(const ZipEntry& entry) {
     const auto index = static_cast<std::size_t>(&entry - entries_->data());
     if (batch_of_[index] == unbatched) return std::nullopt;
     Batch& batch = batches_[batch_of_[index]];
     if (!batch.bytes.defined()) {
       Storage bytes = heap_storage(static_cast<std::size_t>(batch.end - batch.begin), false);
-      file_->read_exact(batch.begin, {bytes.mutable_data(), bytes.size_bytes()});
+      archive_->read_exact(batch.begin, {bytes.mutable_data(), bytes.size_bytes()});
       batch.bytes = std::move(bytes);
     }
     return batch.bytes.slice(static_cast<std::size_t>(entry.data_offset - batch.begin),
@@ -185,7 +200,7 @@ class RecordBatches {
     Storage bytes;
   };
   const std::vector<ZipEntry>* entries_;
-  const FileHandle* file_;
+  const TorchArchive* archive_;
   std::vector<std::size_t> batch_of_;  // per entry: its batch, or unbatched
   std::vector<Batch> batches_;
 };
@@ -508,9 +523,9 @@ class ZipLoad {
   // pickle.
   [[nodiscard]] static ZipReader open_index(const TorchArchive& archive, const LoadOptions& options,
                                             std::size_t read_threads) {
-    ZipReader::HeaderReader read_at;
-    if (archive.file != nullptr) {
-      read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.file->read_exact(offset, out); };
+    ZipReader::ReadAt read_at;
+    if (archive.positional()) {
+      read_at = [&archive](std::uint64_t offset, std::span<std::byte> out) { archive.read_exact(offset, out); };
     }
     const ZipLimits limits{.max_entries = options.limits.max_records, .header_threads = read_threads};
     return archive.pread_only ? ZipReader::open_file_index(archive.size, archive.path, read_at, limits)
@@ -551,7 +566,7 @@ class ZipLoad {
     pickle_name_ = std::string(pickle_->name);
     // The pickle in memory, or (a stored pickle of a file read with pread) read by the machine a window at a time:
     // a 5,000-tensor state dict's pickle is half a megabyte, all of it in memory at the load's peak otherwise.
-    pickle_streamed_ = pickle_->method == 0 && !zip_.in_memory() && archive_.file != nullptr;
+    pickle_streamed_ = pickle_->method == 0 && !zip_.in_memory() && archive_.positional();
     if (pickle_->method == 0 && zip_.in_memory()) {
       pickle_bytes_ = zip_.stored_bytes(*pickle_);
     } else if (!pickle_streamed_) {
@@ -594,7 +609,7 @@ class ZipLoad {
 
   [[nodiscard]] std::optional<Storage> batch_slice(const ZipEntry& record) {
     if (!archive_.pread_only || big_endian_ || each_on_its_own_) return std::nullopt;
-    if (!batches_) batches_.emplace(zip_.entries(), *archive_.file);
+    if (!batches_) batches_.emplace(zip_.entries(), archive_);
     return batches_->slice(record);
   }
 
@@ -772,8 +787,8 @@ class ZipLoad {
     } else {
       cpu = heap_storage(size, false, false, options_.huge_pages);
       std::span<std::byte> out(cpu.mutable_data(), size);
-      if (record.method == 0 && archive_.file != nullptr && !archive_.views.defined()) {
-        archive_.file->read_exact(record.data_offset, out);
+      if (record.method == 0 && archive_.positional() && !archive_.views.defined()) {
+        archive_.read_exact(record.data_offset, out);
       } else {
         zip_.read(record, out);
       }
@@ -798,12 +813,18 @@ class ZipLoad {
         if (wanted == nullptr) arena_slice_[i] = Slice::read;
       }
     }
-    if (!reads.empty()) reads.run(*archive_.file, read_threads_, mirror_ ? &*mirror_ : nullptr);
+    if (reads.empty()) return;
+    if (archive_.file != nullptr) {
+      reads.run(*archive_.file, read_threads_, mirror_ ? &*mirror_ : nullptr);
+    } else {
+      reads.run(archive_.read_at, read_threads_);
+    }
   }
 
-  template <class Input>
-  void run_machine(Input input, TorchHooks& hooks, Value& result) {
-    PickleMachine machine(std::move(input), hooks, {archive_.path, pickle_name_}, pickle_limits(options_));
+  // `window`: a PickleSource's window size, if not the default.
+  template <class Input, class... Window>
+  void run_machine(Input input, TorchHooks& hooks, Value& result, Window... window) {
+    PickleMachine machine(std::move(input), hooks, {archive_.path, pickle_name_}, pickle_limits(options_), window...);
     machine.expect_large_dict(data_records_);
     result = machine.run();
     pickle_end_ = machine.end();
@@ -821,12 +842,15 @@ class ZipLoad {
     try {  // the machine, its memo, the storage keys and the pickle are let go before the records are read
       if (pickle_streamed_) {
         const std::uint64_t start = pickle_->data_offset;
-        const FileHandle& file = *archive_.file;
+        // A ranged reader's window is larger: each refill is a request (a GET, for remote storage).
+        constexpr std::size_t ranged_window = std::size_t{1} << 20;
+        const TorchArchive& archive = archive_;
         run_machine(PickleSource{pickle_->size,
-                                 [start, &file](std::uint64_t offset, std::span<std::byte> out) {
-                                   file.read_exact(start + offset, out);
+                                 [start, &archive](std::uint64_t offset, std::span<std::byte> out) {
+                                   archive.read_exact(start + offset, out);
                                  }},
-                    hooks, result);
+                    hooks, result,
+                    archive_.file != nullptr ? PickleMachine<TorchHooks>::default_window : ranged_window);
       } else {
         run_machine(pickle_bytes_, hooks, result);
       }
@@ -1117,6 +1141,28 @@ TENSORFILE_ENTRY Value load_torch(std::span<const std::byte> bytes, const LoadOp
 
 TENSORFILE_ENTRY Value load_torch(std::istream& in, const LoadOptions& options) {
   return detail::load_torch_owned(detail::read_stream_to_heap(in), options);
+}
+
+TENSORFILE_ENTRY Value
+detail::load_torch_ranged(const std::function<void(std::uint64_t offset, std::span<std::byte> out)>& read_at,
+                          std::uint64_t size, const std::string& name, const LoadOptions& options) {
+  if (size == 0) throw FormatError("file is empty; expected a torch file", {.file = name});
+  std::array<std::byte, format_sniff_bytes> head{};
+  const auto head_size = static_cast<std::size_t>(std::min<std::uint64_t>(size, head.size()));
+  read_at(0, {head.data(), head_size});
+  detail::TorchArchive archive;
+  archive.path = name;
+  archive.bytes = {head.data(), head_size};
+  const FileFormat format = detect_format(archive.bytes);
+  if (format == FileFormat::torch_legacy) {  // its records are not indexed: the caller reads it whole
+    throw ArgumentError("a legacy torch file is not read by ranges; expected it read whole", {.file = name});
+  }
+  if (format == FileFormat::torch_zip) {
+    archive.read_at = read_at;
+    archive.pread_only = true;
+    archive.size = size;
+  }
+  return detail::load_archive(archive, options);  // a zip, or refused by its head
 }
 
 TENSORFILE_ENTRY Value detail::load_torch_owned(const Storage& whole, const LoadOptions& options) {
